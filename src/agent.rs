@@ -1,0 +1,114 @@
+//! `isobench agent`: the side of isobench that runs inside the sandbox. It reads one request
+//! (which workload, where the volume is), records where it is running, runs the workload and
+//! prints one framed JSON report. The same framing works over a pipe, a container's stdout or a
+//! VM's serial port, so an environment only has to start a process and carry bytes back.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::facts::{self, Facts};
+use crate::store::{RawFile, Sample};
+use crate::workload::{self, Unfit};
+
+/// The line prefix that frames the report in whatever stream carries it back.
+pub const RESULT_PREFIX: &str = "ISOBENCH-RESULT ";
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Request {
+    pub workload: workload::Spec,
+    /// The volume under test, as seen inside the environment.
+    pub data_dir: PathBuf,
+    /// Temporary files go here, off the volume under test.
+    pub scratch_dir: PathBuf,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct Report {
+    pub samples: Vec<Sample>,
+    pub facts: Facts,
+    pub raw: Vec<RawFile>,
+    pub notes: Vec<String>,
+    /// Why the run failed, if it did.
+    pub error: Option<String>,
+    /// The workload refused to start because this cell cannot work (see `workload::Unfit`).
+    #[serde(default)]
+    pub unfit: bool,
+}
+
+/// Runs a request and returns the report (never fails: failures are in the report).
+pub fn execute(request: &Request) -> Report {
+    let mut report = Report {
+        facts: facts::sandbox_facts(Some(&request.data_dir)),
+        ..Default::default()
+    };
+    let mut out = workload::Output::default();
+    let ctx = workload::RunContext {
+        data_dir: &request.data_dir,
+        scratch_dir: &request.scratch_dir,
+    };
+    let result = std::fs::create_dir_all(&request.scratch_dir)
+        .with_context(|| format!("creating {}", request.scratch_dir.display()))
+        .and_then(|_| request.workload.workload().run(&ctx, &mut out));
+    if let Err(e) = result {
+        report.unfit = e.downcast_ref::<Unfit>().is_some();
+        report.error = Some(format!("{e:#}"));
+    }
+    report.samples = out.samples;
+    report.raw = out.raw;
+    report.notes = out.notes;
+    report
+}
+
+/// The `agent` subcommand: the request comes from a file, or from stdin with "-".
+pub fn main(request_path: &str) -> Result<()> {
+    let text = if request_path == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("reading the request from stdin")?;
+        s
+    } else {
+        std::fs::read_to_string(request_path).with_context(|| format!("reading {request_path}"))?
+    };
+    let request: Request = serde_json::from_str(&text).context("the agent request is not valid")?;
+    let report = execute(&request);
+    println!("{}", frame(&report)?);
+    Ok(())
+}
+
+pub fn frame(report: &Report) -> Result<String> {
+    Ok(format!("{RESULT_PREFIX}{}", serde_json::to_string(report)?))
+}
+
+/// Finds the framed report in what an environment carried back (the last one wins; anything
+/// else in the stream, such as runtime warnings or console noise, is ignored).
+pub fn parse_output(stream: &str) -> Option<Report> {
+    stream
+        .lines()
+        .rev()
+        .find_map(|l| l.find(RESULT_PREFIX).map(|i| &l[i + RESULT_PREFIX.len()..]))
+        .and_then(|json| serde_json::from_str(json.trim()).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_survive_noise_around_the_frame() {
+        let report = Report {
+            samples: vec![Sample::new("iops", 5.0, "op/s")],
+            ..Default::default()
+        };
+        let stream = format!(
+            "warning: something\n[  1.23] console\n{}\ntrailing\n",
+            frame(&report).unwrap()
+        );
+        let parsed = parse_output(&stream).unwrap();
+        assert_eq!(parsed.samples, report.samples);
+        assert!(parse_output("no frame here").is_none());
+    }
+}

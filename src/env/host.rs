@@ -1,0 +1,82 @@
+//! The bare host: the baseline every sandbox is compared with. The agent runs as a plain child
+//! process, and sees the volume at its mount point.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Result, bail};
+
+use super::{Environment, Kind, Launch, agent_binary};
+use crate::agent;
+use crate::ledger::Resource;
+use crate::process;
+use crate::suite::tree::{Fields, SuiteError};
+use crate::volume::Provisioned;
+
+pub const KIND: Kind = Kind {
+    name: "host",
+    parse,
+};
+
+pub struct Host;
+
+fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
+    f.finish()?;
+    Ok(Box::new(Host))
+}
+
+impl Environment for Host {
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
+
+    fn is_sandbox(&self) -> bool {
+        false
+    }
+
+    fn describe(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([("env.kind".to_string(), "host".to_string())])
+    }
+
+    fn data_dir(&self, volume: &Provisioned) -> PathBuf {
+        volume.path.clone()
+    }
+
+    fn scratch_dir(&self, run_dir: &Path) -> PathBuf {
+        run_dir.join("scratch")
+    }
+
+    fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
+        run_agent_process(
+            Command::new(agent_binary()?).args(["agent", "--request", "-"]),
+            launch,
+        )
+    }
+}
+
+/// Runs an agent command that takes the request on stdin and prints its report on stdout:
+/// the host directly, and any wrapper that passes stdio through (runtimes, `unshare`, …).
+pub fn run_agent_process(cmd: &mut Command, launch: Launch) -> Result<agent::Report> {
+    let token = launch.ledger.new_process_token();
+    launch.ledger.record(Resource::Processes {
+        token: token.clone(),
+    })?;
+    let finished = process::run(
+        cmd,
+        process::Options {
+            token: Some(&token),
+            stdin: Some(serde_json::to_vec(launch.request)?),
+            timeout: Some(launch.timeout),
+            ..Default::default()
+        },
+    )?;
+    match agent::parse_output(&finished.stdout) {
+        Some(report) => Ok(report),
+        None => bail!(
+            "the agent sent no report ({}):\n{}",
+            finished.status,
+            finished.tail(15)
+        ),
+    }
+}

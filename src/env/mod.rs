@@ -1,0 +1,65 @@
+//! Where a workload runs. Each kind is one file; an environment only has to know how to start
+//! the isobench agent inside its sandbox with the volume visible, and carry its report back.
+
+pub mod host;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::agent;
+use crate::ledger::Ledger;
+use crate::suite::tree::{Fields, SuiteError};
+use crate::volume::Provisioned;
+
+/// Everything an environment needs to run the agent once.
+pub struct Launch<'a> {
+    pub request: &'a agent::Request,
+    pub volume: &'a Provisioned,
+    /// A host directory private to this run (bundles, sockets, logs).
+    pub run_dir: &'a Path,
+    /// The agent must have reported by then.
+    pub timeout: Duration,
+    pub ledger: &'a mut Ledger,
+}
+
+pub trait Environment {
+    /// Why this environment cannot run on this machine, if it cannot.
+    fn unavailable(&self) -> Option<String>;
+    /// Whether the agent must see a kernel or namespaces different from the host's.
+    fn is_sandbox(&self) -> bool;
+    /// What the environment is (runtime and version, accelerator …), recorded with each run.
+    fn describe(&self) -> BTreeMap<String, String>;
+    /// Where the volume appears inside the environment.
+    fn data_dir(&self, volume: &Provisioned) -> PathBuf;
+    /// Where the agent may keep temporary files inside the environment.
+    fn scratch_dir(&self, run_dir: &Path) -> PathBuf;
+    /// Runs the agent once and returns its report.
+    fn run_agent(&self, launch: Launch) -> Result<agent::Report>;
+}
+
+/// An environment kind: its name and how to read its suite table.
+pub struct Kind {
+    pub name: &'static str,
+    pub parse: fn(&mut Fields) -> Result<Box<dyn Environment>, SuiteError>,
+}
+
+pub const KINDS: &[Kind] = &[host::KIND];
+
+pub fn kind(name: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.name == name)
+}
+
+pub fn kind_names() -> Vec<&'static str> {
+    KINDS.iter().map(|k| k.name).collect()
+}
+
+/// The isobench binary that serves as the agent: this very program.
+pub fn agent_binary() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("ISOBENCH_AGENT_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find the isobench binary: {e}"))
+}

@@ -1,0 +1,178 @@
+//! Facts about where code is running: collected by the agent inside every sandbox (to prove
+//! which kernel, namespaces and filesystem a run really had) and on the host (for `host.json`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub type Facts = BTreeMap<String, String>;
+
+const NAMESPACES: &[&str] = &["cgroup", "ipc", "mnt", "net", "pid", "user", "uts"];
+
+/// What the agent records inside an environment. `data_dir` is the volume under test.
+pub fn sandbox_facts(data_dir: Option<&Path>) -> Facts {
+    let mut f = Facts::new();
+    if let Ok(u) = nix::sys::utsname::uname() {
+        f.insert(
+            "kernel.release".into(),
+            u.release().to_string_lossy().into_owned(),
+        );
+        f.insert(
+            "kernel.version".into(),
+            u.version().to_string_lossy().into_owned(),
+        );
+        f.insert(
+            "hostname".into(),
+            u.nodename().to_string_lossy().into_owned(),
+        );
+    }
+    if let Some(id) = read_trimmed("/proc/sys/kernel/random/boot_id") {
+        f.insert("boot_id".into(), id);
+    }
+    for ns in NAMESPACES {
+        if let Ok(link) = std::fs::read_link(format!("/proc/self/ns/{ns}")) {
+            f.insert(format!("ns.{ns}"), link.to_string_lossy().into_owned());
+        }
+    }
+    if let Some(cg) = read_trimmed("/proc/1/cgroup") {
+        f.insert(
+            "pid1.cgroup".into(),
+            cg.lines().take(12).collect::<Vec<_>>().join("; "),
+        );
+    }
+    if let Some(comm) = read_trimmed("/proc/1/comm") {
+        f.insert("pid1.comm".into(), comm);
+    }
+    f.insert(
+        "cpus".into(),
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+            .to_string(),
+    );
+    if let Some(mem) = meminfo_kib("MemTotal") {
+        f.insert("mem_total_kib".into(), mem.to_string());
+    }
+    if let Some(dir) = data_dir {
+        f.insert("data.fstype".into(), fs_type(dir));
+        if let Some((source, options)) = mount_of(dir) {
+            f.insert("data.mount_source".into(), source);
+            f.insert("data.mount_options".into(), options);
+        }
+    }
+    f
+}
+
+/// The machine, for `host.json`.
+pub fn host_facts() -> Facts {
+    let mut f = sandbox_facts(None);
+    if let Some(cpuinfo) = read_trimmed("/proc/cpuinfo")
+        && let Some(model) = cpuinfo.lines().find(|l| l.starts_with("model name"))
+    {
+        f.insert(
+            "cpu.model".into(),
+            model.split(':').nth(1).unwrap_or("").trim().to_string(),
+        );
+    }
+    if let Some(os) = read_trimmed("/etc/os-release")
+        && let Some(name) = os.lines().find_map(|l| l.strip_prefix("PRETTY_NAME="))
+    {
+        f.insert("os".into(), name.trim_matches('"').to_string());
+    }
+    f.insert("isobench.version".into(), env!("CARGO_PKG_VERSION").into());
+    if let Some(sha) = option_env!("ISOBENCH_GIT_SHA") {
+        f.insert("isobench.git".into(), sha.into());
+    }
+    for (name, args) in [
+        ("fio", &["--version"][..]),
+        ("sysbench", &["--version"][..]),
+        ("iperf3", &["--version"][..]),
+    ] {
+        if let Ok(out) = crate::process::command_output(name, args) {
+            f.insert(
+                format!("{name}.version"),
+                out.lines().next().unwrap_or("").trim().to_string(),
+            );
+        }
+    }
+    f
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+pub fn meminfo_kib(key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// The filesystem type of `dir` by its statfs magic.
+pub fn fs_type(dir: &Path) -> String {
+    let Ok(s) = nix::sys::statfs::statfs(dir) else {
+        return "unknown".into();
+    };
+    let magic = s.filesystem_type().0 as u64;
+    let name = match magic {
+        0xEF53 => "ext4",
+        0x5846_5342 => "xfs",
+        0x0102_1994 => "tmpfs",
+        0x9123_683E => "btrfs",
+        0x794C_7630 => "overlayfs",
+        0x0102_1997 => "9p",
+        0x6573_5546 => "fuse",
+        0x6573_5543 => "fusectl",
+        0x5346_544E => "ntfs",
+        0x0000_6969 => "nfs",
+        0x2FC1_2FC1 => "zfs",
+        0x6E73_6673 => "nsfs",
+        0x6265_6572 => "sysfs",
+        0x0000_9FA0 => "proc",
+        0x8584_58F6 => "ramfs",
+        _ => return format!("0x{magic:x}"),
+    };
+    name.to_string()
+}
+
+/// The source and options of the mount that holds `dir`, from /proc/self/mountinfo.
+pub fn mount_of(dir: &Path) -> Option<(String, String)> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let fields: Vec<&str> = left.split(' ').collect();
+            let mount_point = fields.get(4)?.replace("\\040", " ");
+            let right: Vec<&str> = right.split(' ').collect();
+            dir.starts_with(&mount_point).then(|| {
+                (
+                    mount_point.len(),
+                    format!(
+                        "{} {}",
+                        right.first().unwrap_or(&""),
+                        right.get(1).unwrap_or(&"")
+                    ),
+                    fields.get(5).unwrap_or(&"").to_string(),
+                )
+            })
+        })
+        .max_by_key(|(len, _, _)| *len)
+        .map(|(_, source, options)| (source, options))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_name_the_kernel_and_namespaces() {
+        let f = sandbox_facts(Some(Path::new("/")));
+        assert!(!f["kernel.release"].is_empty());
+        assert!(f["ns.mnt"].starts_with("mnt:["), "{}", f["ns.mnt"]);
+        assert!(f.contains_key("data.fstype"));
+        assert!(f.contains_key("data.mount_source"));
+    }
+}

@@ -1,0 +1,20 @@
+//! isobench: what does this sandbox and this storage stack cost my workload?
+//! See DESIGN.md for the concepts and the data flow.
+
+pub mod agent;
+pub mod cli;
+pub mod compare;
+pub mod doctor;
+pub mod env;
+pub mod facts;
+pub mod ledger;
+pub mod plan;
+pub mod process;
+pub mod report;
+pub mod runner;
+pub mod stats;
+pub mod store;
+pub mod suite;
+pub mod units;
+pub mod volume;
+pub mod workload;

@@ -1,0 +1,382 @@
+//! Running child processes the way a benchmark harness must: each in its own process group (so
+//! Ctrl-C reaches isobench first and teardown stays orderly), marked with a token in its
+//! environment (so `isobench cleanup` can find it after isobench itself was killed), killed if
+//! isobench dies, bounded by a timeout, and stoppable when the user interrupts.
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+
+/// The environment variable that marks every process isobench starts.
+pub const TOKEN_VAR: &str = "ISOBENCH_TOKEN";
+
+static INTERRUPTED: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// Catches SIGINT, SIGTERM and SIGHUP: the first one sets a flag that long waits poll, so the
+/// current run stops and everything it created is torn down; isobench then exits.
+pub fn install_interrupt_handler() -> Result<()> {
+    let flag = INTERRUPTED.get_or_init(|| Arc::new(AtomicBool::new(false)));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, Arc::clone(flag))
+            .context("installing the signal handler")?;
+    }
+    Ok(())
+}
+
+pub fn interrupted() -> bool {
+    INTERRUPTED.get().is_some_and(|f| f.load(Ordering::Relaxed))
+}
+
+/// The error returned when the user interrupted a wait.
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Sleeps in small steps, returning early with `Interrupted` when the user interrupts.
+pub fn sleep(d: Duration) -> Result<()> {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if interrupted() {
+            return Err(Interrupted.into());
+        }
+        thread::sleep((end - Instant::now()).min(Duration::from_millis(50)));
+    }
+    Ok(())
+}
+
+/// What a finished child left behind.
+#[derive(Debug)]
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Finished {
+    /// The last `n` lines of stderr, or of stdout when stderr is empty: what to show in an error.
+    pub fn tail(&self, n: usize) -> String {
+        let text = if self.stderr.trim().is_empty() {
+            &self.stdout
+        } else {
+            &self.stderr
+        };
+        tail_lines(text, n)
+    }
+}
+
+pub fn tail_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Receives each line a child prints on stdout, as it arrives.
+pub type LineSink<'a> = Box<dyn FnMut(&str) + Send + 'a>;
+
+/// How to run a child.
+#[derive(Default)]
+pub struct Options<'a> {
+    /// Marks the child (and what it starts) for `cleanup`.
+    pub token: Option<&'a str>,
+    pub stdin: Option<Vec<u8>>,
+    /// Killed (whole process group) after this long.
+    pub timeout: Option<Duration>,
+    /// Called with each line of stdout as it arrives (progress, console tails).
+    pub on_stdout_line: Option<LineSink<'a>>,
+}
+
+/// Prepares `cmd` to start as a leader of its own process group, marked with `token`, and to be
+/// killed if isobench dies.
+pub fn prepare(cmd: &mut Command, token: Option<&str>) {
+    if let Some(token) = token {
+        cmd.env(TOKEN_VAR, token);
+    }
+    cmd.process_group(0);
+    // SAFETY: prctl is async-signal-safe and touches only the calling (child) process.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+/// Runs `cmd` to completion under `opts`, capturing its output.
+pub fn run(cmd: &mut Command, mut opts: Options) -> Result<Finished> {
+    prepare(cmd, opts.token);
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    cmd.stdin(if opts.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {program}"))?;
+    if let Some(input) = opts.stdin.take() {
+        let mut stdin = child.stdin.take().expect("stdin was piped");
+        thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+    }
+    let stdout = child.stdout.take().expect("stdout was piped");
+    let stderr = child.stderr.take().expect("stderr was piped");
+    let on_line = opts.on_stdout_line.take();
+    thread::scope(|scope| {
+        let out = scope.spawn(move || read_lines(stdout, on_line));
+        let err = scope.spawn(move || read_all(stderr));
+        let status = wait(&mut child, opts.timeout, &program);
+        let stdout = out.join().unwrap_or_default();
+        let stderr = err.join().unwrap_or_default();
+        let status = status.map_err(|e| match e.downcast_ref::<TimedOut>() {
+            Some(_) => anyhow!(
+                "{program} did not finish within {:?}; it was killed. Last output:\n{}",
+                opts.timeout.unwrap_or_default(),
+                tail_lines(
+                    if stderr.trim().is_empty() {
+                        &stdout
+                    } else {
+                        &stderr
+                    },
+                    15
+                )
+            ),
+            None => e,
+        })?;
+        Ok(Finished {
+            status,
+            stdout,
+            stderr,
+            elapsed: started.elapsed(),
+        })
+    })
+}
+
+#[derive(Debug)]
+struct TimedOut;
+
+impl std::fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("timed out")
+    }
+}
+
+impl std::error::Error for TimedOut {}
+
+/// Waits for `child`, killing its process group on timeout or interrupt.
+pub fn wait(child: &mut Child, timeout: Option<Duration>, program: &str) -> Result<ExitStatus> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        if let Some(status) = child
+            .try_wait()
+            .with_context(|| format!("waiting for {program}"))?
+        {
+            return Ok(status);
+        }
+        if interrupted() {
+            stop_group(child);
+            return Err(Interrupted.into());
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            stop_group(child);
+            return Err(TimedOut.into());
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGTERM to the child's process group, SIGKILL after a grace period, then reaps the child.
+pub fn stop_group(child: &mut Child) {
+    let pgid = child.id() as i32;
+    signal_group(pgid, libc::SIGTERM);
+    let grace = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < grace {
+        if let Ok(Some(_)) = child.try_wait() {
+            signal_group(pgid, libc::SIGKILL);
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    signal_group(pgid, libc::SIGKILL);
+    let _ = child.wait();
+}
+
+fn signal_group(pgid: i32, signal: i32) {
+    // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+fn read_all(mut r: impl Read) -> String {
+    let mut buf = Vec::new();
+    let _ = r.read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+fn read_lines(r: impl Read, mut on_line: Option<LineSink<'_>>) -> String {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::new(r);
+    let mut all = String::new();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                if let Some(f) = on_line.as_mut() {
+                    f(text.trim_end_matches('\n'));
+                }
+                all.push_str(&text);
+            }
+        }
+    }
+    all
+}
+
+/// Runs a short system command (mount, losetup, mkfs …) and returns its stdout; a failure
+/// becomes an error that quotes the command and what it printed.
+pub fn command_output(program: &str, args: &[&str]) -> Result<String> {
+    let finished = run(
+        Command::new(program).args(args),
+        Options {
+            timeout: Some(Duration::from_secs(300)),
+            ..Default::default()
+        },
+    )?;
+    if !finished.status.success() {
+        bail!(
+            "`{} {}` failed ({}): {}",
+            program,
+            args.join(" "),
+            finished.status,
+            finished.tail(5)
+        );
+    }
+    Ok(finished.stdout)
+}
+
+/// Whether an executable of this name is on PATH (or is this path).
+pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
+    if name.contains('/') {
+        let p = std::path::PathBuf::from(name);
+        return is_executable(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Kills every process whose environment carries `TOKEN_VAR=token`; returns how many.
+/// This is how a killed run's children are found again: pids are reused, tokens are not.
+pub fn kill_by_token(token: &str) -> usize {
+    let needle = format!("{TOKEN_VAR}={token}");
+    let mut killed = 0;
+    for _round in 0..50 {
+        let pids = pids_with_env(&needle);
+        if pids.is_empty() {
+            break;
+        }
+        for pid in &pids {
+            // SAFETY: kill(2) on a pid we just found; a race with its exit only yields ESRCH.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        killed += pids.len();
+        thread::sleep(Duration::from_millis(100));
+    }
+    killed
+}
+
+/// Pids (other than our own) whose environment holds exactly `entry` ("NAME=value").
+pub fn pids_with_env(entry: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == entry.as_bytes()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captures_output_and_status() {
+        let f = run(
+            Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]),
+            Options::default(),
+        )
+        .unwrap();
+        assert_eq!(f.stdout, "out\n");
+        assert_eq!(f.stderr, "err\n");
+        assert_eq!(f.status.code(), Some(3));
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let token = format!("test-timeout-{}", std::process::id());
+        let started = Instant::now();
+        let err = run(
+            Command::new("sh").args(["-c", "sleep 30 & sleep 30"]),
+            Options {
+                token: Some(&token),
+                timeout: Some(Duration::from_millis(300)),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("did not finish within"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        thread::sleep(Duration::from_millis(200));
+        assert!(
+            pids_with_env(&format!("{TOKEN_VAR}={token}")).is_empty(),
+            "the background sleep survived"
+        );
+    }
+
+    #[test]
+    fn kill_by_token_finds_detached_processes() {
+        let token = format!("test-token-{}", std::process::id());
+        let mut cmd = Command::new("setsid");
+        cmd.args(["sleep", "30"]).env(TOKEN_VAR, &token);
+        let mut child = cmd.spawn().unwrap();
+        thread::sleep(Duration::from_millis(100));
+        assert_eq!(kill_by_token(&token), 1);
+        assert!(!child.wait().unwrap().success());
+    }
+}

@@ -1,0 +1,221 @@
+//! Executes a plan: for each run, provision the volume, launch the agent through the
+//! environment, store what came back, and release everything the run created — whatever
+//! happened in between.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::agent;
+use crate::env::Launch;
+use crate::ledger::{Ledger, Resource};
+use crate::plan::{Plan, Slot};
+use crate::process::{self, Interrupted};
+use crate::store::{RawFile, ResultSet, RunRecord, Status, utc_now};
+use crate::suite::Suite;
+use crate::units;
+use crate::volume::ProvisionContext;
+
+pub struct Runner<'a> {
+    pub suite: &'a Suite,
+    pub plan: &'a Plan,
+    pub set: &'a ResultSet,
+    pub ledger: &'a mut Ledger,
+    /// Where run directories (mount points, images, bundles) are made.
+    pub workdir: PathBuf,
+    /// Cells found unable to work (e.g. O_DIRECT refused), with the reason.
+    unfit: HashMap<usize, String>,
+    runs_started: u32,
+}
+
+impl<'a> Runner<'a> {
+    pub fn new(
+        suite: &'a Suite,
+        plan: &'a Plan,
+        set: &'a ResultSet,
+        ledger: &'a mut Ledger,
+        workdir: PathBuf,
+    ) -> Self {
+        Runner {
+            suite,
+            plan,
+            set,
+            ledger,
+            workdir,
+            unfit: HashMap::new(),
+            runs_started: 0,
+        }
+    }
+
+    /// Runs every slot of the plan that the result set does not have yet.
+    pub fn run_all(&mut self) -> Result<()> {
+        let total = self.plan.runs.len() as u64;
+        let bar = ProgressBar::new(total);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} run {pos}/{len} · ETA {eta} · {msg}",
+            )
+            .expect("valid template"),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        for (i, slot) in self.plan.runs.iter().enumerate() {
+            let cell = &self.plan.cells[slot.cell];
+            if self.set.has_run(&cell.id, slot.rep) {
+                bar.inc(1);
+                continue;
+            }
+            if process::interrupted() {
+                bar.abandon();
+                return Err(Interrupted.into());
+            }
+            bar.set_message(format!("{} #{}", cell.id, slot.rep));
+            let (mut record, raw) = self.run_one(*slot)?;
+            self.set.write_run(&mut record, &raw)?;
+            bar.println(progress_line(i + 1, total, &record));
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        Ok(())
+    }
+
+    /// One run. Errors only for an interrupt or a broken ledger; a failed run is a record.
+    fn run_one(&mut self, slot: Slot) -> Result<(RunRecord, Vec<RawFile>)> {
+        let cell = &self.plan.cells[slot.cell];
+        let env = &self.suite.envs[cell.env];
+        let volume = &self.suite.volumes[cell.volume];
+        let started = utc_now();
+        let clock = Instant::now();
+        let mut record = RunRecord {
+            cell: cell.id.clone(),
+            labels: cell.labels.clone(),
+            rep: slot.rep,
+            status: Status::Ok,
+            error: None,
+            started,
+            ended: String::new(),
+            seconds: 0.0,
+            samples: Vec::new(),
+            facts: Default::default(),
+            setup: env.item.describe(),
+            notes: Vec::new(),
+            raw: Vec::new(),
+            origin: None,
+        };
+        let mut raw = Vec::new();
+        let unavailable = env
+            .item
+            .unavailable()
+            .map(|why| format!("env \"{}\": {why}", env.name))
+            .or_else(|| {
+                volume
+                    .item
+                    .unavailable()
+                    .map(|why| format!("volume \"{}\": {why}", volume.name))
+            });
+        if let Some(why) = unavailable {
+            record.status = Status::Skipped;
+            record.error = Some(why);
+        } else if let Some(why) = self.unfit.get(&slot.cell) {
+            record.status = Status::Failed;
+            record.error = Some(format!("not run: an earlier repetition found that {why}"));
+        } else {
+            let mark = self.ledger.mark();
+            let attempt = self.attempt(slot, &mut record);
+            let released = self.ledger.release_to(mark);
+            match attempt {
+                Ok(report) => {
+                    record.facts = report.facts;
+                    record.notes.extend(report.notes);
+                    record.samples = report.samples;
+                    raw = report.raw;
+                    if let Some(e) = report.error {
+                        record.status = Status::Failed;
+                        if report.unfit {
+                            self.unfit.insert(slot.cell, e.clone());
+                        }
+                        record.error = Some(e);
+                    } else if record.samples.is_empty() {
+                        record.status = Status::Failed;
+                        record.error = Some("the workload reported no samples".into());
+                    }
+                }
+                Err(e) if e.downcast_ref::<Interrupted>().is_some() => return Err(e),
+                Err(e) => {
+                    record.status = Status::Failed;
+                    record.error = Some(format!("{e:#}"));
+                }
+            }
+            if let Err(e) = released {
+                // The numbers stand, but the machine is not clean: say so loudly.
+                let msg = format!("teardown failed: {e:#}; run `isobench cleanup`");
+                eprintln!("isobench: warning: {msg}");
+                record.notes.push(msg);
+            }
+        }
+        record.ended = utc_now();
+        record.seconds = clock.elapsed().as_secs_f64();
+        Ok((record, raw))
+    }
+
+    fn attempt(&mut self, slot: Slot, record: &mut RunRecord) -> Result<agent::Report> {
+        let cell = &self.plan.cells[slot.cell];
+        let env = &self.suite.envs[cell.env].item;
+        let spec = &self.suite.workloads[cell.workload].variants[cell.variant].spec;
+        self.runs_started += 1;
+        let run_dir =
+            self.workdir
+                .join("run")
+                .join(format!("{}-{}", self.ledger.token(), self.runs_started));
+        self.ledger.record(Resource::Dir {
+            path: run_dir.clone(),
+        })?;
+        std::fs::create_dir_all(&run_dir)?;
+        let volume = self.suite.volumes[cell.volume]
+            .item
+            .provision(ProvisionContext {
+                ledger: self.ledger,
+                run_dir: &run_dir,
+            })?;
+        record.setup.extend(volume.facts.clone());
+        let request = agent::Request {
+            workload: spec.clone(),
+            data_dir: env.data_dir(&volume),
+            scratch_dir: env.scratch_dir(&run_dir),
+        };
+        let timeout = spec.workload().expected_duration() * 3 + Duration::from_secs(180);
+        env.run_agent(Launch {
+            request: &request,
+            volume: &volume,
+            run_dir: &run_dir,
+            timeout,
+            ledger: self.ledger,
+        })
+    }
+}
+
+fn progress_line(i: usize, total: u64, r: &RunRecord) -> String {
+    let head = format!("[{i}/{total}] {} #{}", r.cell, r.rep);
+    match r.status {
+        Status::Ok => {
+            let shown: Vec<String> = ["iops", "bw"]
+                .iter()
+                .filter_map(|m| r.samples.iter().find(|s| s.metric == *m))
+                .map(|s| format!("{} {}", s.metric, units::human(s.value, &s.unit)))
+                .collect();
+            format!("{head}  {}  ({:.1} s)", shown.join("  "), r.seconds)
+        }
+        Status::Failed => format!(
+            "{head}  FAILED: {}",
+            r.error
+                .as_deref()
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("")
+        ),
+        Status::Skipped => format!("{head}  skipped: {}", r.error.as_deref().unwrap_or("")),
+    }
+}

@@ -1,0 +1,460 @@
+//! The result set on disk: everything one `isobench run` produced. Nothing in it is ever
+//! half-written: every file goes to a temporary name first and is renamed into place.
+//!
+//! ```text
+//! results/<UTC timestamp>-<suite>/
+//!   suite.toml          the resolved suite (overrides applied, secrets redacted)
+//!   host.json           the machine: kernel, CPU, memory, tool versions, isobench version
+//!   plan.json           the cells of the matrix and the run order
+//!   runs/<cell>/<rep>.json
+//!   raw/<cell>/<rep>/…  what the tools printed (fio's JSON, logs)
+//!   samples.csv         cell,env,volume,workload,params,rep,metric,value,unit
+//! ```
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
+/// readers see either the old file or the new one, never a part.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let mut f = fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_data())
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+}
+
+/// One measured number.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub metric: String,
+    pub value: f64,
+    pub unit: String,
+}
+
+impl Sample {
+    pub fn new(metric: impl Into<String>, value: f64, unit: &str) -> Sample {
+        Sample {
+            metric: metric.into(),
+            value,
+            unit: unit.to_string(),
+        }
+    }
+}
+
+/// A file a tool produced, carried back from the sandbox with the result.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct RawFile {
+    pub name: String,
+    pub content: String,
+}
+
+/// What identifies a cell of the matrix.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Labels {
+    pub env: String,
+    pub volume: String,
+    pub workload: String,
+    /// The values of the workload's matrix axes, in suite order.
+    #[serde(with = "ordered_pairs")]
+    pub params: Vec<(String, String)>,
+}
+
+impl Labels {
+    /// `k=v;k=v`, the form used in samples.csv.
+    pub fn params_text(&self) -> String {
+        self.params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(";")
+    }
+
+    /// The workload setting without the environment and volume: what a cell is compared on.
+    pub fn setting(&self) -> String {
+        let mut s = self.workload.clone();
+        for (k, v) in &self.params {
+            s.push_str(&format!(" {k}={v}"));
+        }
+        s
+    }
+
+    /// A name for the cell that is also a safe directory name.
+    pub fn cell_id(&self) -> String {
+        let mut id = format!("{}.{}.{}", self.env, self.volume, self.workload);
+        for (k, v) in &self.params {
+            id.push_str(&format!(".{k}={v}"));
+        }
+        id.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "._=+-".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    }
+
+    /// The value of a label by name: env, volume, workload, cell, or a parameter.
+    pub fn get(&self, key: &str) -> Option<String> {
+        match key {
+            "env" => Some(self.env.clone()),
+            "volume" => Some(self.volume.clone()),
+            "workload" => Some(self.workload.clone()),
+            "cell" => Some(self.cell_id()),
+            _ => self
+                .params
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone()),
+        }
+    }
+}
+
+mod ordered_pairs {
+    use serde::Deserialize;
+    use serde::de::Deserializer;
+    use serde::ser::{SerializeMap, Serializer};
+
+    pub fn serialize<S: Serializer>(pairs: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(pairs.len()))?;
+        for (k, v) in pairs {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+        let map = serde_json::Map::deserialize(d)?;
+        Ok(map
+            .into_iter()
+            .map(|(k, v)| {
+                (
+                    k,
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string()),
+                )
+            })
+            .collect())
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    /// The run started and failed.
+    Failed,
+    /// The cell cannot run on this machine (missing runtime, …); the reason says why.
+    Skipped,
+}
+
+/// One execution of a cell: `runs/<cell>/<rep>.json`.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct RunRecord {
+    pub cell: String,
+    #[serde(flatten)]
+    pub labels: Labels,
+    pub rep: u32,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub started: String,
+    pub ended: String,
+    pub seconds: f64,
+    pub samples: Vec<Sample>,
+    /// Facts the agent saw inside the environment (kernel, namespaces, the volume's filesystem).
+    #[serde(default)]
+    pub facts: BTreeMap<String, String>,
+    /// What the environment and the volume were (runtime version, accel, mount options).
+    #[serde(default)]
+    pub setup: BTreeMap<String, String>,
+    /// Things a reader of the numbers must know (e.g. a runtime that ignores O_DIRECT).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Paths of the raw tool output, relative to the result set.
+    #[serde(default)]
+    pub raw: Vec<String>,
+    /// The result set this run was first written to, when it came in through `isobench merge`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+}
+
+/// The cells of a run and the order they ran in: `plan.json`.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct PlanRecord {
+    pub suite: String,
+    pub baseline_env: String,
+    pub baseline_volume: String,
+    pub cells: Vec<CellRecord>,
+    #[serde(default)]
+    pub bounds: Vec<BoundRecord>,
+}
+
+/// A `[[bound]]` of the suite, kept with the result set so `isobench check` needs nothing else.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct BoundRecord {
+    pub metric: String,
+    pub max_overhead_pct: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cells: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct CellRecord {
+    pub cell: String,
+    #[serde(flatten)]
+    pub labels: Labels,
+    /// The metrics shown in the terminal table, in order.
+    pub headline: Vec<String>,
+}
+
+pub struct ResultSet {
+    pub dir: PathBuf,
+}
+
+impl ResultSet {
+    /// Creates a new result set directory (it must not exist yet, or be empty).
+    pub fn create(dir: &Path) -> Result<ResultSet> {
+        if dir.exists()
+            && fs::read_dir(dir)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(false)
+        {
+            anyhow::bail!(
+                "{} already exists and is not empty; choose another --out, or continue it with --resume {}",
+                dir.display(),
+                dir.display()
+            );
+        }
+        fs::create_dir_all(dir.join("runs"))
+            .with_context(|| format!("creating {}", dir.display()))?;
+        Ok(ResultSet {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn open(dir: &Path) -> Result<ResultSet> {
+        if !dir.join("runs").is_dir() {
+            anyhow::bail!(
+                "{} is not an isobench result set (it has no runs/ directory)",
+                dir.display()
+            );
+        }
+        Ok(ResultSet {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        write_atomic(&self.dir.join(name), bytes)
+    }
+
+    pub fn write_json(&self, name: &str, value: &impl Serialize) -> Result<()> {
+        self.write(name, &serde_json::to_vec_pretty(value)?)
+    }
+
+    pub fn read_json<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<T> {
+        let path = self.dir.join(name);
+        let text =
+            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{} is not valid", path.display()))
+    }
+
+    pub fn plan(&self) -> Result<PlanRecord> {
+        self.read_json("plan.json")
+    }
+
+    fn run_path(&self, cell: &str, rep: u32) -> PathBuf {
+        self.dir.join("runs").join(cell).join(format!("{rep}.json"))
+    }
+
+    pub fn has_run(&self, cell: &str, rep: u32) -> bool {
+        self.run_path(cell, rep).exists()
+    }
+
+    /// Stores the raw files under raw/<cell>/<rep>/, then the run record (which lists them),
+    /// then refreshes samples.csv.
+    pub fn write_run(&self, record: &mut RunRecord, raw: &[RawFile]) -> Result<()> {
+        for file in raw {
+            let safe: String = file
+                .name
+                .chars()
+                .map(|c| if c == '/' { '_' } else { c })
+                .collect();
+            let rel = format!("raw/{}/{}/{safe}", record.cell, record.rep);
+            write_atomic(&self.dir.join(&rel), file.content.as_bytes())?;
+            record.raw.push(rel);
+        }
+        write_atomic(
+            &self.run_path(&record.cell, record.rep),
+            &serde_json::to_vec_pretty(record)?,
+        )?;
+        self.write_samples_csv()
+    }
+
+    /// Every run record, ordered by cell and repetition.
+    pub fn runs(&self) -> Result<Vec<RunRecord>> {
+        let mut runs = Vec::new();
+        let runs_dir = self.dir.join("runs");
+        for cell in
+            fs::read_dir(&runs_dir).with_context(|| format!("reading {}", runs_dir.display()))?
+        {
+            let cell = cell?.path();
+            if !cell.is_dir() {
+                continue;
+            }
+            for file in fs::read_dir(&cell)? {
+                let path = file?.path();
+                if path.extension().is_some_and(|e| e == "json")
+                    && !path.file_name().unwrap().to_string_lossy().starts_with('.')
+                {
+                    let text = fs::read_to_string(&path)?;
+                    let run: RunRecord = serde_json::from_str(&text)
+                        .with_context(|| format!("{} is not a valid run record", path.display()))?;
+                    runs.push(run);
+                }
+            }
+        }
+        runs.sort_by(|a, b| (&a.cell, a.rep).cmp(&(&b.cell, b.rep)));
+        Ok(runs)
+    }
+
+    pub fn write_samples_csv(&self) -> Result<()> {
+        let mut out = String::from("cell,env,volume,workload,params,rep,metric,value,unit\n");
+        for run in self.runs()?.iter().filter(|r| r.status == Status::Ok) {
+            for s in &run.samples {
+                let fields = [
+                    run.cell.clone(),
+                    run.labels.env.clone(),
+                    run.labels.volume.clone(),
+                    run.labels.workload.clone(),
+                    run.labels.params_text(),
+                    run.rep.to_string(),
+                    s.metric.clone(),
+                    format_value(s.value),
+                    s.unit.clone(),
+                ];
+                out.push_str(
+                    &fields
+                        .iter()
+                        .map(|f| csv_field(f))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                );
+                out.push('\n');
+            }
+        }
+        self.write("samples.csv", out.as_bytes())
+    }
+}
+
+/// A number as CSV wants it: no exponent for ordinary magnitudes, no trailing noise.
+pub fn format_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v}")
+    }
+}
+
+pub fn csv_field(f: &str) -> String {
+    if f.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", f.replace('"', "\"\""))
+    } else {
+        f.to_string()
+    }
+}
+
+/// Now, as an RFC 3339 UTC timestamp: "2026-11-21T00:31:05Z".
+pub fn utc_now() -> String {
+    let (date, time) = utc_parts(SystemTime::now());
+    format!(
+        "{}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        date.0, date.1, date.2, time.0, time.1, time.2
+    )
+}
+
+/// Now, compact, for directory names: "20261121T003105Z".
+pub fn utc_stamp() -> String {
+    let (date, time) = utc_parts(SystemTime::now());
+    format!(
+        "{}{:02}{:02}T{:02}{:02}{:02}Z",
+        date.0, date.1, date.2, time.0, time.1, time.2
+    )
+}
+
+fn utc_parts(t: SystemTime) -> ((i64, u32, u32), (u32, u32, u32)) {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400) as u32;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    ((year, month, day), (rem / 3600, rem / 60 % 60, rem % 60))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn utc_dates_are_civil_dates() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_795_221_065); // 2026-11-21 00:31:05 UTC (date -u -d ... +%s)
+        assert_eq!(utc_parts(t), ((2026, 11, 21), (0, 31, 5)));
+        assert_eq!(utc_parts(UNIX_EPOCH), ((1970, 1, 1), (0, 0, 0)));
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(utc_parts(leap).0, (2000, 2, 29));
+    }
+
+    #[test]
+    fn cell_ids_are_safe_paths() {
+        let l = Labels {
+            env: "runsc".into(),
+            volume: "loop ext4".into(),
+            workload: "fio".into(),
+            params: vec![
+                ("rw".into(), "randread".into()),
+                ("FILE".into(), "/a/b".into()),
+            ],
+        };
+        assert_eq!(l.cell_id(), "runsc.loop_ext4.fio.rw=randread.FILE=_a_b");
+        assert_eq!(l.params_text(), "rw=randread;FILE=/a/b");
+    }
+
+    #[test]
+    fn csv_fields_are_quoted_when_needed() {
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"x\""), "\"say \"\"x\"\"\"");
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(format_value(52837.0), "52837");
+        assert_eq!(format_value(65.5), "65.5");
+    }
+}

@@ -1,0 +1,542 @@
+//! The suite file: the axes to compare, the baseline, repetitions and bounds. Loading it
+//! validates everything up front, every kind checking its own keys, so a mistake is reported
+//! once, with the file, line and key, before anything runs.
+
+pub mod tree;
+
+use std::path::{Path, PathBuf};
+
+use tree::{Fields, Node, Origin, SuiteError, Table, Value};
+
+use crate::env::{self, Environment};
+use crate::plan::Selector;
+use crate::volume::{self, Volume};
+use crate::workload::{self, ParseContext};
+
+pub struct Suite {
+    /// The path as the user gave it, for messages.
+    pub file: String,
+    pub name: String,
+    pub repeat: u32,
+    pub baseline: Baseline,
+    pub envs: Vec<Named<Box<dyn Environment>>>,
+    pub volumes: Vec<Named<Box<dyn Volume>>>,
+    pub workloads: Vec<WorkloadEntry>,
+    pub bounds: Vec<Bound>,
+    /// The suite after overrides, secrets redacted: what the result set keeps.
+    pub resolved: String,
+}
+
+pub struct Named<T> {
+    pub name: String,
+    pub kind: String,
+    pub item: T,
+}
+
+pub struct Baseline {
+    pub env: String,
+    pub volume: String,
+}
+
+pub struct WorkloadEntry {
+    pub name: String,
+    pub kind: String,
+    /// One per combination of the workload's list-valued parameters.
+    pub variants: Vec<Variant>,
+}
+
+pub struct Variant {
+    /// The axis values of this combination, in suite order.
+    pub params: Vec<(String, String)>,
+    pub spec: workload::Spec,
+}
+
+#[derive(Clone, Debug)]
+pub struct Bound {
+    pub metric: String,
+    pub max_overhead_pct: f64,
+    pub cells: Option<Selector>,
+}
+
+impl Suite {
+    /// Reads, overrides and validates a suite file.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Suite, SuiteError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| SuiteError {
+            file: file.clone(),
+            origin: Origin::Default,
+            message: format!("cannot read the suite file: {e}"),
+        })?;
+        let suite_dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        Suite::from_text(&file, &text, &suite_dir, overrides)
+    }
+
+    pub fn from_text(
+        file: &str,
+        text: &str,
+        suite_dir: &Path,
+        overrides: &[String],
+    ) -> Result<Suite, SuiteError> {
+        let mut root = tree::parse(file, text)?;
+        for o in overrides {
+            apply_override(file, &mut root, o)?;
+        }
+        let mut top = Fields::new(file, "the suite", &root, Origin::Line(1));
+        let name = top.required_str("name")?;
+        check_name(&top, "name", &name)?;
+        let repeat = top.count("repeat")?.unwrap_or(3) as u32;
+        let baseline_node = top.node("baseline").ok_or_else(|| {
+            top.error("the key \"baseline\" is required, e.g. baseline = { env = \"host\", volume = \"tmpfs\" }")
+        })?;
+        let envs = sections(&mut top, "env")?
+            .into_iter()
+            .map(|(t, origin)| {
+                named(file, "env", t, origin, env::kind_names(), |kind, f| {
+                    (env::kind(kind).expect("listed").parse)(f)
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let volumes = sections(&mut top, "volume")?
+            .into_iter()
+            .map(|(t, origin)| {
+                named(
+                    file,
+                    "volume",
+                    t,
+                    origin,
+                    volume::kind_names(),
+                    |kind, f| (volume::kind(kind).expect("listed").parse)(f),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let ctx = ParseContext { suite_dir };
+        let workloads = sections(&mut top, "workload")?
+            .into_iter()
+            .map(|(t, origin)| workload_entry(file, t, origin, &ctx))
+            .collect::<Result<Vec<_>, _>>()?;
+        let bounds = optional_sections(&mut top, "bound")?
+            .into_iter()
+            .map(|(t, origin)| bound(file, t, origin))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (section, names) in [
+            (
+                "env",
+                envs.iter().map(|e| (&e.name, &e.kind)).collect::<Vec<_>>(),
+            ),
+            (
+                "volume",
+                volumes.iter().map(|v| (&v.name, &v.kind)).collect(),
+            ),
+            (
+                "workload",
+                workloads.iter().map(|w| (&w.name, &w.kind)).collect(),
+            ),
+        ] {
+            for (i, (n, _)) in names.iter().enumerate() {
+                if names[..i].iter().any(|(m, _)| m == n) {
+                    return Err(top.error_at(
+                        section,
+                        format!("two [[{section}]] tables are named \"{n}\"; names must be unique"),
+                    ));
+                }
+            }
+        }
+        let baseline = parse_baseline(file, baseline_node, &envs, &volumes)?;
+        top.finish()?;
+        let mut resolved_tree = root.clone();
+        redact(&mut resolved_tree);
+        Ok(Suite {
+            file: file.to_string(),
+            name,
+            repeat,
+            baseline,
+            envs,
+            volumes,
+            workloads,
+            bounds,
+            resolved: tree::to_toml(&resolved_tree),
+        })
+    }
+
+    pub fn env(&self, name: &str) -> Option<&Named<Box<dyn Environment>>> {
+        self.envs.iter().find(|e| e.name == name)
+    }
+}
+
+/// Names become parts of directory names and labels: keep them plain.
+fn check_name(f: &Fields, key: &str, name: &str) -> Result<(), SuiteError> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    {
+        return Err(f.error(format!(
+            "{key} \"{name}\" may contain only letters, digits, '_', '-' and '.'"
+        )));
+    }
+    Ok(())
+}
+
+/// The tables of a required `[[section]]` list.
+fn sections<'a>(
+    top: &mut Fields<'a>,
+    key: &'static str,
+) -> Result<Vec<(&'a Table, Origin)>, SuiteError> {
+    let found = optional_sections(top, key)?;
+    if found.is_empty() {
+        return Err(top.error(format!("at least one [[{key}]] table is required")));
+    }
+    Ok(found)
+}
+
+fn optional_sections<'a>(
+    top: &mut Fields<'a>,
+    key: &'static str,
+) -> Result<Vec<(&'a Table, Origin)>, SuiteError> {
+    match top.node(key).map(|n| &n.value) {
+        None => Ok(Vec::new()),
+        Some(Value::List(items)) => items
+            .iter()
+            .map(|n| match &n.value {
+                Value::Table(t) => Ok((t, n.origin.clone())),
+                other => Err(top.error_at(
+                    key,
+                    format!("expected [[{key}]] tables, found {}", other.type_name()),
+                )),
+            })
+            .collect(),
+        Some(other) => Err(top.error_at(
+            key,
+            format!("expected [[{key}]] tables, found {}", other.type_name()),
+        )),
+    }
+}
+
+/// Reads `name` and `kind`, then lets the kind read (and check) the rest.
+fn named<T>(
+    file: &str,
+    section: &str,
+    table: &Table,
+    origin: Origin,
+    kinds: Vec<&'static str>,
+    parse: impl Fn(&str, &mut Fields) -> Result<T, SuiteError>,
+) -> Result<Named<T>, SuiteError> {
+    let mut f = Fields::new(file, format!("[[{section}]]"), table, origin.clone());
+    let name = f.required_str("name")?;
+    check_name(&f, "name", &name)?;
+    let mut f = Fields::new(file, format!("{section} \"{name}\""), table, origin);
+    f.required_str("name")?;
+    let kind = f.required_str("kind")?;
+    if !kinds.contains(&kind.as_str()) {
+        return Err(f.error_at(
+            "kind",
+            format!(
+                "unknown kind \"{kind}\"; allowed kinds are: {}",
+                kinds.join(", ")
+            ),
+        ));
+    }
+    let item = parse(&kind, &mut f)?;
+    Ok(Named { name, kind, item })
+}
+
+/// A workload table expands into one variant per combination of its list-valued keys (and of
+/// list values inside table-valued keys such as fio's `env`).
+fn workload_entry(
+    file: &str,
+    table: &Table,
+    origin: Origin,
+    ctx: &ParseContext,
+) -> Result<WorkloadEntry, SuiteError> {
+    let named_entry = named(
+        file,
+        "workload",
+        table,
+        origin.clone(),
+        workload::kind_names(),
+        |_, _| Ok(()),
+    )?;
+    let kind = workload::kind(&named_entry.kind).expect("kind was checked");
+    let what = format!("workload \"{}\"", named_entry.name);
+    let axes = axes_of(table, kind.list_keys);
+    for axis in &axes {
+        if axis.values.is_empty() {
+            let f = Fields::new(file, what.clone(), table, origin.clone());
+            return Err(f.error_at(
+                &axis.path[0],
+                "an empty list gives the matrix no cells; give at least one value",
+            ));
+        }
+    }
+    let mut variants = Vec::new();
+    for combination in combinations(&axes) {
+        let mut concrete = table.clone();
+        let mut params = Vec::new();
+        for (axis, value) in axes.iter().zip(&combination) {
+            set_path(&mut concrete, &axis.path, (*value).clone());
+            params.push((
+                axis.path.last().expect("non-empty path").clone(),
+                value.value.label(),
+            ));
+        }
+        let mut f = Fields::new(file, what.clone(), &concrete, origin.clone());
+        f.str("name")?;
+        f.str("kind")?;
+        let spec = (kind.parse)(&mut f, ctx)?;
+        variants.push(Variant { params, spec });
+    }
+    Ok(WorkloadEntry {
+        name: named_entry.name,
+        kind: named_entry.kind,
+        variants,
+    })
+}
+
+struct Axis {
+    path: Vec<String>,
+    values: Vec<Node>,
+}
+
+fn axes_of(table: &Table, list_keys: &[&str]) -> Vec<Axis> {
+    let mut axes = Vec::new();
+    for (key, node) in &table.entries {
+        if list_keys.contains(&key.as_str()) {
+            continue;
+        }
+        match &node.value {
+            Value::List(values) => axes.push(Axis {
+                path: vec![key.clone()],
+                values: values.clone(),
+            }),
+            Value::Table(inner) => {
+                for (inner_key, inner_node) in &inner.entries {
+                    if let Value::List(values) = &inner_node.value {
+                        axes.push(Axis {
+                            path: vec![key.clone(), inner_key.clone()],
+                            values: values.clone(),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    axes
+}
+
+/// The cartesian product of the axes' values, first axis slowest.
+fn combinations(axes: &[Axis]) -> Vec<Vec<&Node>> {
+    let mut out: Vec<Vec<&Node>> = vec![Vec::new()];
+    for axis in axes {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                axis.values.iter().map(move |v| {
+                    let mut next = prefix.clone();
+                    next.push(v);
+                    next
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+fn set_path(table: &mut Table, path: &[String], node: Node) {
+    match path {
+        [key] => table.set(key, node),
+        [key, rest @ ..] => {
+            if let Some(Node {
+                value: Value::Table(inner),
+                ..
+            }) = table.get_mut(key)
+            {
+                set_path(inner, rest, node);
+            }
+        }
+        [] => {}
+    }
+}
+
+fn bound(file: &str, table: &Table, origin: Origin) -> Result<Bound, SuiteError> {
+    let mut f = Fields::new(file, "[[bound]]", table, origin);
+    let metric = f.required_str("metric")?;
+    let max_overhead_pct = f.percent("max_overhead")?.ok_or_else(|| {
+        f.error("the key \"max_overhead\" is required, e.g. max_overhead = \"10%\"")
+    })?;
+    let cells = match f.str("cells")? {
+        Some(text) => Some(Selector::parse(&text).map_err(|e| f.error_at("cells", e))?),
+        None => None,
+    };
+    f.finish()?;
+    Ok(Bound {
+        metric,
+        max_overhead_pct,
+        cells,
+    })
+}
+
+fn parse_baseline(
+    file: &str,
+    node: &Node,
+    envs: &[Named<Box<dyn Environment>>],
+    volumes: &[Named<Box<dyn Volume>>],
+) -> Result<Baseline, SuiteError> {
+    let Value::Table(table) = &node.value else {
+        return Err(SuiteError {
+            file: file.into(),
+            origin: node.origin.clone(),
+            message: "baseline must be a table like { env = \"host\", volume = \"tmpfs\" }".into(),
+        });
+    };
+    let mut f = Fields::new(file, "baseline", table, node.origin.clone());
+    let env = f.required_str("env")?;
+    let volume = f.required_str("volume")?;
+    f.finish()?;
+    if !envs.iter().any(|e| e.name == env) {
+        let names: Vec<&str> = envs.iter().map(|e| e.name.as_str()).collect();
+        return Err(f.error_at(
+            "env",
+            format!(
+                "names no [[env]]: \"{env}\"; the suite's environments are: {}",
+                names.join(", ")
+            ),
+        ));
+    }
+    if !volumes.iter().any(|v| v.name == volume) {
+        let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
+        return Err(f.error_at(
+            "volume",
+            format!(
+                "names no [[volume]]: \"{volume}\"; the suite's volumes are: {}",
+                names.join(", ")
+            ),
+        ));
+    }
+    Ok(Baseline { env, volume })
+}
+
+/// Applies one `--set path=value`: `repeat=5`, `workload.fio.runtime=3s`,
+/// `workload.fio.env.FIO_RW=read`, `volume.tmpfs.size=1G`, `baseline.env=host`.
+fn apply_override(file: &str, root: &mut Table, text: &str) -> Result<(), SuiteError> {
+    let err = |message: String| SuiteError {
+        file: file.into(),
+        origin: Origin::Set(text.into()),
+        message,
+    };
+    let (path, value) = text.split_once('=').ok_or_else(|| {
+        err("write overrides as key=value, e.g. --set workload.fio.runtime=3s".into())
+    })?;
+    let segments: Vec<&str> = path.trim().split('.').collect();
+    if segments.iter().any(|s| s.is_empty()) {
+        return Err(err(format!(
+            "\"{path}\" is not a key path; write it like workload.fio.runtime"
+        )));
+    }
+    let node = tree::parse_override_value(value.trim(), Origin::Set(text.into()));
+    let (target, rest): (&mut Table, &[&str]) = match segments.as_slice() {
+        [
+            section @ ("env" | "volume" | "workload" | "bound"),
+            name,
+            rest @ ..,
+        ] if !rest.is_empty() => {
+            let Some(Node {
+                value: Value::List(items),
+                ..
+            }) = root.get_mut(section)
+            else {
+                return Err(err(format!("the suite has no [[{section}]] tables")));
+            };
+            let names: Vec<String> = items
+                .iter()
+                .filter_map(|n| match &n.value {
+                    Value::Table(t) => t.str("name").map(str::to_string),
+                    _ => None,
+                })
+                .collect();
+            let found = items.iter_mut().find_map(|n| match &mut n.value {
+                Value::Table(t) if t.str("name") == Some(*name) => Some(t),
+                _ => None,
+            });
+            match found {
+                Some(t) => (t, rest),
+                None => {
+                    return Err(err(format!(
+                        "the suite has no {section} named \"{name}\"; it has: {}",
+                        names.join(", ")
+                    )));
+                }
+            }
+        }
+        [section @ ("env" | "volume" | "workload" | "bound"), ..] => {
+            return Err(err(format!(
+                "name the {section} and the key, like {section}.NAME.KEY=VALUE"
+            )));
+        }
+        _ => (root, segments.as_slice()),
+    };
+    let mut table = target;
+    for (i, key) in rest.iter().enumerate() {
+        if i + 1 == rest.len() {
+            table.set(key, node);
+            return Ok(());
+        }
+        if table.get(key).is_none() {
+            table.set(
+                key,
+                Node {
+                    value: Value::Table(Table::default()),
+                    origin: Origin::Set(text.into()),
+                },
+            );
+        }
+        match table.get_mut(key) {
+            Some(Node {
+                value: Value::Table(inner),
+                ..
+            }) => table = inner,
+            _ => {
+                return Err(err(format!(
+                    "\"{key}\" is not a table, so \"{path}\" cannot be set"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Keys whose values are secrets anywhere in a suite.
+pub fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    [
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "api_key",
+        "apikey",
+        "credentials",
+    ]
+    .iter()
+    .any(|s| k.contains(s))
+}
+
+fn redact(table: &mut Table) {
+    for (key, node) in table.entries.iter_mut() {
+        match &mut node.value {
+            Value::Table(inner) => redact(inner),
+            Value::List(items) => {
+                for item in items.iter_mut() {
+                    if let Value::Table(inner) = &mut item.value {
+                        redact(inner);
+                    }
+                }
+            }
+            _ if is_secret_key(key) => node.value = Value::Str("REDACTED".into()),
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Parsing and printing of the quantities people write in suites and read in reports:
+//! sizes ("4k", "2G"), durations ("10s", "500ms") and percentages ("10%").
+
+use std::time::Duration;
+
+/// A byte count written the way fio reads it: powers of 1024, suffix k/m/g/t (any case),
+/// optionally followed by "i", "iB" or "B" ("4k", "2G", "1GiB", "512MB").
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits_end == 0 {
+        return Err(format!(
+            "\"{text}\" is not a size; write a number with an optional unit, like 4k, 512M or 2G"
+        ));
+    }
+    let number: u64 = t[..digits_end]
+        .parse()
+        .map_err(|_| format!("\"{text}\" is too large"))?;
+    let suffix = t[digits_end..].to_ascii_lowercase();
+    let shift = match suffix.trim_end_matches('b').trim_end_matches('i') {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => {
+            return Err(format!(
+                "\"{text}\" has an unknown unit \"{}\"; use k, M, G or T (powers of 1024)",
+                &t[digits_end..]
+            ));
+        }
+    };
+    number
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("\"{text}\" is too large"))
+}
+
+/// A duration with a unit: "500ms", "10s", "2m", "1h" (a bare number means seconds, as in fio).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let number_end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let number: f64 = t[..number_end].parse().map_err(|_| {
+        format!(
+            "\"{text}\" is not a duration; write a number and a unit, like 500ms, 10s, 2m or 1h"
+        )
+    })?;
+    let seconds = match &t[number_end..] {
+        "" | "s" => number,
+        "ms" => number / 1e3,
+        "us" => number / 1e6,
+        "m" | "min" => number * 60.0,
+        "h" => number * 3600.0,
+        other => {
+            return Err(format!(
+                "\"{text}\" has an unknown unit \"{other}\"; use ms, s, m or h"
+            ));
+        }
+    };
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(format!("\"{text}\" is not a valid duration"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// "10%" or "2.5%" → 10.0 or 2.5.
+pub fn parse_percent(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let number = t
+        .strip_suffix('%')
+        .ok_or_else(|| format!("\"{text}\" is not a percentage; write it like \"10%\""))?;
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("\"{text}\" is not a percentage; write it like \"10%\""))?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!("\"{text}\" must be a percentage of zero or more"));
+    }
+    Ok(value)
+}
+
+/// Prints a byte count the way fio's options take it, exactly (no rounding): 4096 → "4k".
+pub fn fio_size(bytes: u64) -> String {
+    for (shift, unit) in [(40, "t"), (30, "g"), (20, "m"), (10, "k")] {
+        if bytes != 0 && bytes.is_multiple_of(1u64 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+/// Prints a duration in whole milliseconds for tools that take "Nms".
+pub fn millis(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+/// A short human form of a measured value with its unit, for tables: "52.8k op/s", "1.21 GB/s".
+pub fn human(value: f64, unit: &str) -> String {
+    if !value.is_finite() {
+        return "—".into();
+    }
+    match unit {
+        "B/s" => {
+            let (v, u) = scale(value, 1000.0, &["B/s", "kB/s", "MB/s", "GB/s", "TB/s"]);
+            format!("{} {u}", sig3(v))
+        }
+        "B" => {
+            let (v, u) = scale(value, 1024.0, &["B", "KiB", "MiB", "GiB", "TiB"]);
+            format!("{} {u}", sig3(v))
+        }
+        "us" if value >= 10_000.0 => format!("{} ms", sig3(value / 1000.0)),
+        "us" => format!("{} µs", sig3(value)),
+        _ => {
+            let (v, suffix) = scale(value, 1000.0, &["", "k", "M", "G"]);
+            if unit.is_empty() {
+                format!("{}{suffix}", sig3(v))
+            } else {
+                format!("{}{suffix} {unit}", sig3(v))
+            }
+        }
+    }
+}
+
+fn scale<'a>(mut value: f64, step: f64, units: &[&'a str]) -> (f64, &'a str) {
+    let mut i = 0;
+    while value.abs() >= step && i + 1 < units.len() {
+        value /= step;
+        i += 1;
+    }
+    (value, units[i])
+}
+
+/// Three significant digits without scientific notation.
+pub fn sig3(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A signed percentage for "% difference" columns: "+4.2%", "-31%".
+pub fn signed_percent(p: f64) -> String {
+    if !p.is_finite() {
+        return "—".into();
+    }
+    let body = if p.abs() >= 10.0 {
+        format!("{:.0}", p.abs())
+    } else {
+        format!("{:.1}", p.abs())
+    };
+    let sign = if p > 0.0 {
+        "+"
+    } else if p < 0.0 {
+        "-"
+    } else {
+        "±"
+    };
+    format!("{sign}{body}%")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_use_powers_of_1024_like_fio() {
+        assert_eq!(parse_size("4k").unwrap(), 4096);
+        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_size("512MB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("123").unwrap(), 123);
+        assert!(parse_size("4x").unwrap_err().contains("unknown unit"));
+        assert!(parse_size("G").is_err());
+        assert!(parse_size("-1G").is_err());
+    }
+
+    #[test]
+    fn durations_need_known_units() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("fast").is_err());
+    }
+
+    #[test]
+    fn percentages_and_printing() {
+        assert_eq!(parse_percent("10%").unwrap(), 10.0);
+        assert!(parse_percent("10").is_err());
+        assert_eq!(fio_size(4096), "4k");
+        assert_eq!(fio_size(1 << 30), "1g");
+        assert_eq!(fio_size(1000), "1000");
+        assert_eq!(human(52837.0, "op/s"), "52.8k op/s");
+        assert_eq!(human(1.5e9, "B/s"), "1.50 GB/s");
+        assert_eq!(human(65.5, "us"), "65.5 µs");
+        assert_eq!(signed_percent(-31.4), "-31%");
+        assert_eq!(signed_percent(4.25), "+4.2%");
+    }
+}

@@ -1,0 +1,55 @@
+//! Memory-backed storage: the upper bound of what a filesystem path can deliver, and the
+//! usual baseline for "what does the storage stack cost".
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+
+use super::{Kind, ProvisionContext, Provisioned, Volume, mount_point, needs_root};
+use crate::process;
+use crate::suite::tree::{Fields, SuiteError};
+use crate::units;
+
+pub const KIND: Kind = Kind {
+    name: "tmpfs",
+    parse,
+};
+
+pub struct Tmpfs {
+    size: u64,
+}
+
+fn parse(f: &mut Fields) -> Result<Box<dyn Volume>, SuiteError> {
+    let size = f.size("size")?.unwrap_or(1 << 30);
+    f.finish()?;
+    Ok(Box::new(Tmpfs { size }))
+}
+
+impl Volume for Tmpfs {
+    fn unavailable(&self) -> Option<String> {
+        needs_root()
+    }
+
+    fn provision(&self, mut ctx: ProvisionContext) -> Result<Provisioned> {
+        let target = mount_point(&mut ctx)?;
+        let options = format!("size={},mode=1777", units::fio_size(self.size));
+        process::command_output(
+            "mount",
+            &[
+                "-t",
+                "tmpfs",
+                "-o",
+                &options,
+                "isobench-tmpfs",
+                &target.to_string_lossy(),
+            ],
+        )?;
+        Ok(Provisioned {
+            path: target,
+            facts: BTreeMap::from([
+                ("volume.kind".into(), "tmpfs".into()),
+                ("volume.size".into(), units::fio_size(self.size)),
+            ]),
+        })
+    }
+}

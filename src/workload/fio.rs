@@ -1,0 +1,597 @@
+//! Disk I/O with the real fio. Either from parameters (rw, bs, iodepth …) or from the user's own
+//! job file, run as-is. Results come from fio's `json+` output, whose latency histograms let
+//! percentiles be computed exactly across jobs.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+
+use super::{Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload};
+use crate::process;
+use crate::store::{RawFile, Sample};
+use crate::suite::tree::{Fields, SuiteError};
+use crate::units;
+
+pub const KIND: Kind = Kind {
+    name: "fio",
+    list_keys: &["args"],
+    parse,
+};
+
+const RW_MODES: &[&str] = &[
+    "read",
+    "write",
+    "randread",
+    "randwrite",
+    "rw",
+    "readwrite",
+    "randrw",
+    "trim",
+    "randtrim",
+    "trimwrite",
+];
+const ENGINES: &[&str] = &[
+    "sync",
+    "psync",
+    "vsync",
+    "pvsync",
+    "pvsync2",
+    "libaio",
+    "io_uring",
+    "posixaio",
+    "mmap",
+    "splice",
+    "null",
+    "nbd",
+    "sg",
+    "net",
+    "netsplice",
+    "e4defrag",
+    "falloc",
+    "filecreate",
+    "filestat",
+    "filedelete",
+];
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Fio {
+    pub job: Job,
+    /// Extra command-line options for fio, passed as given.
+    pub args: Vec<String>,
+    /// Environment variables for fio (job files read them as `${NAME}`).
+    pub env: Vec<(String, String)>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+#[serde(rename_all = "snake_case")]
+pub enum Job {
+    Options(Options),
+    /// A job file's text, embedded so it needs no path inside the sandbox.
+    File {
+        name: String,
+        text: String,
+        timeout_s: u64,
+    },
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Options {
+    pub rw: String,
+    pub bs: u64,
+    pub iodepth: u64,
+    pub numjobs: u64,
+    /// The working set across all jobs (each job gets its own file of size/numjobs).
+    pub size: u64,
+    pub runtime_ms: u64,
+    pub ramp_time_ms: u64,
+    pub direct: bool,
+    pub ioengine: String,
+    pub rwmixread: Option<u64>,
+    pub fsync: Option<u64>,
+}
+
+fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
+    let args = f.str_list("args")?.unwrap_or_default();
+    let env = f.str_map("env")?.unwrap_or_default();
+    let job = match f.str("jobfile")? {
+        Some(path) => parse_job_file(f, ctx, &path)?,
+        None => Job::Options(parse_options(f)?),
+    };
+    f.finish()?;
+    Ok(Spec::Fio(Fio { job, args, env }))
+}
+
+fn parse_job_file(f: &mut Fields, ctx: &ParseContext, path: &str) -> Result<Job, SuiteError> {
+    let full = ctx.resolve(path);
+    let text = std::fs::read_to_string(&full)
+        .map_err(|e| f.error_at("jobfile", format!("cannot read {}: {e}", full.display())))?;
+    let timeout = f.duration("timeout")?.unwrap_or(Duration::from_secs(3600));
+    Ok(Job::File {
+        name: full
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "job.fio".into()),
+        text,
+        timeout_s: timeout.as_secs().max(1),
+    })
+}
+
+fn parse_options(f: &mut Fields) -> Result<Options, SuiteError> {
+    let rw = f
+        .choice("rw", RW_MODES)?
+        .unwrap_or_else(|| "randread".into());
+    let bs = f.size("bs")?.unwrap_or(4096);
+    let iodepth = f.count("iodepth")?.unwrap_or(1);
+    let numjobs = f.count("numjobs")?.unwrap_or(1);
+    let size = f.size("size")?.unwrap_or(1 << 30);
+    let runtime = f.duration("runtime")?.unwrap_or(Duration::from_secs(10));
+    let ramp_time = f.duration("ramp_time")?.unwrap_or_default();
+    let direct = f.bool("direct")?.unwrap_or(false);
+    let ioengine = f
+        .choice("ioengine", ENGINES)?
+        .unwrap_or_else(|| "psync".into());
+    let rwmixread = f.uint("rwmixread")?;
+    if rwmixread.is_some_and(|r| r > 100) {
+        return Err(f.error_at("rwmixread", "must be a percentage from 0 to 100"));
+    }
+    let fsync = f.uint("fsync")?;
+    if runtime.is_zero() {
+        return Err(f.error_at("runtime", "must be more than zero"));
+    }
+    if size / numjobs < bs {
+        return Err(f.error_at(
+            "size",
+            format!(
+                "{} split over {numjobs} jobs leaves less than one block of {} per job; raise size or lower numjobs",
+                units::fio_size(size),
+                units::fio_size(bs)
+            ),
+        ));
+    }
+    Ok(Options {
+        rw,
+        bs,
+        iodepth,
+        numjobs,
+        size,
+        runtime_ms: runtime.as_millis() as u64,
+        ramp_time_ms: ramp_time.as_millis() as u64,
+        direct,
+        ioengine,
+        rwmixread,
+        fsync,
+    })
+}
+
+impl Options {
+    /// Each job's file size: the working set split evenly, in whole blocks.
+    fn per_job_size(&self) -> u64 {
+        self.size / self.numjobs / self.bs * self.bs
+    }
+
+    fn args(&self, data_dir: &Path) -> Vec<String> {
+        let mut a = vec![
+            "--name=isobench".to_string(),
+            format!("--directory={}", data_dir.display()),
+            format!("--rw={}", self.rw),
+            format!("--bs={}", units::fio_size(self.bs)),
+            format!("--iodepth={}", self.iodepth),
+            format!("--numjobs={}", self.numjobs),
+            format!("--size={}", units::fio_size(self.per_job_size())),
+            format!("--runtime={}ms", self.runtime_ms),
+            "--time_based".into(),
+            format!("--direct={}", u8::from(self.direct)),
+            format!("--ioengine={}", self.ioengine),
+            "--group_reporting".into(),
+        ];
+        if self.ramp_time_ms > 0 {
+            a.push(format!("--ramp_time={}ms", self.ramp_time_ms));
+        }
+        if let Some(r) = self.rwmixread {
+            a.push(format!("--rwmixread={r}"));
+        }
+        if let Some(n) = self.fsync {
+            a.push(format!("--fsync={n}"));
+        }
+        a
+    }
+}
+
+impl Workload for Fio {
+    fn programs(&self) -> Vec<&'static str> {
+        vec!["fio"]
+    }
+
+    fn headline(&self) -> Vec<&'static str> {
+        vec![
+            "iops",
+            "bw",
+            "read_clat_mean",
+            "read_clat_p99",
+            "write_clat_mean",
+            "write_clat_p99",
+        ]
+    }
+
+    fn expected_duration(&self) -> Duration {
+        match &self.job {
+            // Laying out the files is not timed by fio but takes time; allow for ~200 MB/s.
+            Job::Options(o) => {
+                Duration::from_millis(o.runtime_ms + o.ramp_time_ms)
+                    + Duration::from_secs(1 + o.size / (200 << 20))
+            }
+            Job::File { timeout_s, .. } => Duration::from_secs(*timeout_s),
+        }
+    }
+
+    fn run(&self, ctx: &RunContext, out: &mut Output) -> Result<()> {
+        let output_file = ctx.scratch_dir.join("fio.json");
+        let mut cmd = Command::new("fio");
+        cmd.current_dir(ctx.data_dir)
+            .env("ISOBENCH_DATA", ctx.data_dir);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        match &self.job {
+            Job::Options(o) => {
+                if o.direct {
+                    check_direct_io(ctx.data_dir)?;
+                }
+                check_free_space(ctx.data_dir, o.size)?;
+                cmd.args(o.args(ctx.data_dir));
+            }
+            Job::File { name, text, .. } => {
+                let job_path = ctx.scratch_dir.join(name);
+                std::fs::write(&job_path, text)
+                    .with_context(|| format!("writing {}", job_path.display()))?;
+                out.raw.push(RawFile {
+                    name: name.clone(),
+                    content: text.clone(),
+                });
+                cmd.arg(&job_path);
+            }
+        }
+        cmd.args(&self.args)
+            .arg("--output-format=json+")
+            .arg(format!("--output={}", output_file.display()));
+        let timeout = self.expected_duration() * 3 + Duration::from_secs(120);
+        let finished = process::run(
+            &mut cmd,
+            process::Options {
+                timeout: Some(timeout),
+                ..Default::default()
+            },
+        )?;
+        let json = std::fs::read_to_string(&output_file).unwrap_or_default();
+        if !finished.status.success() || json.trim().is_empty() {
+            bail!("fio failed ({}):\n{}", finished.status, finished.tail(15));
+        }
+        out.samples.extend(samples_from_json(&json)?);
+        out.raw.push(RawFile {
+            name: "fio.json".into(),
+            content: json,
+        });
+        if !finished.stderr.trim().is_empty() {
+            out.raw.push(RawFile {
+                name: "fio.stderr".into(),
+                content: finished.stderr,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Stops a cell asking for O_DIRECT on a filesystem that refuses it, before fio starts.
+pub fn check_direct_io(dir: &Path) -> Result<()> {
+    let probe = dir.join(".isobench-odirect-probe");
+    let result = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&probe)
+        .and_then(|f| {
+            // An aligned write: some filesystems accept the flag at open and fail at I/O.
+            let layout = std::alloc::Layout::from_size_align(4096, 4096).expect("valid layout");
+            // SAFETY: the buffer is allocated, zeroed, used only here and freed below.
+            let buf = unsafe { std::alloc::alloc_zeroed(layout) };
+            let written =
+                unsafe { libc::pwrite(std::os::fd::AsRawFd::as_raw_fd(&f), buf.cast(), 4096, 0) };
+            let err = std::io::Error::last_os_error();
+            unsafe { std::alloc::dealloc(buf, layout) };
+            if written == 4096 { Ok(()) } else { Err(err) }
+        });
+    let _ = std::fs::remove_file(&probe);
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Err(Unfit(format!(
+            "direct = true, but the filesystem at {} ({}) rejects O_DIRECT; set direct = false for this volume or use another one",
+            dir.display(),
+            crate::facts::fs_type(dir)
+        ))
+        .into()),
+        Err(e) => Err(anyhow!("probing O_DIRECT in {}: {e}", dir.display())),
+    }
+}
+
+fn check_free_space(dir: &Path, needed: u64) -> Result<()> {
+    let stat =
+        nix::sys::statvfs::statvfs(dir).with_context(|| format!("statvfs {}", dir.display()))?;
+    let free = stat.blocks_available() as u64 * stat.fragment_size() as u64;
+    // Files fio laid out earlier in this directory are reused, so count them as available.
+    let existing: u64 = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0);
+    if free + existing < needed {
+        return Err(Unfit(format!(
+            "fio needs {} for its files but the volume at {} has {} free; lower the workload's size or give the volume more",
+            units::human(needed as f64, "B"),
+            dir.display(),
+            units::human(free as f64, "B")
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// One direction (read, write, trim) summed over every job in fio's output.
+#[derive(Default)]
+struct Direction {
+    ios: u64,
+    iops: f64,
+    bw_bytes: f64,
+    clat_n: u64,
+    clat_sum_ns: f64,
+    clat_max_ns: f64,
+    bins: BTreeMap<u64, u64>,
+    percentiles_from_fio: BTreeMap<String, f64>,
+}
+
+/// Turns fio's json+ output into samples: per direction IOPS, bandwidth and completion latency
+/// (mean, p50, p95, p99, p99.9, max; µs), plus totals across directions and CPU use.
+pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
+    let doc: serde_json::Value = serde_json::from_str(json).context("fio's output is not JSON")?;
+    let jobs = doc["jobs"]
+        .as_array()
+        .ok_or_else(|| anyhow!("fio's output has no jobs"))?;
+    if jobs.is_empty() {
+        bail!("fio's output has no jobs");
+    }
+    let mut dirs: BTreeMap<&str, Direction> = BTreeMap::new();
+    let (mut usr, mut sys) = (0.0, 0.0);
+    for job in jobs {
+        let error = job["error"].as_i64().unwrap_or(0);
+        if error != 0 {
+            bail!(
+                "fio job {} failed with error {error} ({})",
+                job["jobname"],
+                std::io::Error::from_raw_os_error(error as i32)
+            );
+        }
+        usr += job["usr_cpu"].as_f64().unwrap_or(0.0);
+        sys += job["sys_cpu"].as_f64().unwrap_or(0.0);
+        for name in ["read", "write", "trim"] {
+            let d = &job[name];
+            let ios = d["total_ios"].as_u64().unwrap_or(0);
+            if ios == 0 {
+                continue;
+            }
+            let agg = dirs.entry(name).or_default();
+            agg.ios += ios;
+            agg.iops += d["iops"].as_f64().unwrap_or(0.0);
+            agg.bw_bytes += d["bw_bytes"].as_f64().unwrap_or(0.0);
+            let clat = &d["clat_ns"];
+            let n = clat["N"].as_u64().unwrap_or(0);
+            agg.clat_n += n;
+            agg.clat_sum_ns += clat["mean"].as_f64().unwrap_or(0.0) * n as f64;
+            agg.clat_max_ns = agg.clat_max_ns.max(clat["max"].as_f64().unwrap_or(0.0));
+            if let Some(bins) = clat["bins"].as_object() {
+                for (value, count) in bins {
+                    let value: u64 = value
+                        .parse()
+                        .map_err(|_| anyhow!("fio bin {value} is not a number"))?;
+                    *agg.bins.entry(value).or_default() += count.as_u64().unwrap_or(0);
+                }
+            }
+            if let Some(p) = clat["percentile"].as_object() {
+                agg.percentiles_from_fio = p
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
+                    .collect();
+            }
+        }
+    }
+    let mut samples = Vec::new();
+    let (mut iops, mut bw) = (0.0, 0.0);
+    for (name, d) in &dirs {
+        iops += d.iops;
+        bw += d.bw_bytes;
+        samples.push(Sample::new(format!("{name}_iops"), d.iops, "op/s"));
+        samples.push(Sample::new(format!("{name}_bw"), d.bw_bytes, "B/s"));
+        if d.clat_n == 0 {
+            continue;
+        }
+        samples.push(Sample::new(
+            format!("{name}_clat_mean"),
+            d.clat_sum_ns / d.clat_n as f64 / 1000.0,
+            "us",
+        ));
+        for (label, p) in [("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9)] {
+            let ns = if d.bins.is_empty() {
+                // Plain json (not json+) carries fio's own percentiles only.
+                d.percentiles_from_fio.get(&format!("{p:.6}")).copied()
+            } else {
+                percentile_from_bins(&d.bins, p)
+            };
+            if let Some(ns) = ns {
+                samples.push(Sample::new(
+                    format!("{name}_clat_{label}"),
+                    ns / 1000.0,
+                    "us",
+                ));
+            }
+        }
+        samples.push(Sample::new(
+            format!("{name}_clat_max"),
+            d.clat_max_ns / 1000.0,
+            "us",
+        ));
+    }
+    samples.insert(0, Sample::new("bw", bw, "B/s"));
+    samples.insert(0, Sample::new("iops", iops, "op/s"));
+    samples.push(Sample::new("cpu_usr", usr, "%"));
+    samples.push(Sample::new("cpu_sys", sys, "%"));
+    Ok(samples)
+}
+
+/// The value of the first histogram bin at which the cumulative count reaches `p` percent of
+/// all samples: fio's own rule, so one job's results match fio's printed percentiles exactly.
+pub fn percentile_from_bins(bins: &BTreeMap<u64, u64>, p: f64) -> Option<f64> {
+    let total: u64 = bins.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = p / 100.0 * total as f64;
+    let mut cumulative = 0u64;
+    for (value, count) in bins {
+        cumulative += count;
+        if cumulative as f64 >= rank {
+            return Some(*value as f64);
+        }
+    }
+    bins.keys().next_back().map(|v| *v as f64)
+}
+
+/// fio's version string ("fio-3.33"), if fio is installed.
+pub fn version() -> Option<String> {
+    process::command_output("fio", &["--version"])
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        std::fs::read_to_string(format!(
+            "{}/tests/fixtures/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    }
+
+    fn get(samples: &[Sample], metric: &str) -> f64 {
+        samples
+            .iter()
+            .find(|s| s.metric == metric)
+            .unwrap_or_else(|| panic!("no {metric}"))
+            .value
+    }
+
+    #[test]
+    fn grouped_output_matches_fios_own_figures() {
+        let json = fixture("fio-randrw-grouped.json");
+        let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let samples = samples_from_json(&json).unwrap();
+        let job = &doc["jobs"][0];
+        for dir in ["read", "write"] {
+            assert_eq!(
+                get(&samples, &format!("{dir}_iops")),
+                job[dir]["iops"].as_f64().unwrap()
+            );
+            assert_eq!(
+                get(&samples, &format!("{dir}_bw")),
+                job[dir]["bw_bytes"].as_f64().unwrap()
+            );
+            let clat = &job[dir]["clat_ns"];
+            assert!(
+                (get(&samples, &format!("{dir}_clat_mean"))
+                    - clat["mean"].as_f64().unwrap() / 1000.0)
+                    .abs()
+                    < 1e-9
+            );
+            assert_eq!(
+                get(&samples, &format!("{dir}_clat_max")),
+                clat["max"].as_f64().unwrap() / 1000.0
+            );
+            for (label, key) in [
+                ("p50", "50.000000"),
+                ("p95", "95.000000"),
+                ("p99", "99.000000"),
+                ("p99.9", "99.900000"),
+            ] {
+                let fio_value = clat["percentile"][key].as_f64().unwrap() / 1000.0;
+                assert_eq!(
+                    get(&samples, &format!("{dir}_clat_{label}")),
+                    fio_value,
+                    "{dir} {label}"
+                );
+            }
+        }
+        let total = get(&samples, "read_iops") + get(&samples, "write_iops");
+        assert_eq!(get(&samples, "iops"), total);
+        assert!(
+            samples.iter().all(|s| !s.metric.starts_with("trim")),
+            "no trim I/O was done"
+        );
+    }
+
+    #[test]
+    fn jobs_are_merged_by_summing_rates_and_pooling_histograms() {
+        let json = fixture("fio-randread-2jobs.json");
+        let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let samples = samples_from_json(&json).unwrap();
+        let jobs = doc["jobs"].as_array().unwrap();
+        let sum: f64 = jobs
+            .iter()
+            .map(|j| j["read"]["iops"].as_f64().unwrap())
+            .sum();
+        assert!((get(&samples, "read_iops") - sum).abs() < 1e-6);
+        let p99s: Vec<f64> = jobs
+            .iter()
+            .map(|j| {
+                j["read"]["clat_ns"]["percentile"]["99.000000"]
+                    .as_f64()
+                    .unwrap()
+                    / 1000.0
+            })
+            .collect();
+        let merged = get(&samples, "read_clat_p99");
+        let (lo, hi) = (
+            p99s.iter().cloned().fold(f64::MAX, f64::min),
+            p99s.iter().cloned().fold(0.0, f64::max),
+        );
+        assert!(
+            lo <= merged && merged <= hi,
+            "pooled p99 {merged} outside the jobs' {lo}..{hi}"
+        );
+        assert!(samples.iter().all(|s| !s.metric.starts_with("write")));
+    }
+
+    #[test]
+    fn a_failed_job_is_an_error() {
+        let mut doc: serde_json::Value =
+            serde_json::from_str(&fixture("fio-randrw-grouped.json")).unwrap();
+        doc["jobs"][0]["error"] = 28.into();
+        let err = samples_from_json(&doc.to_string()).unwrap_err().to_string();
+        assert!(err.contains("error 28"), "{err}");
+    }
+
+    #[test]
+    fn percentiles_follow_fios_rule() {
+        let bins: BTreeMap<u64, u64> = [(10, 50), (20, 45), (30, 5)].into_iter().collect();
+        assert_eq!(percentile_from_bins(&bins, 50.0), Some(10.0));
+        assert_eq!(percentile_from_bins(&bins, 95.0), Some(20.0));
+        assert_eq!(percentile_from_bins(&bins, 99.0), Some(30.0));
+        assert_eq!(percentile_from_bins(&BTreeMap::new(), 50.0), None);
+    }
+}
