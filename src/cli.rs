@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 
 use crate::compare;
@@ -78,7 +78,7 @@ pub fn main() -> ExitCode {
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
-            eprintln!("isobench: interrupted; everything this run created was removed");
+            eprintln!("isobench: interrupted");
             ExitCode::from(130)
         }
         Err(e) => {
@@ -177,8 +177,29 @@ fn run(
     let mut ledger = Ledger::open(workdir)?;
     let outcome = Runner::new(&suite, &plan, &set, &mut ledger, workdir.to_path_buf()).run_all();
     let closed = ledger.close();
-    outcome?;
-    closed.context("removing what the runs created; run `isobench cleanup`")?;
+    if let Err(e) = &closed {
+        // Said even when the run was interrupted: a leftover mount must never go unmentioned.
+        eprintln!(
+            "isobench: error: removing what the runs created failed: {e:#}\nisobench: run `isobench cleanup` to retry"
+        );
+    }
+    match outcome {
+        Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
+            if closed.is_ok() {
+                eprintln!("isobench: interrupted; everything the runs created was removed");
+            }
+            eprintln!(
+                "isobench: continue with: isobench run {} --resume {}",
+                suite_path.display(),
+                set.dir.display()
+            );
+            return Ok(ExitCode::from(130));
+        }
+        other => other?,
+    }
+    if closed.is_err() {
+        return Ok(ExitCode::FAILURE);
+    }
     let (table, analysis) = write_report(&set)?;
     print!("{table}");
     println!(

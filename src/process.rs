@@ -100,6 +100,9 @@ pub struct Options<'a> {
     pub timeout: Option<Duration>,
     /// Called with each line of stdout as it arrives (progress, console tails).
     pub on_stdout_line: Option<LineSink<'a>>,
+    /// Keep running when the user interrupts: for the short, bounded commands of teardown,
+    /// which must finish precisely because the user interrupted.
+    pub ignore_interrupt: bool,
 }
 
 /// Prepares `cmd` to start as a leader of its own process group, marked with `token`, and to be
@@ -144,7 +147,7 @@ pub fn run(cmd: &mut Command, mut opts: Options) -> Result<Finished> {
     thread::scope(|scope| {
         let out = scope.spawn(move || read_lines(stdout, on_line));
         let err = scope.spawn(move || read_all(stderr));
-        let status = wait(&mut child, opts.timeout, &program);
+        let status = wait(&mut child, opts.timeout, &program, !opts.ignore_interrupt);
         let stdout = out.join().unwrap_or_default();
         let stderr = err.join().unwrap_or_default();
         let status = status.map_err(|e| match e.downcast_ref::<TimedOut>() {
@@ -182,8 +185,13 @@ impl std::fmt::Display for TimedOut {
 
 impl std::error::Error for TimedOut {}
 
-/// Waits for `child`, killing its process group on timeout or interrupt.
-pub fn wait(child: &mut Child, timeout: Option<Duration>, program: &str) -> Result<ExitStatus> {
+/// Waits for `child`, killing its process group on timeout, or on interrupt if `interruptible`.
+pub fn wait(
+    child: &mut Child,
+    timeout: Option<Duration>,
+    program: &str,
+    interruptible: bool,
+) -> Result<ExitStatus> {
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
         if let Some(status) = child
@@ -192,7 +200,7 @@ pub fn wait(child: &mut Child, timeout: Option<Duration>, program: &str) -> Resu
         {
             return Ok(status);
         }
-        if interrupted() {
+        if interruptible && interrupted() {
             stop_group(child);
             return Err(Interrupted.into());
         }
@@ -255,15 +263,15 @@ fn read_lines(r: impl Read, mut on_line: Option<LineSink<'_>>) -> String {
 }
 
 /// Runs a short system command (mount, losetup, mkfs …) and returns its stdout; a failure
-/// becomes an error that quotes the command and what it printed.
+/// becomes an error that quotes the command and what it printed. These commands are bounded by
+/// a timeout and finish even after an interrupt: teardown is made of them.
 pub fn command_output(program: &str, args: &[&str]) -> Result<String> {
-    let finished = run(
-        Command::new(program).args(args),
-        Options {
-            timeout: Some(Duration::from_secs(300)),
-            ..Default::default()
-        },
-    )?;
+    let options = Options {
+        timeout: Some(Duration::from_secs(300)),
+        ignore_interrupt: true,
+        ..Default::default()
+    };
+    let finished = run(Command::new(program).args(args), options)?;
     if !finished.status.success() {
         bail!(
             "`{} {}` failed ({}): {}",

@@ -46,7 +46,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "\"{text}\" is not a duration; write a number and a unit, like 500ms, 10s, 2m or 1h"
         )
     })?;
-    let seconds = match &t[number_end..] {
+    let seconds = match t[number_end..].trim_start() {
         "" | "s" => number,
         "ms" => number / 1e3,
         "us" => number / 1e6,

@@ -1,0 +1,128 @@
+//! Helpers shared by the integration tests: a private work directory per test, the isobench
+//! binary, and checks that nothing of a test's was left on the machine.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Skips the test (returning early) with a printed reason.
+#[macro_export]
+macro_rules! skip_if {
+    ($cond:expr, $($why:tt)+) => {
+        if $cond {
+            eprintln!("SKIP {}: {}", module_path!(), format!($($why)+));
+            return;
+        }
+    };
+}
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+pub fn have(program: &str) -> bool {
+    isobench::process::find_program(program).is_some()
+}
+
+/// A scratch area for one test: a work directory for isobench and a place for suites/results.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let base = std::env::var_os("ISOBENCH_TEST_TMP")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+        std::fs::create_dir_all(&base).unwrap();
+        Sandbox {
+            dir: tempfile::Builder::new()
+                .prefix("isobench-test-")
+                .tempdir_in(base)
+                .unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn workdir(&self) -> PathBuf {
+        self.path().join("work")
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// `isobench` with this sandbox's work directory.
+    pub fn isobench(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_isobench"));
+        c.env("ISOBENCH_WORKDIR", self.workdir());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.isobench().args(args).output().unwrap()
+    }
+
+    /// Mounts under this sandbox that are still there.
+    pub fn mounts_left(&self) -> Vec<String> {
+        let prefix = self.path().to_string_lossy().into_owned();
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| m.starts_with(&prefix))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Loop devices whose backing file is under this sandbox.
+    pub fn loops_left(&self) -> Vec<String> {
+        let out = Command::new("losetup").arg("-a").output().unwrap();
+        let prefix = self.path().to_string_lossy().into_owned();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains(&prefix))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Asserts nothing of this test's remains mounted or attached.
+    pub fn assert_clean(&self) {
+        assert_eq!(
+            self.mounts_left(),
+            Vec::<String>::new(),
+            "mounts left behind"
+        );
+        assert_eq!(
+            self.loops_left(),
+            Vec::<String>::new(),
+            "loop devices left behind"
+        );
+    }
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The rows of a result set's samples.csv, split on commas (no quoted fields in our tests).
+pub fn samples(dir: &Path) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(dir.join("samples.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("cell,env,volume,workload,params,rep,metric,value,unit")
+    );
+    lines
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}

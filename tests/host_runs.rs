@@ -1,0 +1,462 @@
+//! Real fio runs on the host, on volumes isobench provisions itself, and what happens when runs
+//! fail, are interrupted or are killed.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Sandbox, have, is_root, samples, text};
+
+fn suite(volumes: &str, workload: &str, extra: &str) -> String {
+    format!(
+        r#"
+name = "t"
+repeat = 2
+baseline = {{ env = "host", volume = "tmpfs" }}
+
+[[env]]
+name = "host"
+kind = "host"
+
+[[volume]]
+name = "tmpfs"
+kind = "tmpfs"
+size = "256M"
+{volumes}
+
+[[workload]]
+name = "fio"
+kind = "fio"
+{workload}
+{extra}
+"#
+    )
+}
+
+const SMALL_FIO: &str = "rw = [\"randread\", \"write\"]\nbs = \"4k\"\niodepth = 4\nsize = \"32M\"\nruntime = \"1s\"\ndirect = true\nioengine = \"libaio\"\n";
+
+/// Root and fio are needed by every test here.
+fn unable() -> Option<String> {
+    if !is_root() {
+        return Some("needs root (mounts and loop devices)".into());
+    }
+    if !have("fio") {
+        return Some("fio is not installed (scripts/setup.sh installs it)".into());
+    }
+    None
+}
+
+fn value(rows: &[Vec<String>], cell: &str, metric: &str) -> Vec<f64> {
+    rows.iter()
+        .filter(|r| r[0] == cell && r[6] == metric)
+        .map(|r| r[7].parse().unwrap())
+        .collect()
+}
+
+fn run_record(out: &Path, cell: &str, rep: u32) -> serde_json::Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(out.join(format!("runs/{cell}/{rep}.json"))).unwrap(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    let volumes = "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"512M\"\n\n[[volume]]\nname = \"xfs\"\nkind = \"loop\"\nfs = \"xfs\"\nsize = \"512M\"\n";
+    let bound = "\n[[bound]]\nmetric = \"iops\"\nmax_overhead = \"1000%\"\n";
+    let path = sb.write("s.toml", &suite(volumes, SMALL_FIO, bound));
+    let out = sb.path().join("out");
+    let o = sb.run(&[
+        "run",
+        path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rows = samples(&out);
+    for volume in ["tmpfs", "ext4", "xfs"] {
+        for rw in ["randread", "write"] {
+            let cell = format!("host.{volume}.fio.rw={rw}");
+            let iops = value(&rows, &cell, "iops");
+            assert_eq!(iops.len(), 2, "{cell}: two repetitions");
+            assert!(iops.iter().all(|v| *v > 0.0), "{cell}: {iops:?}");
+            let run = run_record(&out, &cell, 1);
+            assert_eq!(run["status"], "ok");
+            assert_eq!(
+                run["facts"]["data.fstype"], volume,
+                "the agent saw the volume's filesystem"
+            );
+            let raw = run["raw"][0].as_str().unwrap();
+            assert!(out.join(raw).exists(), "raw fio output kept at {raw}");
+        }
+    }
+    assert!(
+        value(&rows, "host.ext4.fio.rw=randread", "read_clat_p99")
+            .iter()
+            .all(|v| *v > 0.0)
+    );
+    assert!(
+        value(&rows, "host.ext4.fio.rw=write", "read_iops").is_empty(),
+        "no read samples for a write job"
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("| Cell | Metric | Median | Min–max | Runs | Baseline | % difference |"),
+        "{report}"
+    );
+    assert!(report.contains("host/ext4"));
+    let table = text(&o);
+    assert!(
+        table.contains("host/tmpfs (baseline)") && table.contains("report:"),
+        "{table}"
+    );
+    // The bound is loose: check passes; a 0% bound on the same results fails.
+    let check = sb.run(&["check", out.to_str().unwrap()]);
+    assert!(check.status.success(), "{}", text(&check));
+    let plan_path = out.join("plan.json");
+    let plan = std::fs::read_to_string(&plan_path)
+        .unwrap()
+        .replace("\"max_overhead_pct\": 1000.0", "\"max_overhead_pct\": 0.0");
+    std::fs::write(&plan_path, plan).unwrap();
+    let check = sb.run(&["check", out.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(1), "{}", text(&check));
+    assert!(
+        text(&check).contains("FAIL  host.ext4.fio.rw=randread  iops overhead"),
+        "{}",
+        text(&check)
+    );
+    sb.assert_clean();
+    assert_eq!(
+        std::fs::read_dir(sb.workdir().join("state"))
+            .unwrap()
+            .count(),
+        0,
+        "state file removed"
+    );
+}
+
+#[test]
+fn failures_are_recorded_and_torn_down() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    // mkfs fails after the file and the loop device exist; fio fails after the mount exists.
+    let volumes = "\n[[volume]]\nname = \"badfs\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"256M\"\nmkfs_args = [\"-b\", \"999\"]\n";
+    let workload = format!("{SMALL_FIO}args = [\"--verify=nonsense\"]\n");
+    let path = sb.write(
+        "s.toml",
+        &suite(volumes, &workload, "").replace("repeat = 2", "repeat = 1"),
+    );
+    let out = sb.path().join("out");
+    let o = sb.run(&[
+        "run",
+        path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--filter",
+        "rw=write",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "no cell produced a result: {}",
+        text(&o)
+    );
+    let mkfs = run_record(&out, "host.badfs.fio.rw=write", 1);
+    assert_eq!(mkfs["status"], "failed");
+    assert!(
+        mkfs["error"].as_str().unwrap().contains("mkfs.ext4"),
+        "{}",
+        mkfs["error"]
+    );
+    let fio = run_record(&out, "host.tmpfs.fio.rw=write", 1);
+    assert_eq!(fio["status"], "failed");
+    assert!(
+        fio["error"].as_str().unwrap().contains("fio failed"),
+        "{}",
+        fio["error"]
+    );
+    assert!(
+        text(&o).contains("failed: "),
+        "the table says the cells failed: {}",
+        text(&o)
+    );
+    sb.assert_clean();
+}
+
+#[test]
+fn direct_io_on_a_filesystem_that_refuses_it_stops_the_cell_before_fio() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    // ramfs has no O_DIRECT support at all: the kernel answers EINVAL at open.
+    let ramfs = sb.path().join("ramfs");
+    std::fs::create_dir(&ramfs).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "ramfs", "ramfs"])
+        .arg(&ramfs)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    let volumes = format!(
+        "\n[[volume]]\nname = \"ram\"\nkind = \"dir\"\npath = \"{}\"\n",
+        ramfs.display()
+    );
+    let path = sb.write("s.toml", &suite(&volumes, SMALL_FIO, ""));
+    let out = sb.path().join("out");
+    let o = sb.run(&[
+        "run",
+        path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--filter",
+        "volume=ram,rw=randread",
+    ]);
+    let first = run_record(&out, "host.ram.fio.rw=randread", 1);
+    let second = run_record(&out, "host.ram.fio.rw=randread", 2);
+    std::process::Command::new("umount")
+        .arg(&ramfs)
+        .status()
+        .unwrap();
+    assert!(o.status.success(), "the baseline still ran: {}", text(&o));
+    assert_eq!(first["status"], "failed");
+    let e = first["error"].as_str().unwrap();
+    assert!(
+        e.contains("direct = true, but the filesystem at")
+            && e.contains("(ramfs) rejects O_DIRECT"),
+        "{e}"
+    );
+    assert!(first["raw"].as_array().unwrap().is_empty(), "fio never ran");
+    assert!(
+        second["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("not run: an earlier repetition found that direct = true")
+    );
+    sb.assert_clean();
+}
+
+/// Starts `isobench run` on a suite whose runs last long enough to be caught in the act.
+fn start_long_run(sb: &Sandbox) -> (Child, std::path::PathBuf) {
+    let volumes =
+        "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"512M\"\n";
+    let workload = "rw = \"randread\"\nsize = \"32M\"\nruntime = \"60s\"\ndirect = true\nioengine = \"libaio\"\n";
+    // The loop volume comes first in the run order, so it is the one caught mid-run.
+    let text = suite(volumes, workload, "").replace(
+        "baseline = { env = \"host\", volume = \"tmpfs\" }",
+        "baseline = { env = \"host\", volume = \"ext4\" }",
+    );
+    let text = text.replacen(
+        "[[volume]]\nname = \"tmpfs\"\nkind = \"tmpfs\"\nsize = \"256M\"\n",
+        "",
+        1,
+    ) + "\n[[volume]]\nname = \"tmpfs\"\nkind = \"tmpfs\"\nsize = \"256M\"\n";
+    let path = sb.write("s.toml", &text);
+    let out = sb.path().join("out");
+    let child = sb
+        .isobench()
+        .args([
+            "run",
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, out)
+}
+
+/// Waits until fio runs on a mounted loop volume of this sandbox.
+fn wait_for_fio(sb: &Sandbox) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if !sb.mounts_left().is_empty() && !sb.loops_left().is_empty() && fio_pids(sb).len() > 0 {
+            std::thread::sleep(Duration::from_millis(500));
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("fio never started on the loop volume");
+}
+
+/// fio processes working in this sandbox.
+fn fio_pids(sb: &Sandbox) -> Vec<i32> {
+    let prefix = sb.path().to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "fio")
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&prefix))
+        })
+        .collect()
+}
+
+#[test]
+fn sigkill_mid_run_then_cleanup_leaves_nothing() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    let (mut child, _) = start_long_run(&sb);
+    wait_for_fio(&sb);
+    child.kill().unwrap(); // SIGKILL: no teardown can run
+    child.wait().unwrap();
+    assert!(
+        !sb.mounts_left().is_empty(),
+        "the killed run left its mount (as expected before cleanup)"
+    );
+    let o = sb.run(&["cleanup"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("removed mount"), "{}", text(&o));
+    sb.assert_clean();
+    assert!(fio_pids(&sb).is_empty(), "no fio left running");
+    let again = sb.run(&["cleanup"]);
+    assert!(
+        text(&again).contains("nothing to clean up"),
+        "{}",
+        text(&again)
+    );
+}
+
+#[test]
+fn interrupt_tears_down_and_resume_finishes_the_set() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    let (child, out) = start_long_run(&sb);
+    wait_for_fio(&sb);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait_with_output().unwrap().status;
+    assert_eq!(status.code(), Some(130), "exit code of an interrupted run");
+    sb.assert_clean();
+    assert!(fio_pids(&sb).is_empty());
+    assert_eq!(
+        std::fs::read_dir(sb.workdir().join("state"))
+            .unwrap()
+            .count(),
+        0,
+        "nothing left for cleanup"
+    );
+    assert!(
+        !out.join("runs/host.ext4.fio/1.json").exists(),
+        "the interrupted run is not recorded"
+    );
+    // Resume with shorter runs is refused: the suite must be the same.
+    let suite_path = sb.path().join("s.toml");
+    let o = sb.run(&[
+        "run",
+        suite_path.to_str().unwrap(),
+        "--resume",
+        out.to_str().unwrap(),
+        "--set",
+        "workload.fio.runtime=1s",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).contains("was made from a different suite"),
+        "{}",
+        text(&o)
+    );
+    // Shorten the suite itself, keep it identical between the two steps, and resume twice.
+    std::fs::write(
+        &suite_path,
+        std::fs::read_to_string(&suite_path)
+            .unwrap()
+            .replace("runtime = \"60s\"", "runtime = \"1s\""),
+    )
+    .unwrap();
+    std::fs::write(
+        out.join("suite.toml"),
+        isobench::suite::Suite::load(&suite_path, &[])
+            .ok()
+            .unwrap()
+            .resolved,
+    )
+    .unwrap();
+    let o = sb.run(&[
+        "run",
+        suite_path.to_str().unwrap(),
+        "--resume",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let first = std::fs::read_to_string(out.join("runs/host.ext4.fio/1.json")).unwrap();
+    let o = sb.run(&[
+        "run",
+        suite_path.to_str().unwrap(),
+        "--resume",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(out.join("runs/host.ext4.fio/1.json")).unwrap(),
+        first,
+        "completed runs are not redone"
+    );
+    assert_eq!(
+        samples(&out).iter().filter(|r| r[6] == "iops").count(),
+        4,
+        "2 cells × 2 repetitions"
+    );
+    sb.assert_clean();
+}
+
+#[test]
+fn bad_suite_gives_one_clear_error_and_exit_1() {
+    let sb = Sandbox::new();
+    let path = sb.write(
+        "bad.toml",
+        &suite("", SMALL_FIO, "").replace("iodepth = 4", "iodepth = -4"),
+    );
+    let o = sb.run(&["run", path.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("isobench: error: {}:", path.display()))
+            && err.contains("key \"iodepth\": must not be negative"),
+        "{err}"
+    );
+    let o = sb.run(&[
+        "run",
+        path.to_str().unwrap().replace("bad", "absent").as_str(),
+    ]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot read the suite file"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn dry_run_lists_the_matrix_and_doctor_lists_the_machine() {
+    let sb = Sandbox::new();
+    let path = sb.write("s.toml", &suite("", SMALL_FIO, ""));
+    let o = sb.run(&["run", path.to_str().unwrap(), "--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("2 cells × 2 repetitions = 4 runs") && t.contains("host.tmpfs.fio.rw=randread"),
+        "{t}"
+    );
+    let o = sb.run(&["doctor"]);
+    let t = text(&o);
+    assert!(
+        t.contains("works here") && t.contains("loop (ext4)") && t.contains("fio"),
+        "{t}"
+    );
+    if have("fio") {
+        assert!(
+            t.lines()
+                .any(|l| l.contains("fio") && l.contains("yes") && l.contains("fio-3")),
+            "{t}"
+        );
+    }
+}

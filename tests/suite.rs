@@ -1,0 +1,325 @@
+//! Suite validation (one test per kind of error), matrix expansion, overrides and filters.
+
+mod common;
+
+use std::path::Path;
+
+use isobench::plan::{Plan, Selector};
+use isobench::suite::Suite;
+
+const BASE: &str = r#"
+name = "t"
+repeat = 2
+baseline = { env = "host", volume = "tmpfs" }
+
+[[env]]
+name = "host"
+kind = "host"
+
+[[volume]]
+name = "tmpfs"
+kind = "tmpfs"
+size = "2G"
+
+[[volume]]
+name = "ext4"
+kind = "loop"
+fs = "ext4"
+size = "4G"
+
+[[workload]]
+name = "fio"
+kind = "fio"
+rw = ["randread", "randwrite", "read", "write"]
+bs = "4k"
+iodepth = 8
+numjobs = [1, 4]
+size = "1G"
+runtime = "10s"
+direct = true
+ioengine = "libaio"
+
+[[bound]]
+metric = "iops"
+max_overhead = "10%"
+"#;
+
+fn load(text: &str) -> Result<Suite, String> {
+    load_with(text, &[])
+}
+
+fn load_with(text: &str, overrides: &[&str]) -> Result<Suite, String> {
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    Suite::from_text("suite.toml", text, Path::new("."), &overrides).map_err(|e| e.to_string())
+}
+
+/// The 1-based line of `BASE` where `needle` first appears.
+fn line(needle: &str) -> usize {
+    BASE[..BASE.find(needle).expect("needle in BASE")]
+        .matches('\n')
+        .count()
+        + 1
+}
+
+/// The error for `BASE` with `from` replaced by `to`.
+fn error_with(from: &str, to: &str) -> String {
+    assert!(
+        BASE.contains(from),
+        "test bug: {from:?} is not in the base suite"
+    );
+    load(&BASE.replacen(from, to, 1))
+        .err()
+        .expect("the suite should be rejected")
+}
+
+#[test]
+fn the_issue_example_is_valid() {
+    let s = load(BASE).unwrap();
+    assert_eq!(s.name, "t");
+    assert_eq!(s.repeat, 2);
+    assert_eq!(s.envs.len(), 1);
+    assert_eq!(s.volumes.len(), 2);
+    assert_eq!(s.bounds[0].max_overhead_pct, 10.0);
+}
+
+#[test]
+fn unknown_key_names_file_line_key_and_allowed_keys() {
+    let e = error_with("iodepth = 8", "iodeph = 8");
+    assert!(
+        e.starts_with(&format!(
+            "suite.toml:{}: workload \"fio\": key \"iodeph\": unknown key; allowed keys are: ",
+            line("iodepth")
+        )),
+        "{e}"
+    );
+    assert!(e.contains("iodepth") && e.contains("numjobs"), "{e}");
+}
+
+#[test]
+fn unknown_top_level_key() {
+    let e = load(&format!("repeats = 3\n{BASE}"))
+        .err()
+        .expect("rejected");
+    assert!(e.starts_with("suite.toml:1: the suite: key \"repeats\": unknown key; allowed keys are: baseline, bound, env, name, repeat, volume, workload"), "{e}");
+}
+
+#[test]
+fn bad_size() {
+    let e = error_with("size = \"2G\"", "size = \"2Q\"");
+    assert_eq!(
+        e,
+        format!(
+            "suite.toml:{}: volume \"tmpfs\": key \"size\": \"2Q\" has an unknown unit \"Q\"; use k, M, G or T (powers of 1024)",
+            line("size = \"2G\"")
+        )
+    );
+}
+
+#[test]
+fn bad_duration() {
+    let e = error_with("runtime = \"10s\"", "runtime = \"10 sec\"");
+    assert!(e.starts_with(&format!("suite.toml:{}: workload \"fio\": key \"runtime\": \"10 sec\" has an unknown unit \"sec\"", line("runtime"))), "{e}");
+}
+
+#[test]
+fn wrong_type() {
+    let e = error_with("iodepth = 8", "iodepth = \"eight\"");
+    assert_eq!(
+        e,
+        format!(
+            "suite.toml:{}: workload \"fio\": key \"iodepth\": expected a whole number, found a string",
+            line("iodepth")
+        )
+    );
+}
+
+#[test]
+fn unknown_kind_lists_the_allowed_kinds() {
+    let e = error_with("kind = \"loop\"", "kind = \"lvm\"");
+    assert_eq!(
+        e,
+        format!(
+            "suite.toml:{}: volume \"ext4\": key \"kind\": unknown kind \"lvm\"; allowed kinds are: dir, tmpfs, loop",
+            line("kind = \"loop\"")
+        )
+    );
+}
+
+#[test]
+fn bad_choice_lists_the_allowed_values() {
+    let e = error_with("fs = \"ext4\"", "fs = \"ext3\"");
+    assert_eq!(
+        e,
+        format!(
+            "suite.toml:{}: volume \"ext4\": key \"fs\": \"ext3\" is not allowed; use one of: ext4, xfs",
+            line("fs = ")
+        )
+    );
+    let e = error_with("\"randwrite\",", "\"randwirte\",");
+    assert!(
+        e.contains("key \"rw\": \"randwirte\" is not allowed; use one of: read, write, randread"),
+        "{e}"
+    );
+}
+
+#[test]
+fn baseline_that_names_nothing() {
+    let e = error_with("volume = \"tmpfs\" }", "volume = \"nvme\" }");
+    assert_eq!(
+        e,
+        "suite.toml:4: baseline: key \"volume\": names no [[volume]]: \"nvme\"; the suite's volumes are: tmpfs, ext4"
+    );
+    let e = error_with("{ env = \"host\"", "{ env = \"kata\"");
+    assert!(
+        e.contains("names no [[env]]: \"kata\"; the suite's environments are: host"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_required_key() {
+    let e = error_with("baseline = { env = \"host\", volume = \"tmpfs\" }", "");
+    assert!(e.contains("the key \"baseline\" is required"), "{e}");
+    let e = error_with("metric = \"iops\"\n", "");
+    assert!(
+        e.contains("[[bound]]: the key \"metric\" is required"),
+        "{e}"
+    );
+}
+
+#[test]
+fn duplicate_names() {
+    let e = error_with("name = \"ext4\"", "name = \"tmpfs\"");
+    assert!(
+        e.contains("two [[volume]] tables are named \"tmpfs\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn empty_axis() {
+    let e = error_with("numjobs = [1, 4]", "numjobs = []");
+    assert!(
+        e.contains("key \"numjobs\": an empty list gives the matrix no cells"),
+        "{e}"
+    );
+}
+
+#[test]
+fn invalid_toml_points_at_the_line() {
+    let e = error_with("iodepth = 8", "iodepth = = 8");
+    assert!(
+        e.starts_with(&format!("suite.toml:{}: not valid TOML", line("iodepth"))),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_percent_in_bound() {
+    let e = error_with("max_overhead = \"10%\"", "max_overhead = \"10\"");
+    assert!(
+        e.contains("key \"max_overhead\": \"10\" is not a percentage"),
+        "{e}"
+    );
+}
+
+#[test]
+fn matrix_is_env_by_volume_by_list_valued_parameters() {
+    let s = load(BASE).unwrap();
+    let plan = Plan::new(&s, &[]).unwrap();
+    assert_eq!(plan.cells.len(), 2 * 4 * 2);
+    assert_eq!(plan.runs.len(), 16 * 2);
+    let first = &plan.cells[0];
+    assert_eq!(first.id, "host.tmpfs.fio.rw=randread.numjobs=1");
+    assert_eq!(
+        first.labels.params,
+        vec![
+            ("rw".into(), "randread".into()),
+            ("numjobs".into(), "1".into())
+        ]
+    );
+    // Round-robin: every cell's first repetition before any second one.
+    assert!(plan.runs[..16].iter().all(|r| r.rep == 1));
+    assert!(plan.runs[16..].iter().all(|r| r.rep == 2));
+    let ids: std::collections::HashSet<_> = plan.cells.iter().map(|c| c.id.clone()).collect();
+    assert_eq!(ids.len(), 16, "cell ids are unique");
+}
+
+#[test]
+fn overrides_replace_values_and_are_named_in_errors() {
+    let s = load_with(
+        BASE,
+        &[
+            "workload.fio.runtime=3s",
+            "repeat=5",
+            "workload.fio.rw=read",
+        ],
+    )
+    .unwrap();
+    assert_eq!(s.repeat, 5);
+    assert_eq!(Plan::new(&s, &[]).unwrap().cells.len(), 2 * 2);
+    assert!(s.resolved.contains("runtime = \"3s\""), "{}", s.resolved);
+    let e = load_with(BASE, &["workload.fio.runtime=3 parsecs"])
+        .err()
+        .expect("rejected");
+    assert!(e.starts_with("suite.toml (from --set workload.fio.runtime=3 parsecs): workload \"fio\": key \"runtime\""), "{e}");
+    let e = load_with(BASE, &["workload.fi.runtime=3s"])
+        .err()
+        .expect("rejected");
+    assert!(
+        e.contains("the suite has no workload named \"fi\"; it has: fio"),
+        "{e}"
+    );
+    let e = load_with(BASE, &["runtime"]).err().expect("rejected");
+    assert!(e.contains("write overrides as key=value"), "{e}");
+}
+
+#[test]
+fn filters_select_cells_and_keep_their_baselines() {
+    let s = load(BASE).unwrap();
+    let sel = |t: &str| Selector::parse(t).unwrap();
+    let plan = Plan::new(&s, &[sel("volume=ext4,rw=rand*,numjobs=1")]).unwrap();
+    let ids: Vec<&str> = plan.cells.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "host.tmpfs.fio.rw=randread.numjobs=1",
+            "host.ext4.fio.rw=randread.numjobs=1",
+            "host.tmpfs.fio.rw=randwrite.numjobs=1",
+            "host.ext4.fio.rw=randwrite.numjobs=1"
+        ]
+    );
+    assert_eq!(plan.added_baselines.len(), 2);
+    let e = Plan::new(&s, &[sel("rwx=read")]).err().unwrap();
+    assert!(e.contains("no cell has a label named rwx"), "{e}");
+    let e = Plan::new(&s, &[sel("env=kata")]).err().unwrap();
+    assert!(e.contains("selects no cell"), "{e}");
+    assert!(Selector::parse("env").is_err());
+}
+
+#[test]
+fn job_file_environment_is_a_matrix_axis() {
+    let dir = common::Sandbox::new();
+    dir.write("job.fio", "[global]\nsize=16m\n[j]\nrw=${FIO_RW}\n");
+    let text = BASE.replace(
+        "rw = [\"randread\", \"randwrite\", \"read\", \"write\"]\nbs = \"4k\"\niodepth = 8\nnumjobs = [1, 4]\nsize = \"1G\"\nruntime = \"10s\"\ndirect = true\nioengine = \"libaio\"\n",
+        "jobfile = \"job.fio\"\nenv = { FIO_RW = [\"read\", \"randread\"], OTHER = \"x\" }\n",
+    );
+    let s = Suite::from_text("suite.toml", &text, dir.path(), &[]).unwrap();
+    let plan = Plan::new(&s, &[]).unwrap();
+    assert_eq!(plan.cells.len(), 2 * 2);
+    assert_eq!(
+        plan.cells[0].labels.params,
+        vec![("FIO_RW".into(), "read".into())]
+    );
+    let e = Suite::from_text(
+        "suite.toml",
+        &text.replace("job.fio", "missing.fio"),
+        dir.path(),
+        &[],
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("key \"jobfile\": cannot read"), "{e}");
+}
