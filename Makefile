@@ -5,7 +5,7 @@ export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
 
 BIN := target/release/isobench
 # Short runs so the demo finishes in a few minutes; the suite file keeps its real settings.
-DEMO_SET := --set workload.fio.runtime=2s --set workload.fio.size=256M
+DEMO_SET := --set workload.fio.runtime=1s --set workload.fio.size=128M
 
 .PHONY: demo test build setup-demo setup-test lint clean
 

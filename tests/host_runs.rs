@@ -274,7 +274,7 @@ fn start_long_run(sb: &Sandbox) -> (Child, std::path::PathBuf) {
 fn wait_for_fio(sb: &Sandbox) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        if !sb.mounts_left().is_empty() && !sb.loops_left().is_empty() && fio_pids(sb).len() > 0 {
+        if !sb.mounts_left().is_empty() && !sb.loops_left().is_empty() && !fio_pids(sb).is_empty() {
             std::thread::sleep(Duration::from_millis(500));
             return;
         }
