@@ -68,14 +68,7 @@ fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
     let sb = Sandbox::new();
     let volumes = "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"512M\"\n\n[[volume]]\nname = \"xfs\"\nkind = \"loop\"\nfs = \"xfs\"\nsize = \"512M\"\n";
     let bound = "\n[[bound]]\nmetric = \"iops\"\nmax_overhead = \"1000%\"\n";
-    let path = sb.write("s.toml", &suite(volumes, SMALL_FIO, bound));
-    let out = sb.path().join("out");
-    let o = sb.run(&[
-        "run",
-        path.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (o, out) = sb.run_suite(&suite(volumes, SMALL_FIO, bound), &[]);
     assert!(o.status.success(), "{}", text(&o));
     let rows = samples(&out);
     for volume in ["tmpfs", "ext4", "xfs"] {
@@ -146,19 +139,10 @@ fn failures_are_recorded_and_torn_down() {
     // mkfs fails after the file and the loop device exist; fio fails after the mount exists.
     let volumes = "\n[[volume]]\nname = \"badfs\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"256M\"\nmkfs_args = [\"-b\", \"999\"]\n";
     let workload = format!("{SMALL_FIO}args = [\"--verify=nonsense\"]\n");
-    let path = sb.write(
-        "s.toml",
+    let (o, out) = sb.run_suite(
         &suite(volumes, &workload, "").replace("repeat = 2", "repeat = 1"),
+        &["--filter", "rw=write"],
     );
-    let out = sb.path().join("out");
-    let o = sb.run(&[
-        "run",
-        path.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--filter",
-        "rw=write",
-    ]);
     assert_eq!(
         o.status.code(),
         Some(1),
@@ -204,16 +188,10 @@ fn direct_io_on_a_filesystem_that_refuses_it_stops_the_cell_before_fio() {
         "\n[[volume]]\nname = \"ram\"\nkind = \"dir\"\npath = \"{}\"\n",
         ramfs.display()
     );
-    let path = sb.write("s.toml", &suite(&volumes, SMALL_FIO, ""));
-    let out = sb.path().join("out");
-    let o = sb.run(&[
-        "run",
-        path.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--filter",
-        "volume=ram,rw=randread",
-    ]);
+    let (o, out) = sb.run_suite(
+        &suite(&volumes, SMALL_FIO, ""),
+        &["--filter", "volume=ram,rw=randread"],
+    );
     let first = run_record(&out, "host.ram.fio.rw=randread", 1);
     let second = run_record(&out, "host.ram.fio.rw=randread", 2);
     std::process::Command::new("umount")
@@ -459,4 +437,45 @@ fn dry_run_lists_the_matrix_and_doctor_lists_the_machine() {
             "{t}"
         );
     }
+}
+
+#[test]
+fn a_job_file_runs_as_is_with_its_environment_as_an_axis() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    sb.write("job.fio", "[global]\nioengine=psync\nsize=16m\nruntime=1s\ntime_based\n\n[job]\nrw=${FIO_RW}\nbs=${FIO_BS}\n");
+    let workload =
+        "jobfile = \"job.fio\"\nenv = { FIO_RW = [\"read\", \"randwrite\"], FIO_BS = \"8k\" }\n";
+    let (o, out) = sb.run_suite(
+        &suite("", workload, "").replace("repeat = 2", "repeat = 1"),
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let rows = samples(&out);
+    assert!(value(&rows, "host.tmpfs.fio.FIO_RW=read", "read_iops")[0] > 0.0);
+    assert!(value(&rows, "host.tmpfs.fio.FIO_RW=randwrite", "write_iops")[0] > 0.0);
+    assert!(
+        value(&rows, "host.tmpfs.fio.FIO_RW=read", "write_iops").is_empty(),
+        "fio expanded ${{FIO_RW}} itself"
+    );
+    let run = run_record(&out, "host.tmpfs.fio.FIO_RW=randwrite", 1);
+    let fio_json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join(run["raw"][1].as_str().unwrap())).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(fio_json["jobs"][0]["job options"]["bs"], "8k");
+    assert!(
+        run["raw"][0].as_str().unwrap().ends_with("job.fio"),
+        "the job file is kept with the run"
+    );
+    // `isobench report` prints the table again and rewrites report.md.
+    std::fs::remove_file(out.join("report.md")).unwrap();
+    let o = sb.run(&["report", out.to_str().unwrap()]);
+    assert!(
+        o.status.success() && text(&o).contains("fio FIO_RW=randwrite"),
+        "{}",
+        text(&o)
+    );
+    assert!(out.join("report.md").exists());
+    sb.assert_clean();
 }

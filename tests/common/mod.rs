@@ -68,6 +68,20 @@ impl Sandbox {
         self.isobench().args(args).output().unwrap()
     }
 
+    /// Writes `suite` to s.toml and runs it into `out/`, with `extra` arguments.
+    pub fn run_suite(&self, suite: &str, extra: &[&str]) -> (Output, PathBuf) {
+        let path = self.write("s.toml", suite);
+        let out = self.path().join("out");
+        let mut args = vec![
+            "run",
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        (self.run(&args), out)
+    }
+
     /// Mounts under this sandbox that are still there.
     pub fn mounts_left(&self) -> Vec<String> {
         let prefix = self.path().to_string_lossy().into_owned();
