@@ -87,9 +87,6 @@ pub fn tail_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// Receives each line a child prints on stdout, as it arrives.
-pub type LineSink<'a> = Box<dyn FnMut(&str) + Send + 'a>;
-
 /// How to run a child.
 #[derive(Default)]
 pub struct Options<'a> {
@@ -98,8 +95,6 @@ pub struct Options<'a> {
     pub stdin: Option<Vec<u8>>,
     /// Killed (whole process group) after this long.
     pub timeout: Option<Duration>,
-    /// Called with each line of stdout as it arrives (progress, console tails).
-    pub on_stdout_line: Option<LineSink<'a>>,
     /// Keep running when the user interrupts: for the short, bounded commands of teardown,
     /// which must finish precisely because the user interrupted.
     pub ignore_interrupt: bool,
@@ -143,9 +138,8 @@ pub fn run(cmd: &mut Command, mut opts: Options) -> Result<Finished> {
     }
     let stdout = child.stdout.take().expect("stdout was piped");
     let stderr = child.stderr.take().expect("stderr was piped");
-    let on_line = opts.on_stdout_line.take();
     thread::scope(|scope| {
-        let out = scope.spawn(move || read_lines(stdout, on_line));
+        let out = scope.spawn(move || read_all(stdout));
         let err = scope.spawn(move || read_all(stderr));
         let status = wait(&mut child, opts.timeout, &program, !opts.ignore_interrupt);
         let stdout = out.join().unwrap_or_default();
@@ -239,27 +233,6 @@ fn read_all(mut r: impl Read) -> String {
     let mut buf = Vec::new();
     let _ = r.read_to_end(&mut buf);
     String::from_utf8_lossy(&buf).into_owned()
-}
-
-fn read_lines(r: impl Read, mut on_line: Option<LineSink<'_>>) -> String {
-    use std::io::BufRead;
-    let mut reader = std::io::BufReader::new(r);
-    let mut all = String::new();
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                if let Some(f) = on_line.as_mut() {
-                    f(text.trim_end_matches('\n'));
-                }
-                all.push_str(&text);
-            }
-        }
-    }
-    all
 }
 
 /// Runs a short system command (mount, losetup, mkfs …) and returns its stdout; a failure

@@ -90,11 +90,6 @@ pub fn fio_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
-/// Prints a duration in whole milliseconds for tools that take "Nms".
-pub fn millis(d: Duration) -> String {
-    format!("{}ms", d.as_millis())
-}
-
 /// A short human form of a measured value with its unit, for tables: "52.8k op/s", "1.21 GB/s".
 pub fn human(value: f64, unit: &str) -> String {
     if !value.is_finite() {

@@ -160,10 +160,6 @@ impl Suite {
             resolved: tree::to_toml(&resolved_tree),
         })
     }
-
-    pub fn env(&self, name: &str) -> Option<&Named<Box<dyn Environment>>> {
-        self.envs.iter().find(|e| e.name == name)
-    }
 }
 
 /// Names become parts of directory names and labels: keep them plain.

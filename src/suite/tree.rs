@@ -371,18 +371,6 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub fn what(&self) -> &str {
-        &self.what
-    }
-
-    pub fn file(&self) -> &str {
-        self.file
-    }
-
-    pub fn table(&self) -> &Table {
-        self.table
-    }
-
     /// An error about the table as a whole.
     pub fn error(&self, message: impl fmt::Display) -> SuiteError {
         SuiteError {
@@ -482,18 +470,6 @@ impl<'a> Fields<'a> {
         match self.uint(key)? {
             Some(0) => Err(self.error_at(key, "must be at least 1")),
             other => Ok(other),
-        }
-    }
-
-    pub fn float(&mut self, key: &'static str) -> Result<Option<f64>, SuiteError> {
-        match self.node(key).map(|n| &n.value) {
-            None => Ok(None),
-            Some(Value::Int(i)) => Ok(Some(*i as f64)),
-            Some(Value::Float(f)) => Ok(Some(*f)),
-            Some(other) => Err(self.error_at(
-                key,
-                format!("expected a number, found {}", other.type_name()),
-            )),
         }
     }
 
