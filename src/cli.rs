@@ -89,6 +89,10 @@ pub fn main() -> ExitCode {
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
+    // Mount points are compared with /proc/self/mountinfo, which holds absolute, resolved paths.
+    std::fs::create_dir_all(&cli.workdir)
+        .map_err(|e| anyhow::anyhow!("--workdir {}: {e}", cli.workdir.display()))?;
+    let workdir = std::fs::canonicalize(&cli.workdir)?;
     match cli.command {
         Command::Run {
             suite,
@@ -97,15 +101,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             out,
             resume,
             dry_run,
-        } => run(
-            &cli.workdir,
-            &suite,
-            &overrides,
-            &filter,
-            out,
-            resume,
-            dry_run,
-        ),
+        } => run(&workdir, &suite, &overrides, &filter, out, resume, dry_run),
         Command::Report { dir } => {
             let set = ResultSet::open(&dir)?;
             print!("{}", write_report(&set)?.0);
@@ -117,7 +113,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             print!("{}", crate::doctor::render(&crate::doctor::checks()));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Cleanup => cleanup(&cli.workdir),
+        Command::Cleanup => cleanup(&workdir),
         Command::Agent { request } => {
             crate::agent::main(&request)?;
             Ok(ExitCode::SUCCESS)

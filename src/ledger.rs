@@ -68,7 +68,7 @@ fn remove_tree(path: &Path) -> Result<()> {
     if !path.exists() {
         return Ok(());
     }
-    let prefix = format!("{}/", escape_mount_path(&path.to_string_lossy()));
+    let prefix = format!("{}/", mountinfo_path(path));
     let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     if let Some(inner) = info
         .lines()
@@ -109,15 +109,19 @@ fn remove_same_device(path: &Path, dev: u64) -> std::io::Result<()> {
 /// Whether `target` is a mount point now (reads /proc/self/mountinfo, which shows the kernel's
 /// escaped form of paths).
 pub fn is_mounted(target: &Path) -> bool {
-    let wanted = escape_mount_path(&target.to_string_lossy());
+    let wanted = mountinfo_path(target);
     fs::read_to_string("/proc/self/mountinfo").is_ok_and(|info| {
         info.lines()
             .any(|l| l.split(' ').nth(4) == Some(wanted.as_str()))
     })
 }
 
-fn escape_mount_path(p: &str) -> String {
-    p.replace('\\', "\\134")
+/// `path` as /proc/self/mountinfo spells it: absolute, resolved, with the kernel's escapes.
+fn mountinfo_path(path: &Path) -> String {
+    let resolved = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    resolved
+        .to_string_lossy()
+        .replace('\\', "\\134")
         .replace(' ', "\\040")
         .replace('\t', "\\011")
         .replace('\n', "\\012")

@@ -479,3 +479,32 @@ fn a_job_file_runs_as_is_with_its_environment_as_an_axis() {
     assert!(out.join("report.md").exists());
     sb.assert_clean();
 }
+
+#[test]
+fn a_relative_workdir_is_torn_down_too() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    let volumes =
+        "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"256M\"\n";
+    sb.write(
+        "s.toml",
+        &suite(volumes, SMALL_FIO, "").replace("repeat = 2", "repeat = 1"),
+    );
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_isobench"))
+        .current_dir(sb.path())
+        .args([
+            "--workdir",
+            "./w",
+            "run",
+            "s.toml",
+            "--out",
+            "./o",
+            "--filter",
+            "volume=ext4,rw=write",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("teardown failed"), "{}", text(&o));
+    sb.assert_clean();
+}
