@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::facts::{self, Facts};
-use crate::store::{RawFile, Sample};
+use crate::store::{RawFile, Sample, Series};
 use crate::workload::{self, Unfit};
 
 /// The line prefix that frames the report in whatever stream carries it back.
@@ -28,6 +28,8 @@ pub struct Request {
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct Report {
     pub samples: Vec<Sample>,
+    #[serde(default)]
+    pub series: Vec<Series>,
     pub facts: Facts,
     pub raw: Vec<RawFile>,
     pub notes: Vec<String>,
@@ -57,6 +59,7 @@ pub fn execute(request: &Request) -> Report {
         report.error = Some(format!("{e:#}"));
     }
     report.samples = out.samples;
+    report.series = out.series;
     report.raw = out.raw;
     report.notes = out.notes;
     report

@@ -4,14 +4,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
-use crate::compare;
+use crate::compare::BoundVerdict;
 use crate::facts;
 use crate::ledger::{self, Ledger};
 use crate::plan::{Plan, Selector};
 use crate::process::{self, Interrupted};
-use crate::report;
+use crate::report::{self, Format, Report, export::InconclusivePolicy};
 use crate::runner::Runner;
 use crate::store::{ResultSet, utc_stamp};
 use crate::suite::Suite;
@@ -38,29 +38,43 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a suite: expand its matrix, run every cell, write a result set and a report.
-    Run {
-        /// The suite file (TOML).
-        suite: PathBuf,
-        /// Override a suite value: --set workload.fio.runtime=3s, --set repeat=5.
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        overrides: Vec<String>,
-        /// Run only the cells whose labels match, e.g. --filter env=host,rw=randread (repeatable).
-        #[arg(long, value_name = "LABEL=GLOB,...")]
-        filter: Vec<String>,
-        /// The result set directory (default: results/<UTC timestamp>-<suite name>).
+    Run(RunArgs),
+    /// Print a result set's table again and write its reports (report.md and report.html by default).
+    Report {
+        dir: PathBuf,
+        /// md, html, json or csv (repeatable).
+        #[arg(long, value_name = "FORMAT")]
+        format: Vec<String>,
+        /// Also render report.html to report.png with headless Chromium.
         #[arg(long)]
-        out: Option<PathBuf>,
-        /// Continue an interrupted result set, skipping the runs it already has.
-        #[arg(long, conflicts_with = "out")]
-        resume: Option<PathBuf>,
-        /// Print the matrix and the run order, run nothing.
-        #[arg(long)]
-        dry_run: bool,
+        png: bool,
     },
-    /// Print a result set's table again and rewrite its report.md.
-    Report { dir: PathBuf },
-    /// Check a result set against its suite's bounds: exit 1 if any cell exceeds one.
-    Check { dir: PathBuf },
+    /// Check a result set against its bounds: exit 1 if a cell exceeds one (or has no
+    /// measurement), 2 if some are inconclusive.
+    Check {
+        dir: PathBuf,
+        /// Also write the verdicts as JUnit XML, one test case per bound and cell.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        /// What an inconclusive bound counts as: report (exit 2), pass or fail.
+        #[arg(long, default_value = "report", value_parser = ["report", "pass", "fail"])]
+        inconclusive: String,
+    },
+    /// Compare two result sets cell by cell: a saved baseline A against a new run B.
+    Compare {
+        a: PathBuf,
+        b: PathBuf,
+        /// Only these metrics (repeatable; default: each cell's headline metrics).
+        #[arg(long)]
+        metric: Vec<String>,
+    },
+    /// Combine result sets of the same suite (re-runs of failed or noisy cells) into a new one.
+    Merge {
+        #[arg(required = true, num_args = 2..)]
+        sets: Vec<PathBuf>,
+        #[arg(short = 'o', long = "out")]
+        out: PathBuf,
+    },
     /// What this machine can run, and why what it cannot is missing.
     Doctor,
     /// Remove what killed runs left behind: mounts, loop devices, processes, files.
@@ -71,6 +85,27 @@ enum Command {
         #[arg(long, default_value = "-")]
         request: String,
     },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The suite file (TOML).
+    suite: PathBuf,
+    /// Override a suite value: --set workload.fio.runtime=3s, --set repeat=5.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+    /// Run only the cells whose labels match, e.g. --filter env=host,rw=randread (repeatable).
+    #[arg(long, value_name = "LABEL=GLOB,...")]
+    filter: Vec<String>,
+    /// The result set directory (default: results/<UTC timestamp>-<suite name>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Continue an interrupted result set, skipping the runs it already has.
+    #[arg(long, conflicts_with = "out")]
+    resume: Option<PathBuf>,
+    /// Print the matrix and the run order, run nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 pub fn main() -> ExitCode {
@@ -94,21 +129,57 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("--workdir {}: {e}", cli.workdir.display()))?;
     let workdir = std::fs::canonicalize(&cli.workdir)?;
     match cli.command {
-        Command::Run {
-            suite,
-            overrides,
-            filter,
-            out,
-            resume,
-            dry_run,
-        } => run(&workdir, &suite, &overrides, &filter, out, resume, dry_run),
-        Command::Report { dir } => {
+        Command::Run(args) => run(&workdir, args),
+        Command::Report { dir, format, png } => {
             let set = ResultSet::open(&dir)?;
-            print!("{}", write_report(&set)?.0);
-            println!("\nreport: {}", dir.join("report.md").display());
+            let formats = if format.is_empty() {
+                vec![Format::Md, Format::Html]
+            } else {
+                format
+                    .iter()
+                    .map(|f| Format::parse(f))
+                    .collect::<Result<Vec<_>>>()?
+            };
+            let report = Report::load(&set)?;
+            print!("{}", report::terminal::render(&report));
+            for path in report::write(&set, &report, &formats)? {
+                println!("wrote {}", path.display());
+            }
+            if png {
+                let html = set.dir.join(Format::Html.file_name());
+                if !html.exists() {
+                    report::write(&set, &report, &[Format::Html])?;
+                }
+                let png = set.dir.join("report.png");
+                report::html::screenshot(&html, &png)?;
+                println!("wrote {}", png.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check { dir } => check(&dir),
+        Command::Check {
+            dir,
+            junit,
+            inconclusive,
+        } => check(&dir, junit.as_deref(), &inconclusive),
+        Command::Compare { a, b, metric } => {
+            print!(
+                "{}",
+                crate::merge::compare_sets(&ResultSet::open(&a)?, &ResultSet::open(&b)?, &metric)?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Merge { sets, out } => {
+            let sets = sets
+                .iter()
+                .map(|d| ResultSet::open(d))
+                .collect::<Result<Vec<_>>>()?;
+            let merged = crate::merge::merge(&sets, &out)?;
+            let report = Report::load(&merged)?;
+            report::write(&merged, &report, &[Format::Md, Format::Html])?;
+            print!("{}", report::terminal::render(&report));
+            println!("\nmerged result set: {}", merged.dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Doctor => {
             print!("{}", crate::doctor::render(&crate::doctor::checks()));
             Ok(ExitCode::SUCCESS)
@@ -121,17 +192,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn run(
-    workdir: &Path,
-    suite_path: &Path,
-    overrides: &[String],
-    filters: &[String],
-    out: Option<PathBuf>,
-    resume: Option<PathBuf>,
-    dry_run: bool,
-) -> Result<ExitCode> {
-    let suite = Suite::load(suite_path, overrides)?;
-    let selectors = filters
+fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
+    let suite = Suite::load(&args.suite, &args.overrides)?;
+    let selectors = args
+        .filter
         .iter()
         .map(|f| Selector::parse(f).map_err(|e| anyhow::anyhow!("--filter {f}: {e}")))
         .collect::<Result<Vec<_>>>()?;
@@ -141,12 +205,11 @@ fn run(
             "isobench: also running {id}: the filter left out the baseline the selected cells are compared with"
         );
     }
-    if dry_run {
+    if args.dry_run {
         print!("{}", describe_plan(&suite, &plan));
         return Ok(ExitCode::SUCCESS);
     }
-    let plan_record = plan.record(&suite);
-    let set = match &resume {
+    let set = match &args.resume {
         Some(dir) => {
             let set = ResultSet::open(dir)?;
             let stored = std::fs::read_to_string(dir.join("suite.toml")).unwrap_or_default();
@@ -159,7 +222,7 @@ fn run(
             set
         }
         None => {
-            let dir = out.unwrap_or_else(|| {
+            let dir = args.out.unwrap_or_else(|| {
                 PathBuf::from("results").join(format!("{}-{}", utc_stamp(), suite.name))
             });
             let set = ResultSet::create(&dir)?;
@@ -168,7 +231,7 @@ fn run(
             set
         }
     };
-    set.write_json("plan.json", &plan_record)?;
+    set.write_json("plan.json", &plan.record(&suite))?;
     process::install_interrupt_handler()?;
     let mut ledger = Ledger::open(workdir)?;
     let outcome = Runner::new(&suite, &plan, &set, &mut ledger, workdir.to_path_buf()).run_all();
@@ -186,7 +249,7 @@ fn run(
             }
             eprintln!(
                 "isobench: continue with: isobench run {} --resume {}",
-                suite_path.display(),
+                args.suite.display(),
                 set.dir.display()
             );
             return Ok(ExitCode::from(130));
@@ -196,14 +259,15 @@ fn run(
     if closed.is_err() {
         return Ok(ExitCode::FAILURE);
     }
-    let (table, analysis) = write_report(&set)?;
-    print!("{table}");
+    let report = Report::load(&set)?;
+    report::write(&set, &report, &[Format::Md, Format::Html])?;
+    print!("{}", report::terminal::render(&report));
     println!(
-        "\nresult set: {}\nreport:     {}",
+        "\nresult set: {}\nreport:     {} (and report.html)",
         set.dir.display(),
         set.dir.join("report.md").display()
     );
-    if analysis.cells.iter().all(|c| c.runs_ok == 0) {
+    if report.analysis.cells.iter().all(|c| c.runs_ok == 0) {
         eprintln!("isobench: no cell produced a result");
         return Ok(ExitCode::FAILURE);
     }
@@ -212,11 +276,16 @@ fn run(
 
 fn describe_plan(suite: &Suite, plan: &Plan) -> String {
     let mut out = format!(
-        "suite {}: {} cells × {} repetitions = {} runs\n",
+        "suite {}: {} cells × {} repetitions: {} runs{}\n",
         suite.name,
         plan.cells.len(),
         suite.repeat,
-        plan.runs.len()
+        plan.runs.len(),
+        if suite.repeat.is_adaptive() {
+            " first, then more where the CI is still wide"
+        } else {
+            ""
+        }
     );
     let mut expected = std::time::Duration::ZERO;
     for cell in &plan.cells {
@@ -225,10 +294,9 @@ fn describe_plan(suite: &Suite, plan: &Plan) -> String {
         let workload = suite.workloads[cell.workload].variants[cell.variant]
             .spec
             .workload();
-        expected += workload.expected_duration() * suite.repeat;
-        let why = env.item.unavailable().or_else(|| volume.item.unavailable());
-        match why {
-            Some(w) => out.push_str(&format!("  {}  (will be skipped: {w})\n", cell.id)),
+        expected += workload.expected_duration() * suite.repeat.min;
+        match env.item.unavailable().or_else(|| volume.item.unavailable()) {
+            Some(why) => out.push_str(&format!("  {}  (will be skipped: {why})\n", cell.id)),
             None => out.push_str(&format!("  {}\n", cell.id)),
         }
     }
@@ -239,50 +307,48 @@ fn describe_plan(suite: &Suite, plan: &Plan) -> String {
     out
 }
 
-/// Analyses a result set, writes report.md, returns the terminal table.
-fn write_report(set: &ResultSet) -> Result<(String, compare::Analysis)> {
-    let plan = set.plan()?;
-    let runs = set.runs()?;
-    let analysis = compare::analyze(&plan, &runs);
-    let checks = compare::check_bounds(&analysis);
-    let host = set.read_json("host.json").unwrap_or_default();
-    set.write(
-        "report.md",
-        report::markdown::render(&analysis, &checks, &host).as_bytes(),
-    )?;
-    Ok((report::terminal::render(&analysis, &checks), analysis))
-}
-
-fn check(dir: &Path) -> Result<ExitCode> {
+fn check(dir: &Path, junit: Option<&Path>, inconclusive: &str) -> Result<ExitCode> {
     let set = ResultSet::open(dir)?;
-    let analysis = compare::analyze(&set.plan()?, &set.runs()?);
-    let checks = compare::check_bounds(&analysis);
-    if analysis.plan.bounds.is_empty() {
+    let report = Report::load(&set)?;
+    let policy = match inconclusive {
+        "pass" => InconclusivePolicy::Pass,
+        "fail" => InconclusivePolicy::Fail,
+        _ => InconclusivePolicy::Report,
+    };
+    if let Some(path) = junit {
+        crate::store::write_atomic(path, report::export::junit(&report, policy).as_bytes())?;
+    }
+    if report.analysis.plan.bounds.is_empty() {
         println!("the suite has no [[bound]]; nothing to check");
         return Ok(ExitCode::SUCCESS);
     }
-    let mut failed = 0;
-    for c in &checks {
-        let verdict = if c.passed { "pass" } else { "FAIL" };
-        failed += usize::from(!c.passed);
+    for c in &report.checks {
         println!(
-            "{verdict}  {}  {} overhead {:+.1}% (bound {:.1}%)",
-            c.cell, c.bound.metric, c.overhead_pct, c.bound.max_overhead_pct
+            "{:<14} {}  {} overhead {:+.1}% (95% CI {:+.1}% to {:+.1}%), bound {:.1}%",
+            c.verdict.text(),
+            c.cell,
+            c.bound.metric,
+            c.overhead_pct,
+            c.overhead_ci.0,
+            c.overhead_ci.1,
+            c.bound.max_overhead_pct
         );
     }
-    if checks.is_empty() {
-        println!("no cell has a baseline comparison for the bounded metrics");
-    }
-    println!(
-        "{} of {} checks passed",
-        checks.len() - failed,
-        checks.len()
+    let (pass, fail, open, missing) = (
+        report.count(BoundVerdict::Pass),
+        report.count(BoundVerdict::Fail),
+        report.count(BoundVerdict::Inconclusive),
+        report.count(BoundVerdict::Missing),
     );
-    Ok(if failed > 0 {
-        ExitCode::FAILURE
+    println!("{pass} pass, {fail} fail, {open} inconclusive, {missing} without a measurement");
+    let code = if fail + missing > 0 || (open > 0 && policy == InconclusivePolicy::Fail) {
+        1
+    } else if open > 0 && policy == InconclusivePolicy::Report {
+        2
     } else {
-        ExitCode::SUCCESS
-    })
+        0
+    };
+    Ok(ExitCode::from(code))
 }
 
 fn cleanup(workdir: &Path) -> Result<ExitCode> {

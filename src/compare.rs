@@ -1,12 +1,13 @@
 //! Every cell against its baseline: the cell with the suite's baseline environment and volume
-//! and the same workload setting. Overheads are signed so that positive always means worse:
-//! fewer operations per second, or more microseconds.
+//! and the same workload setting. Differences carry a bootstrap CI and a verdict; overheads are
+//! signed so that positive always means worse (fewer op/s, more µs); bounds respect the CI.
 
 use std::collections::BTreeMap;
 
 use crate::plan::Selector;
 use crate::stats::{self, Summary};
 use crate::store::{BoundRecord, CellRecord, PlanRecord, RunRecord, Status};
+use crate::units;
 
 pub struct Analysis {
     pub plan: PlanRecord,
@@ -27,6 +28,10 @@ pub struct CellResult {
     /// Distinct notes from the runs.
     pub notes: Vec<String>,
     pub metrics: Vec<MetricResult>,
+    /// Facts of the cell's first successful run: what the environment and volume were, and what
+    /// the agent saw inside.
+    pub setup: BTreeMap<String, String>,
+    pub facts: BTreeMap<String, String>,
 }
 
 pub struct MetricResult {
@@ -37,16 +42,39 @@ pub struct MetricResult {
     pub vs_baseline: Option<Diff>,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Faster,
+    Slower,
+    NoSignificantDifference,
+}
+
+impl Verdict {
+    pub fn text(self) -> &'static str {
+        match self {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower",
+            Verdict::NoSignificantDifference => "no significant difference",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Diff {
     pub baseline_median: f64,
-    /// (cell − baseline) / baseline, in percent.
+    /// median(cell) / median(baseline).
+    pub ratio: f64,
+    /// (cell − baseline) / baseline of the medians, in percent, and its 95 % CI.
     pub pct: f64,
-    /// The same difference signed so that positive is worse.
+    pub ci: (f64, f64),
+    /// The same difference signed so that positive is worse, and its CI.
     pub overhead_pct: f64,
+    pub overhead_ci: (f64, f64),
+    pub p_value: f64,
+    pub verdict: Verdict,
 }
 
-/// Whether more of this unit is better (rates) or worse (latencies, CPU use).
+/// Whether more of this unit is better (rates) or worse (latencies, CPU use, sizes).
 pub fn higher_is_better(unit: &str) -> bool {
     matches!(
         unit,
@@ -54,8 +82,35 @@ pub fn higher_is_better(unit: &str) -> bool {
     )
 }
 
-pub fn overhead_pct(pct: f64, unit: &str) -> f64 {
-    if higher_is_better(unit) { -pct } else { pct }
+/// `cell` against `baseline`: the difference of medians with its CI, p-value and verdict.
+pub fn diff(cell: &MetricResult, baseline: &MetricResult) -> Option<Diff> {
+    let d = stats::difference(&cell.values, &baseline.values)?;
+    let sign = if higher_is_better(&cell.unit) {
+        -1.0
+    } else {
+        1.0
+    };
+    let overhead_ci = {
+        let (a, b) = (sign * d.ci.0, sign * d.ci.1);
+        (a.min(b), a.max(b))
+    };
+    let verdict = if overhead_ci.0 > 0.0 {
+        Verdict::Slower
+    } else if overhead_ci.1 < 0.0 {
+        Verdict::Faster
+    } else {
+        Verdict::NoSignificantDifference
+    };
+    Some(Diff {
+        baseline_median: baseline.summary.median,
+        ratio: d.ratio,
+        pct: d.pct,
+        ci: d.ci,
+        overhead_pct: sign * d.pct,
+        overhead_ci,
+        p_value: d.p_value,
+        verdict,
+    })
 }
 
 impl CellResult {
@@ -65,6 +120,14 @@ impl CellResult {
 
     pub fn name(&self) -> String {
         format!("{}/{}", self.record.labels.env, self.record.labels.volume)
+    }
+
+    /// The metric that decides adaptive repetition: the suite's choice, else the first headline.
+    pub fn target_metric(&self, repeat_metric: Option<&str>) -> Option<&MetricResult> {
+        match repeat_metric {
+            Some(m) => self.metric(m),
+            None => self.record.headline.iter().find_map(|m| self.metric(m)),
+        }
     }
 }
 
@@ -77,11 +140,11 @@ pub fn analyze(plan: &PlanRecord, runs: &[RunRecord]) -> Analysis {
         .cells
         .iter()
         .map(|record| {
-            let runs = by_cell
-                .get(record.cell.as_str())
-                .cloned()
-                .unwrap_or_default();
-            cell_result(plan, record, &runs)
+            cell_result(
+                plan,
+                record,
+                by_cell.get(record.cell.as_str()).map_or(&[][..], |v| v),
+            )
         })
         .collect();
     for i in 0..cells.len() {
@@ -99,19 +162,7 @@ pub fn analyze(plan: &PlanRecord, runs: &[RunRecord]) -> Analysis {
         let diffs: Vec<Option<Diff>> = cells[i]
             .metrics
             .iter()
-            .map(|m| {
-                let base = cells[b].metric(&m.metric)?;
-                let baseline_median = base.summary.median;
-                if baseline_median == 0.0 || !baseline_median.is_finite() {
-                    return None;
-                }
-                let pct = (m.summary.median - baseline_median) / baseline_median * 100.0;
-                Some(Diff {
-                    baseline_median,
-                    pct,
-                    overhead_pct: overhead_pct(pct, &m.unit),
-                })
-            })
+            .map(|m| diff(m, cells[b].metric(&m.metric)?))
             .collect();
         for (m, d) in cells[i].metrics.iter_mut().zip(diffs) {
             m.vs_baseline = d;
@@ -129,6 +180,7 @@ fn cell_result(plan: &PlanRecord, record: &CellRecord, runs: &[&RunRecord]) -> C
     let mut notes = Vec::new();
     let mut skipped = None;
     let (mut ok, mut failed) = (0, 0);
+    let mut first_ok: Option<&RunRecord> = None;
     for run in runs {
         for n in &run.notes {
             if !notes.contains(n) {
@@ -138,6 +190,7 @@ fn cell_result(plan: &PlanRecord, record: &CellRecord, runs: &[&RunRecord]) -> C
         match run.status {
             Status::Ok => {
                 ok += 1;
+                first_ok.get_or_insert(run);
                 for s in &run.samples {
                     match metrics.iter_mut().find(|(m, _, _)| *m == s.metric) {
                         Some((_, _, values)) => values.push(s.value),
@@ -179,6 +232,41 @@ fn cell_result(plan: &PlanRecord, record: &CellRecord, runs: &[&RunRecord]) -> C
                 })
             })
             .collect(),
+        setup: first_ok.map(|r| r.setup.clone()).unwrap_or_default(),
+        facts: first_ok.map(|r| r.facts.clone()).unwrap_or_default(),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BoundVerdict {
+    /// The whole CI of the overhead lies within the bound.
+    Pass,
+    /// The whole CI lies beyond it.
+    Fail,
+    /// The CI straddles the bound: more runs would tell.
+    Inconclusive,
+    /// The cell has no measurement to judge (it failed or was skipped): never a silent pass.
+    Missing,
+}
+
+impl BoundVerdict {
+    pub fn of(max_overhead_pct: f64, overhead_ci: (f64, f64)) -> BoundVerdict {
+        if overhead_ci.1 <= max_overhead_pct {
+            BoundVerdict::Pass
+        } else if overhead_ci.0 > max_overhead_pct {
+            BoundVerdict::Fail
+        } else {
+            BoundVerdict::Inconclusive
+        }
+    }
+
+    pub fn text(self) -> &'static str {
+        match self {
+            BoundVerdict::Pass => "pass",
+            BoundVerdict::Fail => "FAIL",
+            BoundVerdict::Inconclusive => "inconclusive",
+            BoundVerdict::Missing => "no measurement",
+        }
     }
 }
 
@@ -187,7 +275,8 @@ pub struct BoundCheck {
     pub bound: BoundRecord,
     pub cell: String,
     pub overhead_pct: f64,
-    pub passed: bool,
+    pub overhead_ci: (f64, f64),
+    pub verdict: BoundVerdict,
 }
 
 /// Applies every bound to every non-baseline cell it selects that has the metric.
@@ -202,26 +291,203 @@ pub fn check_bounds(analysis: &Analysis) -> Vec<BoundCheck> {
             {
                 continue;
             }
-            let Some(diff) = cell
-                .metric(&bound.metric)
-                .and_then(|m| m.vs_baseline.as_ref())
-            else {
-                continue;
-            };
-            checks.push(BoundCheck {
+            let check = |overhead_pct, overhead_ci, verdict| BoundCheck {
                 bound: bound.clone(),
                 cell: cell.record.cell.clone(),
-                overhead_pct: diff.overhead_pct,
-                passed: diff.overhead_pct <= bound.max_overhead_pct,
-            });
+                overhead_pct,
+                overhead_ci,
+                verdict,
+            };
+            match cell
+                .metric(&bound.metric)
+                .and_then(|m| m.vs_baseline.as_ref())
+            {
+                Some(d) => checks.push(check(
+                    d.overhead_pct,
+                    d.overhead_ci,
+                    BoundVerdict::of(bound.max_overhead_pct, d.overhead_ci),
+                )),
+                // Measured elsewhere but not here: this cell (or its baseline) produced nothing.
+                None if cell.runs_ok == 0
+                    && analysis
+                        .cells
+                        .iter()
+                        .any(|c| c.metric(&bound.metric).is_some()) =>
+                {
+                    checks.push(check(f64::NAN, (f64::NAN, f64::NAN), BoundVerdict::Missing))
+                }
+                None => {}
+            }
         }
     }
     checks
 }
 
+/// Something that makes a cell's numbers doubtful, said next to them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Warning {
+    pub cell: String,
+    pub message: String,
+}
+
+/// Above this coefficient of variation a cell's repetitions disagree too much to trust a small
+/// difference.
+pub const CV_LIMIT_PCT: f64 = 5.0;
+
+/// `host` is what isobench saw of the machine itself (host.json).
+pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<Warning> {
+    let mut out = Vec::new();
+    let repeat_metric = analysis.plan.repeat.metric.as_deref();
+    for cell in analysis.cells.iter().filter(|c| c.runs_ok > 0) {
+        let mut warn = |message: String| {
+            out.push(Warning {
+                cell: cell.record.cell.clone(),
+                message,
+            })
+        };
+        if let Some(m) = cell.target_metric(repeat_metric)
+            && m.summary.n > 1
+            && m.summary.cv_pct > CV_LIMIT_PCT
+        {
+            warn(format!(
+                "{} varies {:.1}% (CV) across {} runs, above {CV_LIMIT_PCT}%: the machine was noisy or the runs are too short",
+                m.metric, m.summary.cv_pct, m.summary.n
+            ));
+        }
+        if cell.record.sandbox
+            && let Some(base) = cell.baseline.map(|b| &analysis.cells[b])
+            && !base.record.sandbox
+        {
+            for m in cell
+                .metrics
+                .iter()
+                .filter(|m| cell.record.headline.contains(&m.metric))
+            {
+                if let Some(d) = &m.vs_baseline
+                    && d.verdict == Verdict::Faster
+                {
+                    warn(format!(
+                        "{} is {} better than on the bare host (CI {}), beyond the noise: a sandbox should not beat the host; likely {}",
+                        m.metric,
+                        units::signed_percent(-d.overhead_pct),
+                        ci_text(d.overhead_ci, true),
+                        likely_cause(cell)
+                    ));
+                    break;
+                }
+            }
+        }
+        if let Some(w) = page_cache_warning(cell) {
+            warn(w);
+        }
+        if cell.record.sandbox
+            && let Some(why) = crate::proof::looks_like_host(&cell.facts, host)
+        {
+            warn(format!(
+                "env \"{}\" is a sandbox, but {why}",
+                cell.record.labels.env
+            ));
+        }
+    }
+    out
+}
+
+/// Why a sandbox might beat the host, from what the run recorded.
+fn likely_cause(cell: &CellResult) -> String {
+    if cell
+        .setup
+        .get("runtime.ignores_o_direct")
+        .is_some_and(|v| v == "true")
+    {
+        return "O_DIRECT ignored: this runtime opens files without it, so reads and writes hit its page cache".into();
+    }
+    if cell
+        .record
+        .workload_setup
+        .get("fio.direct")
+        .is_some_and(|v| v == "false")
+    {
+        return "caching: buffered I/O is served from a page cache that the host run did not have warm".into();
+    }
+    let writes = cell
+        .record
+        .workload_setup
+        .get("fio.rw")
+        .is_some_and(|rw| rw.contains("write") || rw.contains("rw"));
+    if writes
+        || cell
+            .setup
+            .values()
+            .any(|v| v.contains("writeback") || v.contains("unsafe"))
+    {
+        return "writes not reaching the device: a cache between the sandbox and the volume acknowledges them".into();
+    }
+    "caching somewhere between the sandbox and the volume".into()
+}
+
+/// Buffered I/O over a working set that fits in the page cache measures memory, not storage.
+fn page_cache_warning(cell: &CellResult) -> Option<String> {
+    let setup = &cell.record.workload_setup;
+    if setup.get("fio.direct")? != "false" {
+        return None;
+    }
+    let size: f64 = setup.get("fio.size")?.parse().ok()?;
+    let memory_kib: f64 = cell
+        .facts
+        .get("memory.limit_kib")
+        .or_else(|| cell.facts.get("mem_total_kib"))?
+        .parse()
+        .ok()?;
+    let memory = memory_kib * 1024.0;
+    (size < 2.0 * memory).then(|| {
+        format!(
+            "buffered I/O over a {} working set with {} of memory in the environment (less than 2×): the page cache can hold it, so this measures memory more than storage",
+            units::human(size, "B"),
+            units::human(memory, "B")
+        )
+    })
+}
+
+/// "[-27%, -21%]", or with `signed` the overhead form.
+pub fn ci_text(ci: (f64, f64), _signed: bool) -> String {
+    format!(
+        "[{}, {}]",
+        units::signed_percent(ci.0),
+        units::signed_percent(ci.1)
+    )
+}
+
+/// Where a cell stands against an adaptive repetition target.
+pub struct TargetStatus {
+    pub metric: String,
+    pub half_width_pct: f64,
+    pub met: bool,
+}
+
+pub fn target_status(analysis: &Analysis, cell: &CellResult) -> Option<TargetStatus> {
+    let repeat = &analysis.plan.repeat;
+    let target = repeat.target_ci_pct.filter(|_| repeat.is_adaptive())?;
+    let m = cell.target_metric(repeat.metric.as_deref())?;
+    let half_width_pct = m.summary.ci_half_width_pct();
+    Some(TargetStatus {
+        metric: m.metric.clone(),
+        half_width_pct,
+        met: half_width_pct <= target,
+    })
+}
+
+/// $ per million operations at `ops_per_s`, for an environment costing `per_hour`.
+pub fn cost_per_million(per_hour: f64, ops_per_s: f64) -> Option<f64> {
+    (ops_per_s > 0.0).then(|| per_hour / (ops_per_s * 3600.0) * 1e6)
+}
+
+/// Hours in an average month (8760 / 12).
+pub const HOURS_PER_MONTH: f64 = 730.0;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Repeat;
     use crate::store::{Labels, Sample};
 
     fn labels(env: &str) -> Labels {
@@ -248,6 +514,7 @@ mod tests {
                 Sample::new("iops", iops, "op/s"),
                 Sample::new("read_clat_mean", lat, "us"),
             ],
+            series: vec![],
             facts: Default::default(),
             setup: Default::default(),
             notes: vec![],
@@ -261,12 +528,17 @@ mod tests {
             suite: "t".into(),
             baseline_env: "host".into(),
             baseline_volume: "v".into(),
+            repeat: Repeat::fixed(3),
             cells: ["host", "runc"]
                 .iter()
                 .map(|e| CellRecord {
                     cell: labels(e).cell_id(),
                     labels: labels(e),
                     headline: vec!["iops".into()],
+                    env_kind: e.to_string(),
+                    sandbox: *e != "host",
+                    workload_setup: Default::default(),
+                    cost_per_hour: None,
                 })
                 .collect(),
             bounds: vec![BoundRecord {
@@ -277,32 +549,102 @@ mod tests {
         }
     }
 
+    fn runs(host: &[f64], runc: &[f64]) -> Vec<RunRecord> {
+        let mut out: Vec<RunRecord> = host
+            .iter()
+            .enumerate()
+            .map(|(i, v)| run("host", i as u32 + 1, *v, 1e6 / v))
+            .collect();
+        out.extend(
+            runc.iter()
+                .enumerate()
+                .map(|(i, v)| run("runc", i as u32 + 1, *v, 1e6 / v)),
+        );
+        out
+    }
+
     #[test]
     fn overhead_is_positive_when_worse_for_both_polarities() {
-        let runs = vec![
-            run("host", 1, 100.0, 10.0),
-            run("host", 2, 100.0, 10.0),
-            run("runc", 1, 80.0, 12.0),
-            run("runc", 2, 80.0, 12.0),
-        ];
-        let a = analyze(&plan(10.0), &runs);
+        let a = analyze(
+            &plan(10.0),
+            &runs(
+                &[100.0, 101.0, 99.0, 100.5, 99.5],
+                &[80.0, 81.0, 79.0, 80.5, 79.5],
+            ),
+        );
         let runc = &a.cells[1];
         let iops = runc.metric("iops").unwrap().vs_baseline.as_ref().unwrap();
-        assert!((iops.pct + 20.0).abs() < 1e-9 && (iops.overhead_pct - 20.0).abs() < 1e-9);
+        assert!(
+            (iops.pct + 20.0).abs() < 0.01 && (iops.overhead_pct - 20.0).abs() < 0.01,
+            "{iops:?}"
+        );
+        assert_eq!(iops.verdict, Verdict::Slower);
         let lat = runc
             .metric("read_clat_mean")
             .unwrap()
             .vs_baseline
             .as_ref()
             .unwrap();
-        assert!((lat.pct - 20.0).abs() < 1e-9 && (lat.overhead_pct - 20.0).abs() < 1e-9);
+        assert!(
+            lat.pct > 20.0 && lat.overhead_pct > 20.0 && lat.verdict == Verdict::Slower,
+            "{lat:?}"
+        );
         assert!(
             a.cells[0].metric("iops").unwrap().vs_baseline.is_none(),
             "the baseline is not compared with itself"
         );
-        let checks = check_bounds(&a);
-        assert_eq!(checks.len(), 1);
-        assert!(!checks[0].passed);
-        assert!(check_bounds(&analyze(&plan(25.0), &runs))[0].passed);
+    }
+
+    /// The bound's verdict follows where the whole CI of the overhead lies.
+    #[test]
+    fn bounds_pass_fail_or_are_inconclusive_by_the_ci() {
+        assert_eq!(BoundVerdict::of(10.0, (2.0, 8.0)), BoundVerdict::Pass);
+        assert_eq!(BoundVerdict::of(10.0, (12.0, 30.0)), BoundVerdict::Fail);
+        assert_eq!(
+            BoundVerdict::of(10.0, (5.0, 15.0)),
+            BoundVerdict::Inconclusive
+        );
+        let host = [100.0, 100.5, 99.5, 100.2, 99.8];
+        // ~20 % slower, tight: whole CI beyond 10 % → fail.
+        let a = analyze(&plan(10.0), &runs(&host, &[80.0, 80.4, 79.6, 80.2, 79.8]));
+        assert_eq!(check_bounds(&a)[0].verdict, BoundVerdict::Fail);
+        // ~3 % slower, tight: whole CI within 10 % → pass.
+        let a = analyze(&plan(10.0), &runs(&host, &[97.0, 97.3, 96.8, 97.1, 96.9]));
+        assert_eq!(check_bounds(&a)[0].verdict, BoundVerdict::Pass);
+        // ~10 % slower and noisy: the CI straddles 10 % → inconclusive.
+        let a = analyze(&plan(10.0), &runs(&host, &[85.0, 95.0, 90.0, 80.0, 99.0]));
+        let c = &check_bounds(&a)[0];
+        assert_eq!(c.verdict, BoundVerdict::Inconclusive, "{:?}", c.overhead_ci);
+    }
+
+    #[test]
+    fn a_sandbox_faster_than_the_host_and_noisy_cells_are_warned_about() {
+        let a = analyze(
+            &plan(10.0),
+            &runs(&[100.0, 100.5, 99.5], &[150.0, 151.0, 149.0]),
+        );
+        let w = warnings(&a, &BTreeMap::new());
+        assert!(
+            w.iter().any(|w| w.cell.starts_with("runc")
+                && w.message.contains("a sandbox should not beat the host")),
+            "{w:?}"
+        );
+        let a = analyze(
+            &plan(10.0),
+            &runs(&[100.0, 130.0, 70.0], &[90.0, 91.0, 89.0]),
+        );
+        let w = warnings(&a, &BTreeMap::new());
+        assert!(
+            w.iter()
+                .any(|w| w.cell.starts_with("host") && w.message.contains("(CV)")),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn cost_per_million_operations() {
+        // $3.60/h at 1000 op/s: 3.6M ops per $3.60 → $1 per million.
+        assert!((cost_per_million(3.6, 1000.0).unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!(cost_per_million(3.6, 0.0), None);
     }
 }

@@ -3,6 +3,9 @@
 //! every cell, then rep 2 …) so that slow drift of the machine spreads over all cells instead of
 //! biasing the ones that happened to run last.
 
+use serde::{Deserialize, Serialize};
+
+use crate::stats;
 use crate::store::{BoundRecord, CellRecord, Labels, PlanRecord};
 use crate::suite::Suite;
 
@@ -21,6 +24,64 @@ pub struct Cell {
 pub struct Slot {
     pub cell: usize,
     pub rep: u32,
+}
+
+/// How many runs each cell gets: a fixed number (`min == max`), or adaptive: at least `min`,
+/// and more, a round at a time, while the CI of the cell's target metric is wider than
+/// `target_ci_pct` (± % of the median), up to `max`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Repeat {
+    pub min: u32,
+    pub max: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_ci_pct: Option<f64>,
+    /// The metric whose CI decides; default: the cell's first headline metric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+}
+
+impl Repeat {
+    pub fn fixed(n: u32) -> Repeat {
+        Repeat {
+            min: n,
+            max: n,
+            target_ci_pct: None,
+            metric: None,
+        }
+    }
+
+    pub fn is_adaptive(&self) -> bool {
+        self.target_ci_pct.is_some() && self.max > self.min
+    }
+
+    /// Whether a cell that has had `runs_done` runs, whose successful ones measured `values` of
+    /// the target metric, should get another run.
+    pub fn needs_another_run(&self, runs_done: u32, values: &[f64]) -> bool {
+        if runs_done < self.min {
+            return true;
+        }
+        if runs_done >= self.max || values.is_empty() {
+            // At max, or nothing succeeded: more runs of a failing cell would only fail again.
+            return false;
+        }
+        match (self.target_ci_pct, stats::summarize(values)) {
+            (Some(target), Some(s)) => s.ci_half_width_pct() > target,
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Repeat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.target_ci_pct {
+            Some(t) if self.is_adaptive() => write!(
+                f,
+                "{}–{} (until the CI is within ±{t}%)",
+                self.min, self.max
+            ),
+            _ => write!(f, "{}", self.min),
+        }
+    }
 }
 
 pub struct Plan {
@@ -80,7 +141,8 @@ impl Selector {
 
 impl Plan {
     /// Expands the suite into cells, keeps those any of `filters` selects (all when none), and
-    /// orders `repeat` runs of each round-robin.
+    /// orders the first `repeat.min` runs of each round-robin (adaptive rounds come later, from
+    /// what those runs measured).
     pub fn new(suite: &Suite, filters: &[Selector]) -> Result<Plan, String> {
         let all = cells_of(suite);
         for f in filters {
@@ -124,7 +186,7 @@ impl Plan {
                 texts.join(" --filter ")
             ));
         }
-        let runs = (1..=suite.repeat)
+        let runs = (1..=suite.repeat.min)
             .flat_map(|rep| (0..cells.len()).map(move |cell| Slot { cell, rep }))
             .collect();
         Ok(Plan {
@@ -139,19 +201,24 @@ impl Plan {
             suite: suite.name.clone(),
             baseline_env: suite.baseline.env.clone(),
             baseline_volume: suite.baseline.volume.clone(),
+            repeat: suite.repeat.clone(),
             cells: self
                 .cells
                 .iter()
-                .map(|c| CellRecord {
-                    cell: c.id.clone(),
-                    labels: c.labels.clone(),
-                    headline: suite.workloads[c.workload].variants[c.variant]
+                .map(|c| {
+                    let workload = suite.workloads[c.workload].variants[c.variant]
                         .spec
-                        .workload()
-                        .headline()
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect(),
+                        .workload();
+                    let env = &suite.envs[c.env];
+                    CellRecord {
+                        cell: c.id.clone(),
+                        labels: c.labels.clone(),
+                        headline: workload.headline().iter().map(|s| s.to_string()).collect(),
+                        env_kind: env.kind.clone(),
+                        sandbox: env.item.is_sandbox(),
+                        workload_setup: workload.describe(),
+                        cost_per_hour: env.cost_per_hour,
+                    }
                 })
                 .collect(),
             bounds: suite
@@ -194,4 +261,43 @@ fn cells_of(suite: &Suite) -> Vec<Cell> {
         }
     }
     cells
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Rng;
+
+    /// Drives the adaptive rule the way the runner does, with a synthetic measurement.
+    fn runs_until_done(repeat: &Repeat, mut measure: impl FnMut() -> f64) -> u32 {
+        let mut values = Vec::new();
+        while repeat.needs_another_run(values.len() as u32, &values) {
+            values.push(measure());
+        }
+        values.len() as u32
+    }
+
+    #[test]
+    fn adaptive_repetition_stops_early_on_quiet_cells_and_runs_to_max_on_noisy_ones() {
+        let repeat = Repeat {
+            min: 3,
+            max: 15,
+            target_ci_pct: Some(2.0),
+            metric: None,
+        };
+        let mut rng = Rng::new(7);
+        let quiet = runs_until_done(&repeat, || 50_000.0 * (1.0 + 0.002 * rng.normal()));
+        assert_eq!(
+            quiet, 3,
+            "a cell with 0.2 % noise meets ±2 % at the minimum"
+        );
+        let noisy = runs_until_done(&repeat, || 50_000.0 * (1.0 + 0.30 * rng.normal()));
+        assert_eq!(noisy, 15, "a cell with 30 % noise runs to the maximum");
+        let fixed = Repeat::fixed(4);
+        assert_eq!(runs_until_done(&fixed, || 1.0), 4);
+        assert!(
+            !repeat.needs_another_run(5, &[]),
+            "a cell with no successful run gets no more"
+        );
+    }
 }

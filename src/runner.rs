@@ -50,10 +50,11 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Runs every slot of the plan that the result set does not have yet.
+    /// Runs every slot of the plan that the result set does not have yet, then, for adaptive
+    /// repetition, further rounds (one more run of each cell whose CI is still too wide) until
+    /// every cell meets the target or has its maximum.
     pub fn run_all(&mut self) -> Result<()> {
-        let total = self.plan.runs.len() as u64;
-        let bar = ProgressBar::new(total);
+        let bar = ProgressBar::new(self.plan.runs.len() as u64);
         bar.set_style(
             ProgressStyle::with_template(
                 "{spinner} [{elapsed_precise}] {bar:30} run {pos}/{len} · ETA {eta} · {msg}",
@@ -61,24 +62,92 @@ impl<'a> Runner<'a> {
             .expect("valid template"),
         );
         bar.enable_steady_tick(Duration::from_millis(200));
-        for (i, slot) in self.plan.runs.iter().enumerate() {
-            let cell = &self.plan.cells[slot.cell];
-            if self.set.has_run(&cell.id, slot.rep) {
-                bar.inc(1);
-                continue;
+        for slot in self.plan.runs.clone() {
+            self.run_slot(slot, &bar)?;
+        }
+        loop {
+            let round = self.next_round()?;
+            if round.is_empty() {
+                break;
             }
-            if process::interrupted() {
-                bar.abandon();
-                return Err(Interrupted.into());
+            bar.inc_length(round.len() as u64);
+            bar.println(format!(
+                "adaptive repetition: {} cell(s) need another run for a ±{}% CI",
+                round.len(),
+                self.suite.repeat.target_ci_pct.unwrap_or_default()
+            ));
+            for slot in round {
+                self.run_slot(slot, &bar)?;
             }
-            bar.set_message(format!("{} #{}", cell.id, slot.rep));
-            let (mut record, raw) = self.run_one(*slot)?;
-            self.set.write_run(&mut record, &raw)?;
-            bar.println(progress_line(i + 1, total, &record));
-            bar.inc(1);
         }
         bar.finish_and_clear();
         Ok(())
+    }
+
+    fn run_slot(&mut self, slot: Slot, bar: &ProgressBar) -> Result<()> {
+        let cell = &self.plan.cells[slot.cell];
+        if self.set.has_run(&cell.id, slot.rep) {
+            bar.inc(1);
+            return Ok(());
+        }
+        if process::interrupted() {
+            bar.abandon();
+            return Err(Interrupted.into());
+        }
+        bar.set_message(format!("{} #{}", cell.id, slot.rep));
+        let (mut record, raw) = self.run_one(slot)?;
+        self.set.write_run(&mut record, &raw)?;
+        bar.println(progress_line(
+            bar.position() + 1,
+            bar.length().unwrap_or(0),
+            &record,
+        ));
+        bar.inc(1);
+        Ok(())
+    }
+
+    /// The next adaptive round: one more run for each cell that needs one, in plan order.
+    fn next_round(&self) -> Result<Vec<Slot>> {
+        let repeat = &self.suite.repeat;
+        if !repeat.is_adaptive() {
+            return Ok(Vec::new());
+        }
+        let runs = self.set.runs()?;
+        let mut round = Vec::new();
+        for (i, cell) in self.plan.cells.iter().enumerate() {
+            let mine: Vec<&RunRecord> = runs.iter().filter(|r| r.cell == cell.id).collect();
+            if mine.iter().any(|r| r.status == Status::Skipped) || self.unfit.contains_key(&i) {
+                continue;
+            }
+            let headline = self.suite.workloads[cell.workload].variants[cell.variant]
+                .spec
+                .workload()
+                .headline();
+            let metric = repeat.metric.clone().or_else(|| {
+                headline
+                    .iter()
+                    .find(|m| {
+                        mine.iter()
+                            .any(|r| r.samples.iter().any(|s| s.metric == **m))
+                    })
+                    .map(|m| m.to_string())
+            });
+            let values: Vec<f64> = mine
+                .iter()
+                .filter(|r| r.status == Status::Ok)
+                .filter_map(|r| {
+                    r.samples
+                        .iter()
+                        .find(|s| Some(&s.metric) == metric.as_ref())
+                        .map(|s| s.value)
+                })
+                .collect();
+            if repeat.needs_another_run(mine.len() as u32, &values) {
+                let rep = mine.iter().map(|r| r.rep).max().unwrap_or(0) + 1;
+                round.push(Slot { cell: i, rep });
+            }
+        }
+        Ok(round)
     }
 
     /// One run. Errors only for an interrupt or a broken ledger; a failed run is a record.
@@ -98,6 +167,7 @@ impl<'a> Runner<'a> {
             ended: String::new(),
             seconds: 0.0,
             samples: Vec::new(),
+            series: Vec::new(),
             facts: Default::default(),
             setup: env.item.describe(),
             notes: Vec::new(),
@@ -130,6 +200,7 @@ impl<'a> Runner<'a> {
                     record.facts = report.facts;
                     record.notes.extend(report.notes);
                     record.samples = report.samples;
+                    record.series = report.series;
                     raw = report.raw;
                     if let Some(e) = report.error {
                         record.status = Status::Failed;
@@ -196,7 +267,7 @@ impl<'a> Runner<'a> {
     }
 }
 
-fn progress_line(i: usize, total: u64, r: &RunRecord) -> String {
+fn progress_line(i: u64, total: u64, r: &RunRecord) -> String {
     let head = format!("[{i}/{total}] {} #{}", r.cell, r.rep);
     match r.status {
         Status::Ok => {

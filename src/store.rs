@@ -56,6 +56,14 @@ impl Sample {
     }
 }
 
+/// A metric over the time of one run: (seconds since start, value) points.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Series {
+    pub metric: String,
+    pub unit: String,
+    pub points: Vec<(f64, f64)>,
+}
+
 /// A file a tool produced, carried back from the sandbox with the result.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct RawFile {
@@ -179,6 +187,9 @@ pub struct RunRecord {
     pub ended: String,
     pub seconds: f64,
     pub samples: Vec<Sample>,
+    /// Metrics over the run's time, where the workload reports them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<Series>,
     /// Facts the agent saw inside the environment (kernel, namespaces, the volume's filesystem).
     #[serde(default)]
     pub facts: BTreeMap<String, String>,
@@ -202,6 +213,7 @@ pub struct PlanRecord {
     pub suite: String,
     pub baseline_env: String,
     pub baseline_volume: String,
+    pub repeat: crate::plan::Repeat,
     pub cells: Vec<CellRecord>,
     #[serde(default)]
     pub bounds: Vec<BoundRecord>,
@@ -223,6 +235,18 @@ pub struct CellRecord {
     pub labels: Labels,
     /// The metrics shown in the terminal table, in order.
     pub headline: Vec<String>,
+    /// The environment's kind ("host", "oci", "vm" …).
+    #[serde(default)]
+    pub env_kind: String,
+    /// Whether the environment is a sandbox (its runs must not look like the host).
+    #[serde(default)]
+    pub sandbox: bool,
+    /// What the workload does, for validity checks: "fio.direct", "fio.size", "fio.rw" …
+    #[serde(default)]
+    pub workload_setup: BTreeMap<String, String>,
+    /// What an hour of this environment costs, for $/operation figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_hour: Option<f64>,
 }
 
 pub struct ResultSet {

@@ -421,7 +421,7 @@ fn dry_run_lists_the_matrix_and_doctor_lists_the_machine() {
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
     assert!(
-        t.contains("2 cells × 2 repetitions = 4 runs") && t.contains("host.tmpfs.fio.rw=randread"),
+        t.contains("2 cells × 2 repetitions: 4 runs") && t.contains("host.tmpfs.fio.rw=randread"),
         "{t}"
     );
     let o = sb.run(&["doctor"]);

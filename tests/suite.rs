@@ -76,7 +76,7 @@ fn error_with(from: &str, to: &str) -> String {
 fn the_issue_example_is_valid() {
     let s = load(BASE).unwrap();
     assert_eq!(s.name, "t");
-    assert_eq!(s.repeat, 2);
+    assert_eq!(s.repeat, isobench::plan::Repeat::fixed(2));
     assert_eq!(s.envs.len(), 1);
     assert_eq!(s.volumes.len(), 2);
     assert_eq!(s.bounds[0].max_overhead_pct, 10.0);
@@ -256,7 +256,7 @@ fn overrides_replace_values_and_are_named_in_errors() {
         ],
     )
     .unwrap();
-    assert_eq!(s.repeat, 5);
+    assert_eq!(s.repeat, isobench::plan::Repeat::fixed(5));
     assert_eq!(Plan::new(&s, &[]).unwrap().cells.len(), 2 * 2);
     assert!(s.resolved.contains("runtime = \"3s\""), "{}", s.resolved);
     let e = load_with(BASE, &["workload.fio.runtime=3 parsecs"])
@@ -322,4 +322,38 @@ fn job_file_environment_is_a_matrix_axis() {
     .unwrap()
     .to_string();
     assert!(e.contains("key \"jobfile\": cannot read"), "{e}");
+}
+
+#[test]
+fn adaptive_repeat_is_a_table_with_a_target() {
+    let s = load(&BASE.replace(
+        "repeat = 2",
+        "repeat = { min = 3, max = 15, target_ci = \"2%\" }",
+    ))
+    .unwrap();
+    assert!(s.repeat.is_adaptive());
+    assert_eq!(
+        (s.repeat.min, s.repeat.max, s.repeat.target_ci_pct),
+        (3, 15, Some(2.0))
+    );
+    assert_eq!(
+        Plan::new(&s, &[]).unwrap().runs.len(),
+        16 * 3,
+        "the first rounds are the minimum"
+    );
+    let e = error_with("repeat = 2", "repeat = { min = 3, max = 15 }");
+    assert!(e.contains("an adaptive repeat needs \"target_ci\""), "{e}");
+    let e = error_with(
+        "repeat = 2",
+        "repeat = { min = 5, max = 3, target_ci = \"2%\" }",
+    );
+    assert!(
+        e.contains("repeat: key \"max\": must be at least min (5)"),
+        "{e}"
+    );
+    let e = error_with(
+        "repeat = 2",
+        "repeat = { min = 3, max = 5, target = \"2%\" }",
+    );
+    assert!(e.contains("repeat: key \"target\": unknown key"), "{e}");
 }

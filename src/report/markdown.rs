@@ -1,24 +1,33 @@
-//! `report.md`: per workload setting, each headline metric of each cell with its median,
-//! min–max, number of runs and % difference against the baseline; then bounds, failures and
-//! every metric measured.
+//! `report.md`: per workload setting, each headline metric of each cell with its median and
+//! 95 % CI, min–max, runs and % difference from the baseline (with its CI and a verdict); then
+//! warnings, bounds, cost, failures and every metric measured.
 
-use std::collections::BTreeMap;
-
-use super::{Table, headline, metric_title, settings, status_text};
-use crate::compare::{Analysis, BoundCheck};
+use super::{Report, Table, diff_text, headline, metric_title, runs_text, settings, status_text};
+use crate::compare::{self, HOURS_PER_MONTH};
 use crate::units::{self, human};
 
-pub fn render(
-    analysis: &Analysis,
-    checks: &[BoundCheck],
-    host: &BTreeMap<String, String>,
-) -> String {
+fn ci(lo: f64, hi: f64, unit: &str) -> String {
+    format!("[{} – {}]", human(lo, unit), human(hi, unit))
+}
+
+fn pct_ci(c: (f64, f64)) -> String {
+    format!(
+        "[{}, {}]",
+        units::signed_percent(c.0),
+        units::signed_percent(c.1)
+    )
+}
+
+pub fn render(report: &Report) -> String {
+    let analysis = &report.analysis;
     let plan = &analysis.plan;
     let mut out = format!("# isobench report: {}\n\n", plan.suite);
     out.push_str(&format!(
-        "Baseline: env **{}**, volume **{}**. Medians over the runs of each cell; \
-         \"% difference\" is (cell − baseline) / baseline of the medians.\n\n",
-        plan.baseline_env, plan.baseline_volume
+        "Baseline: env **{}**, volume **{}**. Every figure is the median of a cell's runs with a 95 % \
+         bootstrap confidence interval; \"% difference\" is (cell − baseline) / baseline of the medians, \
+         its CI from resampling both sides. ~ marks a difference within the noise (its CI includes 0). \
+         Repetitions: {}.\n\n",
+        plan.baseline_env, plan.baseline_volume, plan.repeat
     ));
     let host_line: Vec<String> = [
         "os",
@@ -27,23 +36,31 @@ pub fn render(
         "cpus",
         "fio.version",
         "isobench.version",
+        "isobench.git",
     ]
     .iter()
-    .filter_map(|k| host.get(*k).map(|v| format!("{k}: {v}")))
+    .filter_map(|k| report.host.get(*k).map(|v| format!("{k}: {v}")))
     .collect();
     if !host_line.is_empty() {
         out.push_str(&format!("Host: {}\n", host_line.join(" · ")));
+    }
+    if !report.warnings.is_empty() {
+        out.push_str("\n## Warnings\n\n");
+        for w in &report.warnings {
+            out.push_str(&format!("- `{}`: {}\n", w.cell, w.message));
+        }
     }
     for (setting, cells) in settings(analysis) {
         out.push_str(&format!("\n## {setting}\n\n"));
         let headers = [
             "Cell",
-            "Metric",
-            "Median",
-            "Min–max",
             "Runs",
+            "Metric",
+            "Median [95% CI]",
+            "Min–max",
             "Baseline",
-            "% difference",
+            "% difference [95% CI]",
+            "Verdict",
         ]
         .map(String::from)
         .to_vec();
@@ -57,10 +74,11 @@ pub fn render(
             if let Some(status) = status_text(c) {
                 rows.push(vec![
                     name,
+                    runs_text(analysis, c),
                     "—".into(),
                     status,
                     String::new(),
-                    "0".into(),
+                    String::new(),
                     String::new(),
                     String::new(),
                 ]);
@@ -68,26 +86,29 @@ pub fn render(
             }
             for metric in headline(&cells) {
                 let Some(m) = c.metric(&metric) else { continue };
-                let (baseline, diff) = match &m.vs_baseline {
+                let s = &m.summary;
+                let (baseline, diff, verdict) = match &m.vs_baseline {
                     Some(d) => (
                         human(d.baseline_median, &m.unit),
-                        units::signed_percent(d.pct),
+                        format!("{} {}", diff_text(d), pct_ci(d.ci)),
+                        d.verdict.text().to_string(),
                     ),
-                    None if c.is_baseline => ("—".into(), "baseline".into()),
-                    None => ("—".into(), "no baseline".into()),
+                    None if c.is_baseline => ("—".into(), "baseline".into(), String::new()),
+                    None => ("—".into(), "no baseline".into(), String::new()),
                 };
                 rows.push(vec![
                     name.clone(),
+                    runs_text(analysis, c),
                     metric_title(&metric),
-                    human(m.summary.median, &m.unit),
                     format!(
-                        "{} – {}",
-                        human(m.summary.min, &m.unit),
-                        human(m.summary.max, &m.unit)
+                        "{} {}",
+                        human(s.median, &m.unit),
+                        ci(s.ci.0, s.ci.1, &m.unit)
                     ),
-                    m.summary.n.to_string(),
+                    format!("{} – {}", human(s.min, &m.unit), human(s.max, &m.unit)),
                     baseline,
                     diff,
+                    verdict,
                 ]);
             }
         }
@@ -98,29 +119,37 @@ pub fn render(
             }
         }
     }
-    if !checks.is_empty() {
-        out.push_str("\n## Bounds\n\n");
-        let rows = checks
+    if !report.checks.is_empty() {
+        out.push_str("\n## Bounds\n\nA cell passes when the whole 95 % CI of its overhead is within the bound, fails when the whole CI is beyond it, and is inconclusive otherwise.\n\n");
+        let rows = report
+            .checks
             .iter()
             .map(|c| {
                 vec![
                     c.cell.clone(),
                     c.bound.metric.clone(),
                     format!("≤ {}", units::signed_percent(c.bound.max_overhead_pct)),
-                    units::signed_percent(c.overhead_pct),
-                    if c.passed {
-                        "pass".into()
-                    } else {
-                        "**FAIL**".into()
-                    },
+                    format!(
+                        "{} {}",
+                        units::signed_percent(c.overhead_pct),
+                        pct_ci(c.overhead_ci)
+                    ),
+                    c.verdict.text().into(),
                 ]
             })
             .collect();
-        let headers = ["Cell", "Metric", "Max overhead", "Overhead", "Verdict"]
-            .map(String::from)
-            .to_vec();
+        let headers = [
+            "Cell",
+            "Metric",
+            "Max overhead",
+            "Overhead [95% CI]",
+            "Verdict",
+        ]
+        .map(String::from)
+        .to_vec();
         out.push_str(&Table { headers, rows }.to_markdown());
     }
+    out.push_str(&cost_section(report));
     let troubled: Vec<_> = analysis
         .cells
         .iter()
@@ -147,35 +176,82 @@ pub fn render(
     let headers = [
         "Cell",
         "Metric",
-        "Median",
+        "Median [95% CI]",
         "Min–max",
         "CV",
         "Runs",
-        "% difference",
+        "% difference [95% CI]",
+        "p",
     ]
     .map(String::from)
     .to_vec();
     let mut rows = Vec::new();
     for c in analysis.cells.iter().filter(|c| c.runs_ok > 0) {
         for m in &c.metrics {
+            let s = &m.summary;
             rows.push(vec![
                 c.record.cell.clone(),
                 m.metric.clone(),
-                human(m.summary.median, &m.unit),
                 format!(
-                    "{} – {}",
-                    human(m.summary.min, &m.unit),
-                    human(m.summary.max, &m.unit)
+                    "{} {}",
+                    human(s.median, &m.unit),
+                    ci(s.ci.0, s.ci.1, &m.unit)
                 ),
-                format!("{:.1}%", m.summary.cv_pct),
-                m.summary.n.to_string(),
+                format!("{} – {}", human(s.min, &m.unit), human(s.max, &m.unit)),
+                format!("{:.1}%", s.cv_pct),
+                s.n.to_string(),
                 m.vs_baseline
                     .as_ref()
-                    .map(|d| units::signed_percent(d.pct))
+                    .map(|d| format!("{} {}", diff_text(d), pct_ci(d.ci)))
+                    .unwrap_or_default(),
+                m.vs_baseline
+                    .as_ref()
+                    .map(|d| format!("{:.3}", d.p_value))
                     .unwrap_or_default(),
             ]);
         }
     }
     out.push_str(&Table { headers, rows }.to_markdown());
     out
+}
+
+/// $ per million operations and per month, for cells whose environment has a price.
+fn cost_section(report: &Report) -> String {
+    let mut rows = Vec::new();
+    for c in report.analysis.cells.iter().filter(|c| c.runs_ok > 0) {
+        let Some(per_hour) = c.record.cost_per_hour else {
+            continue;
+        };
+        for m in c
+            .metrics
+            .iter()
+            .filter(|m| m.unit == "op/s" && c.record.headline.contains(&m.metric))
+        {
+            let Some(per_million) = compare::cost_per_million(per_hour, m.summary.median) else {
+                continue;
+            };
+            rows.push(vec![
+                c.record.cell.clone(),
+                m.metric.clone(),
+                human(m.summary.median, &m.unit),
+                format!("${per_hour:.2}"),
+                format!("${per_million:.4}"),
+                format!("${:.0}", per_hour * HOURS_PER_MONTH),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let headers = [
+        "Cell",
+        "Metric",
+        "Median",
+        "$/hour",
+        "$/million operations",
+        "$/month",
+    ]
+    .map(String::from)
+    .to_vec();
+    format!("\n## Cost\n\n{}", Table { headers, rows }.to_markdown())
 }

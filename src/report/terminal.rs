@@ -1,11 +1,14 @@
 //! The table `isobench run` ends with: one block per workload setting, one row per cell, the
-//! headline metrics' medians with their difference from the baseline.
+//! headline metrics' medians with their difference from the baseline; then warnings and bounds.
 
-use super::{Table, headline, metric_title, settings, status_text, value_with_diff};
-use crate::compare::{Analysis, BoundCheck};
+use super::{
+    Report, Table, headline, metric_title, runs_text, settings, status_text, value_with_diff,
+};
+use crate::compare::BoundVerdict;
 use crate::units;
 
-pub fn render(analysis: &Analysis, checks: &[BoundCheck]) -> String {
+pub fn render(report: &Report) -> String {
+    let analysis = &report.analysis;
     let mut out = String::new();
     for (setting, cells) in settings(analysis) {
         out.push_str(&format!("\n{setting}\n"));
@@ -20,7 +23,7 @@ pub fn render(analysis: &Analysis, checks: &[BoundCheck]) -> String {
                 } else {
                     c.name()
                 };
-                let mut row = vec![name, runs_text(c.runs_ok, c.runs_failed)];
+                let mut row = vec![name, runs_text(analysis, c)];
                 match status_text(c) {
                     Some(status) => row.push(status),
                     None => row.extend(metrics.iter().map(|m| value_with_diff(c, m))),
@@ -43,30 +46,36 @@ pub fn render(analysis: &Analysis, checks: &[BoundCheck]) -> String {
             }
         }
     }
-    let failed: Vec<&BoundCheck> = checks.iter().filter(|c| !c.passed).collect();
-    if !checks.is_empty() {
+    out.push_str("\n(% = median against the baseline's; ~ = within the noise: the 95% CI of the difference includes 0)\n");
+    if !report.warnings.is_empty() {
+        out.push_str(&format!("\nwarnings ({}):\n", report.warnings.len()));
+        for w in &report.warnings {
+            out.push_str(&format!("  {}: {}\n", w.cell, w.message));
+        }
+    }
+    if !report.checks.is_empty() {
         out.push_str(&format!(
-            "\nbounds: {} of {} checks passed\n",
-            checks.len() - failed.len(),
-            checks.len()
+            "\nbounds: {} pass, {} fail, {} inconclusive\n",
+            report.count(BoundVerdict::Pass),
+            report.count(BoundVerdict::Fail),
+            report.count(BoundVerdict::Inconclusive)
         ));
-        for c in failed {
+        for c in report
+            .checks
+            .iter()
+            .filter(|c| c.verdict != BoundVerdict::Pass)
+        {
             out.push_str(&format!(
-                "  FAIL {}: {} overhead {} exceeds {}\n",
+                "  {} {}: {} overhead {} (95% CI {} – {}) against ≤ {}\n",
+                c.verdict.text(),
                 c.cell,
                 c.bound.metric,
                 units::signed_percent(c.overhead_pct),
+                units::signed_percent(c.overhead_ci.0),
+                units::signed_percent(c.overhead_ci.1),
                 units::signed_percent(c.bound.max_overhead_pct)
             ));
         }
     }
     out
-}
-
-pub fn runs_text(ok: usize, failed: usize) -> String {
-    if failed == 0 {
-        ok.to_string()
-    } else {
-        format!("{ok} (+{failed} failed)")
-    }
 }

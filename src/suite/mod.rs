@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use tree::{Fields, Node, Origin, SuiteError, Table, Value};
 
 use crate::env::{self, Environment};
-use crate::plan::Selector;
+use crate::plan::{Repeat, Selector};
 use crate::volume::{self, Volume};
 use crate::workload::{self, ParseContext};
 
@@ -17,7 +17,7 @@ pub struct Suite {
     /// The path as the user gave it, for messages.
     pub file: String,
     pub name: String,
-    pub repeat: u32,
+    pub repeat: Repeat,
     pub baseline: Baseline,
     pub envs: Vec<Named<Box<dyn Environment>>>,
     pub volumes: Vec<Named<Box<dyn Volume>>>,
@@ -31,6 +31,8 @@ pub struct Named<T> {
     pub name: String,
     pub kind: String,
     pub item: T,
+    /// What an hour of it costs (environments only): `cost_per_hour`, or the `[cost]` table.
+    pub cost_per_hour: Option<f64>,
 }
 
 pub struct Baseline {
@@ -87,7 +89,7 @@ impl Suite {
         let mut top = Fields::new(file, "the suite", &root, Origin::Line(1));
         let name = top.required_str("name")?;
         check_name(&top, "name", &name)?;
-        let repeat = top.count("repeat")?.unwrap_or(3) as u32;
+        let repeat = parse_repeat(&mut top)?;
         let baseline_node = top.node("baseline").ok_or_else(|| {
             top.error("the key \"baseline\" is required, e.g. baseline = { env = \"host\", volume = \"tmpfs\" }")
         })?;
@@ -144,6 +146,8 @@ impl Suite {
                 }
             }
         }
+        let mut envs = envs;
+        apply_cost_table(&mut top, &mut envs)?;
         let baseline = parse_baseline(file, baseline_node, &envs, &volumes)?;
         top.finish()?;
         let mut resolved_tree = root.clone();
@@ -160,6 +164,81 @@ impl Suite {
             resolved: tree::to_toml(&resolved_tree),
         })
     }
+}
+
+/// `[cost]`: environment name → $ per hour, for environments without their own cost_per_hour.
+fn apply_cost_table(
+    top: &mut Fields,
+    envs: &mut [Named<Box<dyn Environment>>],
+) -> Result<(), SuiteError> {
+    let Some(node) = top.node("cost") else {
+        return Ok(());
+    };
+    let Value::Table(table) = &node.value else {
+        return Err(top.error_at(
+            "cost",
+            "expected a table of environment names and $ per hour, e.g. [cost] host = 4.32",
+        ));
+    };
+    for (name, value) in &table.entries {
+        let price = match value.value {
+            Value::Int(i) => i as f64,
+            Value::Float(f) => f,
+            _ => {
+                return Err(
+                    top.error_at("cost", format!("\"{name}\" must be a number of $ per hour"))
+                );
+            }
+        };
+        let Some(env) = envs.iter_mut().find(|e| e.name == *name) else {
+            let names: Vec<&str> = envs.iter().map(|e| e.name.as_str()).collect();
+            return Err(top.error_at(
+                "cost",
+                format!(
+                    "names no [[env]]: \"{name}\"; the suite's environments are: {}",
+                    names.join(", ")
+                ),
+            ));
+        };
+        env.cost_per_hour.get_or_insert(price);
+    }
+    Ok(())
+}
+
+/// `repeat = 5`, or adaptive: `repeat = { min = 3, max = 15, target_ci = "2%", metric = "iops" }`.
+fn parse_repeat(top: &mut Fields) -> Result<Repeat, SuiteError> {
+    let Some(node) = top.node("repeat") else {
+        return Ok(Repeat::fixed(3));
+    };
+    let Value::Table(table) = &node.value else {
+        return top
+            .count("repeat")
+            .map(|n| Repeat::fixed(n.unwrap_or(3) as u32));
+    };
+    let mut f = Fields::new(top.file(), "repeat", table, node.origin.clone());
+    let min = f.count("min")?.unwrap_or(3) as u32;
+    let max = f.count("max")?;
+    let target = f.percent("target_ci")?;
+    let metric = f.str("metric")?;
+    f.finish()?;
+    let max = max.ok_or_else(|| {
+        f.error("an adaptive repeat needs \"max\", e.g. repeat = { min = 3, max = 15, target_ci = \"2%\" }")
+    })? as u32;
+    let target = target.ok_or_else(|| {
+        f.error("an adaptive repeat needs \"target_ci\" (the CI half-width to reach, e.g. \"2%\"); for a fixed count write repeat = N")
+    })?;
+    if max < min {
+        return Err(f.error_at("max", format!("must be at least min ({min})")));
+    }
+    if target <= 0.0 {
+        return Err(f.error_at("target_ci", "must be more than 0%"));
+    }
+    Ok(Repeat {
+        min,
+        max,
+        target_ci_pct: Some(target),
+        metric,
+    })
 }
 
 /// Names become parts of directory names and labels: keep them plain.
@@ -235,8 +314,21 @@ fn named<T>(
             ),
         ));
     }
+    let cost_per_hour = if section == "env" {
+        f.float("cost_per_hour")?
+    } else {
+        None
+    };
+    if cost_per_hour.is_some_and(|c| c < 0.0) {
+        return Err(f.error_at("cost_per_hour", "must not be negative"));
+    }
     let item = parse(&kind, &mut f)?;
-    Ok(Named { name, kind, item })
+    Ok(Named {
+        name,
+        kind,
+        item,
+        cost_per_hour,
+    })
 }
 
 /// A workload table expands into one variant per combination of its list-valued keys (and of

@@ -371,6 +371,10 @@ impl<'a> Fields<'a> {
         }
     }
 
+    pub fn file(&self) -> &'a str {
+        self.file
+    }
+
     /// An error about the table as a whole.
     pub fn error(&self, message: impl fmt::Display) -> SuiteError {
         SuiteError {
@@ -470,6 +474,18 @@ impl<'a> Fields<'a> {
         match self.uint(key)? {
             Some(0) => Err(self.error_at(key, "must be at least 1")),
             other => Ok(other),
+        }
+    }
+
+    pub fn float(&mut self, key: &'static str) -> Result<Option<f64>, SuiteError> {
+        match self.node(key).map(|n| &n.value) {
+            None => Ok(None),
+            Some(Value::Int(i)) => Ok(Some(*i as f64)),
+            Some(Value::Float(f)) => Ok(Some(*f)),
+            Some(other) => Err(self.error_at(
+                key,
+                format!("expected a number, found {}", other.type_name()),
+            )),
         }
     }
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload};
 use crate::process;
-use crate::store::{RawFile, Sample};
+use crate::store::{RawFile, Sample, Series};
 use crate::suite::tree::{Fields, SuiteError};
 use crate::units;
 
@@ -218,6 +218,18 @@ impl Workload for Fio {
         ]
     }
 
+    fn describe(&self) -> BTreeMap<String, String> {
+        match &self.job {
+            Job::Options(o) => BTreeMap::from([
+                ("fio.rw".into(), o.rw.clone()),
+                ("fio.direct".into(), o.direct.to_string()),
+                ("fio.size".into(), o.size.to_string()),
+                ("fio.ioengine".into(), o.ioengine.clone()),
+            ]),
+            Job::File { name, .. } => BTreeMap::from([("fio.jobfile".into(), name.clone())]),
+        }
+    }
+
     fn expected_duration(&self) -> Duration {
         match &self.job {
             // Laying out the files is not timed by fio but takes time; allow for ~200 MB/s.
@@ -254,6 +266,11 @@ impl Workload for Fio {
                 cmd.arg(&job_path);
             }
         }
+        // Per-second logs (all jobs in one file) give the run's time series.
+        let log_prefix = ctx.scratch_dir.join("isobench");
+        cmd.arg(format!("--write_iops_log={}", log_prefix.display()))
+            .arg(format!("--write_lat_log={}", log_prefix.display()))
+            .args(["--log_avg_msec=1000", "--per_job_logs=0"]);
         cmd.args(&self.args)
             .arg("--output-format=json+")
             .arg(format!("--output={}", output_file.display()));
@@ -270,6 +287,18 @@ impl Workload for Fio {
             bail!("fio failed ({}):\n{}", finished.status, finished.tail(15));
         }
         out.samples.extend(samples_from_json(&json)?);
+        let log = |kind: &str| {
+            std::fs::read_to_string(ctx.scratch_dir.join(format!("isobench_{kind}.log")))
+                .unwrap_or_default()
+        };
+        out.series
+            .extend(series_from_log(&log("iops"), "iops", "op/s", Combine::Sum));
+        out.series.extend(series_from_log(
+            &log("clat"),
+            "clat_mean",
+            "us",
+            Combine::Mean,
+        ));
         out.raw.push(RawFile {
             name: "fio.json".into(),
             content: json,
@@ -452,6 +481,54 @@ pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
     Ok(samples)
 }
 
+#[derive(Clone, Copy)]
+enum Combine {
+    Sum,
+    Mean,
+}
+
+/// fio's averaged logs ("msec, value, direction, bs, offset", one line per job and second) as
+/// one series per direction: jobs summed (rates) or averaged (latencies, ns → µs).
+fn series_from_log(text: &str, name: &str, unit: &str, combine: Combine) -> Vec<Series> {
+    let mut buckets: BTreeMap<(usize, u64), (f64, u32)> = BTreeMap::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let (Some(ms), Some(value), Some(dir)) = (
+            fields.first().and_then(|f| f.parse::<u64>().ok()),
+            fields.get(1).and_then(|f| f.parse::<f64>().ok()),
+            fields.get(2).and_then(|f| f.parse::<usize>().ok()),
+        ) else {
+            continue;
+        };
+        let entry = buckets.entry((dir, (ms + 500) / 1000)).or_default();
+        entry.0 += value;
+        entry.1 += 1;
+    }
+    let scale = if unit == "us" { 1e-3 } else { 1.0 };
+    ["read", "write", "trim"]
+        .iter()
+        .enumerate()
+        .filter_map(|(dir, dir_name)| {
+            let points: Vec<(f64, f64)> = buckets
+                .iter()
+                .filter(|((d, _), _)| *d == dir)
+                .map(|((_, second), (sum, n))| {
+                    let v = match combine {
+                        Combine::Sum => *sum,
+                        Combine::Mean => sum / f64::from(*n),
+                    };
+                    (*second as f64, v * scale)
+                })
+                .collect();
+            (!points.is_empty()).then(|| Series {
+                metric: format!("{dir_name}_{name}"),
+                unit: unit.into(),
+                points,
+            })
+        })
+        .collect()
+}
+
 /// The value of the first histogram bin at which the cumulative count reaches `p` percent of
 /// all samples: fio's own rule, so one job's results match fio's printed percentiles exactly.
 pub fn percentile_from_bins(bins: &BTreeMap<u64, u64>, p: f64) -> Option<f64> {
@@ -584,6 +661,25 @@ mod tests {
         doc["jobs"][0]["error"] = 28.into();
         let err = samples_from_json(&doc.to_string()).unwrap_err().to_string();
         assert!(err.contains("error 28"), "{err}");
+    }
+
+    #[test]
+    fn logs_become_per_direction_series_with_jobs_combined() {
+        // Two jobs (lines interleaved), as fio writes them with per_job_logs=0.
+        let iops = "1000, 100, 0, 0, 0\n1000, 50, 1, 0, 0\n1001, 110, 0, 0, 0\n2000, 120, 0, 0, 0\n1999, 130, 0, 0, 0\n";
+        let s = series_from_log(iops, "iops", "op/s", Combine::Sum);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].metric, "read_iops");
+        assert_eq!(s[0].points, vec![(1.0, 210.0), (2.0, 250.0)]);
+        assert_eq!(s[1].points, vec![(1.0, 50.0)]);
+        let clat = series_from_log(
+            "1000, 2000, 0, 0, 0\n1000, 4000, 0, 0, 0\n",
+            "clat_mean",
+            "us",
+            Combine::Mean,
+        );
+        assert_eq!(s[0].unit, "op/s");
+        assert_eq!(clat[0].points, vec![(1.0, 3.0)], "mean of 2 and 4 µs");
     }
 
     #[test]

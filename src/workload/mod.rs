@@ -3,19 +3,21 @@
 
 pub mod fio;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::store::{RawFile, Sample};
+use crate::store::{RawFile, Sample, Series};
 use crate::suite::tree::{Fields, SuiteError};
 
 /// What one run of a workload produced.
 #[derive(Default, Debug)]
 pub struct Output {
     pub samples: Vec<Sample>,
+    pub series: Vec<Series>,
     pub raw: Vec<RawFile>,
     pub notes: Vec<String>,
 }
@@ -46,6 +48,8 @@ pub trait Workload {
     fn programs(&self) -> Vec<&'static str>;
     /// Metrics for the terminal table, most important first.
     fn headline(&self) -> Vec<&'static str>;
+    /// What the workload does, for validity checks and reports ("fio.direct" = "true" …).
+    fn describe(&self) -> BTreeMap<String, String>;
     /// How long one run should take (for the ETA and the watchdog).
     fn expected_duration(&self) -> Duration;
     /// Runs once, inside the environment.

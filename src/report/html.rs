@@ -1,0 +1,681 @@
+//! `report.html`: one self-contained file that opens offline. Overhead heatmaps, bar charts with
+//! CI whiskers, latency percentile profiles, per-run time series, the environments' facts side
+//! by side (differences from the baseline highlighted) and links to the raw files.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+use super::chart::{self, BASELINE_COLOUR, Bar, BarChart, Line, LineChart, colour, escape as h};
+use super::{Report, diff_text, headline, metric_title, runs_text, settings, status_text};
+use crate::compare::{self, CellResult, HOURS_PER_MONTH, Verdict};
+use crate::units::{self, human};
+
+const STYLE: &str = r#"
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; margin: 0; background: #fafafa; }
+main { max-width: 1280px; margin: 0 auto; padding: 8px 24px 48px; }
+h1 { font-size: 22px; margin: 18px 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 22px 0 6px; }
+.meta { color: #555; } nav a { margin-right: 14px; }
+table { border-collapse: collapse; margin: 6px 0 12px; background: #fff; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.heat td.v { text-align: center; min-width: 90px; white-space: nowrap; }
+.heat small { display: block; font-size: 11px; opacity: .85; }
+.charts { display: flex; flex-wrap: wrap; gap: 10px 24px; align-items: flex-start; }
+.chart { background: #fff; border: 1px solid #e5e5e5; }
+.chart .title { font-size: 13px; font-weight: 600; } .chart .tick { font-size: 11px; fill: #555; }
+.chart .label { font-size: 12px; } .chart .value { font-size: 12px; fill: #333; }
+.warn { background: #fff4e5; border-left: 4px solid #e69f00; padding: 6px 12px; margin: 4px 0; }
+.fail { color: #b2182b; font-weight: 600; } .pass { color: #1a7f37; } .inconclusive { color: #8a6d00; font-weight: 600; }
+.diff { background: #fde2c8; } .muted { color: #777; }
+details { margin: 6px 0; } summary { cursor: pointer; color: #0b5cad; }
+"#;
+
+pub fn render(report: &Report) -> String {
+    let analysis = &report.analysis;
+    let plan = &analysis.plan;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
+         <title>isobench: {}</title><style>{STYLE}</style></head><body><main>",
+        h(&plan.suite)
+    );
+    let _ = write!(
+        out,
+        "<h1>isobench report: {}</h1><p class=\"meta\">Baseline <b>{}</b> on <b>{}</b> · repetitions: {} · \
+         medians with 95&nbsp;% bootstrap CIs; % difference = (cell − baseline) / baseline; ~ = within the noise</p>",
+        h(&plan.suite),
+        h(&plan.baseline_env),
+        h(&plan.baseline_volume),
+        h(&plan.repeat.to_string())
+    );
+    let host: Vec<String> = [
+        "os",
+        "kernel.release",
+        "cpu.model",
+        "cpus",
+        "isobench.version",
+        "isobench.git",
+    ]
+    .iter()
+    .filter_map(|k| report.host.get(*k).map(|v| format!("{k}: {}", h(v))))
+    .collect();
+    let _ = write!(out, "<p class=\"meta\">Host: {}</p>", host.join(" · "));
+    out.push_str("<nav><a href=\"#heatmap\">overheads</a><a href=\"#settings\">settings</a><a href=\"#facts\">environments</a><a href=\"#raw\">raw files</a></nav>");
+    if !report.warnings.is_empty() {
+        let _ = write!(
+            out,
+            "<h2 id=\"warnings\">Warnings ({})</h2>",
+            report.warnings.len()
+        );
+        let shown = 5;
+        for (i, w) in report.warnings.iter().enumerate() {
+            if i == shown {
+                let _ = write!(
+                    out,
+                    "<details><summary>{} more</summary>",
+                    report.warnings.len() - shown
+                );
+            }
+            let _ = write!(
+                out,
+                "<div class=\"warn\"><b>{}</b>: {}</div>",
+                h(&w.cell),
+                h(&w.message)
+            );
+        }
+        if report.warnings.len() > shown {
+            out.push_str("</details>");
+        }
+    }
+    out.push_str(&heatmaps(report));
+    out.push_str(&bounds(report));
+    out.push_str("<h2 id=\"settings\">Per workload setting</h2>");
+    for (setting, cells) in settings(analysis) {
+        let _ = write!(out, "<h3>{}</h3>", h(&setting));
+        out.push_str(&setting_charts(report, &cells));
+        out.push_str(&setting_table(report, &cells));
+    }
+    out.push_str(&facts(report));
+    out.push_str(&cost(report));
+    out.push_str(&raw_links(report));
+    out.push_str("<p class=\"meta\">Written by isobench. Every number was measured; missing ones say why.</p></main></body></html>\n");
+    out
+}
+
+/// Background for an overhead: white at 0, red when worse, blue when better, grey when the
+/// difference is within the noise.
+fn heat_colour(d: &compare::Diff) -> (String, &'static str) {
+    if d.verdict == Verdict::NoSignificantDifference {
+        return ("#eeeeee".into(), "#222");
+    }
+    let t = (d.overhead_pct.abs() / 60.0).clamp(0.12, 1.0);
+    let (r, g, b) = if d.overhead_pct > 0.0 {
+        (178.0, 24.0, 43.0)
+    } else {
+        (33.0, 102.0, 172.0)
+    };
+    let mix = |c: f64| (247.0 + (c - 247.0) * t).round() as u8;
+    (
+        format!("#{:02x}{:02x}{:02x}", mix(r), mix(g), mix(b)),
+        if t > 0.55 { "#fff" } else { "#222" },
+    )
+}
+
+/// One table per headline metric that is a rate or a mean latency: rows are workload settings,
+/// columns the environment/volume pairs; each cell coloured by its overhead, CI in the label.
+fn heatmaps(report: &Report) -> String {
+    let analysis = &report.analysis;
+    let groups = settings(analysis);
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for c in &analysis.cells {
+        let p = (c.record.labels.env.clone(), c.record.labels.volume.clone());
+        if !pairs.contains(&p) {
+            pairs.push(p);
+        }
+    }
+    let mut metrics: Vec<String> = Vec::new();
+    for (_, cells) in &groups {
+        for m in headline(cells) {
+            if !metrics.contains(&m) {
+                metrics.push(m);
+            }
+        }
+    }
+    let primary: Vec<&String> = metrics
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| *i == 0 || m.ends_with("_mean"))
+        .map(|(_, m)| m)
+        .collect();
+    let mut out = String::from(
+        "<h2 id=\"heatmap\">Overhead against the baseline</h2><p class=\"meta\">Red: worse than the baseline, blue: better, grey: within the noise. Hover for the CI and p-value.</p>",
+    );
+    for metric in &metrics {
+        let mut table = format!(
+            "<table class=\"heat\" data-metric=\"{}\"><tr><th>{}</th>",
+            h(metric),
+            h(&metric_title(metric))
+        );
+        for (env, volume) in &pairs {
+            let _ = write!(
+                table,
+                "<th>{}<br><span class=\"muted\">{}</span></th>",
+                h(env),
+                h(volume)
+            );
+        }
+        table.push_str("</tr>");
+        let mut any = false;
+        for (setting, cells) in &groups {
+            if !cells.iter().any(|c| c.metric(metric).is_some()) {
+                continue;
+            }
+            any = true;
+            let _ = write!(table, "<tr><th>{}</th>", h(setting));
+            for (env, volume) in &pairs {
+                let cell = cells
+                    .iter()
+                    .find(|c| &c.record.labels.env == env && &c.record.labels.volume == volume);
+                table.push_str(&heat_cell(cell.copied(), metric));
+            }
+            table.push_str("</tr>");
+        }
+        table.push_str("</table>");
+        if !any {
+            continue;
+        }
+        if primary.contains(&metric) {
+            out.push_str(&table);
+        } else {
+            let _ = write!(
+                out,
+                "<details><summary>{}</summary>{table}</details>",
+                h(&metric_title(metric))
+            );
+        }
+    }
+    out
+}
+
+fn heat_cell(cell: Option<&CellResult>, metric: &str) -> String {
+    let Some(cell) = cell else {
+        return "<td class=\"v muted\">—</td>".into();
+    };
+    if let Some(status) = status_text(cell) {
+        return format!(
+            "<td class=\"v muted\" title=\"{}\">{}</td>",
+            h(&status),
+            if cell.skipped.is_some() {
+                "skipped"
+            } else {
+                "failed"
+            }
+        );
+    }
+    let Some(m) = cell.metric(metric) else {
+        return "<td class=\"v muted\">—</td>".into();
+    };
+    match &m.vs_baseline {
+        None if cell.is_baseline => format!(
+            "<td class=\"v\" title=\"baseline: {}\">baseline<small>{}</small></td>",
+            h(&human(m.summary.median, &m.unit)),
+            h(&human(m.summary.median, &m.unit))
+        ),
+        None => "<td class=\"v muted\">no baseline</td>".into(),
+        Some(d) => {
+            let (bg, fg) = heat_colour(d);
+            format!(
+                "<td class=\"v\" style=\"background:{bg};color:{fg}\" title=\"{tip}\">{pct}<small>[{lo}, {hi}]</small></td>",
+                tip = h(&format!(
+                    "{}: median {} against {}; {} {}; 95% CI [{}, {}]; p = {:.3}; n = {}",
+                    cell.name(),
+                    human(m.summary.median, &m.unit),
+                    human(d.baseline_median, &m.unit),
+                    units::signed_percent(d.pct),
+                    d.verdict.text(),
+                    units::signed_percent(d.ci.0),
+                    units::signed_percent(d.ci.1),
+                    d.p_value,
+                    m.summary.n
+                )),
+                pct = h(&diff_text(d)),
+                lo = h(&units::signed_percent(d.ci.0)),
+                hi = h(&units::signed_percent(d.ci.1)),
+            )
+        }
+    }
+}
+
+fn bounds(report: &Report) -> String {
+    if report.checks.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<h2 id=\"bounds\">Bounds</h2><p class=\"meta\">Pass: the whole CI of the overhead is within the bound; fail: the whole CI is beyond it; otherwise inconclusive.</p><table><tr><th>cell</th><th>metric</th><th>max overhead</th><th>overhead [95% CI]</th><th>verdict</th></tr>",
+    );
+    for c in &report.checks {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">≤ {}</td><td class=\"num\">{} [{}, {}]</td><td class=\"{}\">{}</td></tr>",
+            h(&c.cell),
+            h(&c.bound.metric),
+            units::signed_percent(c.bound.max_overhead_pct),
+            units::signed_percent(c.overhead_pct),
+            units::signed_percent(c.overhead_ci.0),
+            units::signed_percent(c.overhead_ci.1),
+            c.verdict.text().to_lowercase(),
+            c.verdict.text()
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
+/// A cell's colour in every chart of its setting.
+fn cell_colour(cells: &[&CellResult], cell: &CellResult) -> &'static str {
+    if cell.is_baseline {
+        return BASELINE_COLOUR;
+    }
+    let index = cells
+        .iter()
+        .filter(|c| !c.is_baseline)
+        .position(|c| c.record.cell == cell.record.cell)
+        .unwrap_or(0);
+    colour(index)
+}
+
+/// Bars per headline metric, the latency percentile profile, and the time series of one setting.
+fn setting_charts(report: &Report, cells: &[&CellResult]) -> String {
+    let mut out = String::from("<div class=\"charts\">");
+    for metric in headline(cells) {
+        let unit = cells
+            .iter()
+            .find_map(|c| c.metric(&metric))
+            .map(|m| m.unit.clone())
+            .unwrap_or_default();
+        let bars = cells
+            .iter()
+            .filter_map(|c| {
+                let m = c.metric(&metric)?;
+                let s = &m.summary;
+                let note = m.vs_baseline.as_ref().map(diff_text).unwrap_or_default();
+                Some(Bar {
+                    label: c.name(),
+                    value: s.median,
+                    ci: (s.n > 1).then_some(s.ci),
+                    colour: cell_colour(cells, c),
+                    tooltip: format!(
+                        "{}: median {} (95% CI {} – {}), n = {}{}",
+                        c.name(),
+                        human(s.median, &m.unit),
+                        human(s.ci.0, &m.unit),
+                        human(s.ci.1, &m.unit),
+                        s.n,
+                        m.vs_baseline
+                            .as_ref()
+                            .map(|d| format!(
+                                ", {} vs baseline ({})",
+                                units::signed_percent(d.pct),
+                                d.verdict.text()
+                            ))
+                            .unwrap_or_default()
+                    ),
+                    note,
+                })
+            })
+            .collect();
+        out.push_str(&chart::bar_chart(&BarChart {
+            title: metric_title(&metric),
+            unit,
+            bars,
+        }));
+    }
+    for (prefix, points) in percentile_families(cells) {
+        let lines = cells
+            .iter()
+            .filter_map(|c| {
+                let values: Vec<(f64, f64)> = points
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, (_, name))| Some((k as f64, c.metric(name)?.summary.median)))
+                    .collect();
+                (!values.is_empty()).then(|| Line {
+                    name: c.name(),
+                    points: values,
+                    colour: cell_colour(cells, c),
+                    dashed: c.is_baseline,
+                })
+            })
+            .collect();
+        out.push_str(&chart::line_chart(&LineChart {
+            title: format!("{} percentiles (median of runs)", metric_title(&prefix)),
+            unit: "us".into(),
+            x_label: "percentile".into(),
+            x_categories: points.iter().map(|(label, _)| label.clone()).collect(),
+            lines,
+            log_y: true,
+        }));
+    }
+    let series_names: BTreeSet<(String, String)> = report
+        .runs
+        .iter()
+        .filter(|r| cells.iter().any(|c| c.record.cell == r.cell))
+        .flat_map(|r| r.series.iter().map(|s| (s.metric.clone(), s.unit.clone())))
+        .collect();
+    for (name, unit) in series_names {
+        let lines: Vec<Line> = cells
+            .iter()
+            .filter_map(|c| {
+                let run = report.runs.iter().find(|r| {
+                    r.cell == c.record.cell && r.series.iter().any(|s| s.metric == name)
+                })?;
+                let s = run.series.iter().find(|s| s.metric == name)?;
+                Some(Line {
+                    name: format!("{} #{}", c.name(), run.rep),
+                    points: s.points.clone(),
+                    colour: cell_colour(cells, c),
+                    dashed: c.is_baseline,
+                })
+            })
+            .collect();
+        if lines.iter().any(|l| l.points.len() > 1) {
+            out.push_str(&chart::line_chart(&LineChart {
+                title: format!("{} over time (one run per cell)", metric_title(&name)),
+                unit,
+                x_label: "seconds".into(),
+                x_categories: Vec::new(),
+                lines,
+                log_y: false,
+            }));
+        }
+    }
+    out.push_str("</div>");
+    out
+}
+
+/// Metrics named `<prefix>_p<N>` (plus `<prefix>_max`), grouped by prefix in percentile order.
+fn percentile_families(cells: &[&CellResult]) -> Vec<(String, Vec<(String, String)>)> {
+    let mut families: BTreeMap<String, Vec<(f64, String, String)>> = BTreeMap::new();
+    for c in cells {
+        for m in &c.metrics {
+            let Some((prefix, p)) = m.metric.rsplit_once("_p") else {
+                continue;
+            };
+            let Ok(value) = p.parse::<f64>() else {
+                continue;
+            };
+            let list = families.entry(prefix.to_string()).or_default();
+            if !list.iter().any(|(_, _, name)| name == &m.metric) {
+                list.push((value, format!("p{p}"), m.metric.clone()));
+            }
+        }
+    }
+    families
+        .into_iter()
+        .filter(|(_, list)| list.len() >= 2)
+        .map(|(prefix, mut list)| {
+            list.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut points: Vec<(String, String)> = list
+                .into_iter()
+                .map(|(_, label, name)| (label, name))
+                .collect();
+            let max = format!("{prefix}_max");
+            if cells.iter().any(|c| c.metric(&max).is_some()) {
+                points.push(("max".into(), max));
+            }
+            (prefix, points)
+        })
+        .collect()
+}
+
+fn setting_table(report: &Report, cells: &[&CellResult]) -> String {
+    let metrics = headline(cells);
+    let mut out = String::from("<table><tr><th>cell</th><th>runs</th>");
+    for m in &metrics {
+        let _ = write!(out, "<th>{}</th>", h(&metric_title(m)));
+    }
+    out.push_str("</tr>");
+    for c in cells {
+        let name = if c.is_baseline {
+            format!("{} (baseline)", c.name())
+        } else {
+            c.name()
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td>",
+            h(&name),
+            h(&runs_text(&report.analysis, c))
+        );
+        if let Some(status) = status_text(c) {
+            let _ = write!(
+                out,
+                "<td colspan=\"{}\">{}</td></tr>",
+                metrics.len().max(1),
+                h(&status)
+            );
+            continue;
+        }
+        for metric in &metrics {
+            match c.metric(metric) {
+                Some(m) => {
+                    let s = &m.summary;
+                    let diff = m
+                        .vs_baseline
+                        .as_ref()
+                        .map(|d| {
+                            format!(
+                                "<br>{} [{}, {}]",
+                                h(&diff_text(d)),
+                                units::signed_percent(d.ci.0),
+                                units::signed_percent(d.ci.1)
+                            )
+                        })
+                        .unwrap_or_default();
+                    let _ = write!(
+                        out,
+                        "<td class=\"num\" title=\"95% CI {} – {}; CV {:.1}%\">{}{diff}</td>",
+                        h(&human(s.ci.0, &m.unit)),
+                        h(&human(s.ci.1, &m.unit)),
+                        s.cv_pct,
+                        h(&human(s.median, &m.unit))
+                    );
+                }
+                None => out.push_str("<td class=\"muted\">—</td>"),
+            }
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
+    for c in cells {
+        for note in &c.notes {
+            let _ = write!(
+                out,
+                "<div class=\"warn\"><b>{}</b>: {}</div>",
+                h(&c.name()),
+                h(note)
+            );
+        }
+    }
+    out
+}
+
+/// The environments' setup and the facts their agents saw, one column per env/volume pair;
+/// values that differ from the baseline's are highlighted.
+fn facts(report: &Report) -> String {
+    let mut columns: Vec<&CellResult> = Vec::new();
+    for c in report.analysis.cells.iter().filter(|c| c.runs_ok > 0) {
+        if !columns.iter().any(|o| {
+            o.record.labels.env == c.record.labels.env
+                && o.record.labels.volume == c.record.labels.volume
+        }) {
+            columns.push(c);
+        }
+    }
+    if columns.is_empty() {
+        return String::new();
+    }
+    let baseline = columns.iter().position(|c| c.is_baseline);
+    let value = |c: &CellResult, key: &str| c.setup.get(key).or_else(|| c.facts.get(key)).cloned();
+    let keys: BTreeSet<String> = columns
+        .iter()
+        .flat_map(|c| c.setup.keys().chain(c.facts.keys()).cloned())
+        .collect();
+    let mut out = String::from(
+        "<h2 id=\"facts\">Environments side by side</h2><p class=\"meta\">What each environment and volume was, and what the agent saw inside it (from each pair's first successful run). Highlighted: different from the baseline.</p><table><tr><th>fact</th>",
+    );
+    for c in &columns {
+        let _ = write!(out, "<th>{}</th>", h(&c.name()));
+    }
+    out.push_str("</tr>");
+    for key in &keys {
+        let _ = write!(out, "<tr><th>{}</th>", h(key));
+        let base = baseline.and_then(|b| value(columns[b], key));
+        for c in &columns {
+            let v = value(c, key);
+            let class = if !c.is_baseline && baseline.is_some() && v != base {
+                " class=\"diff\""
+            } else {
+                ""
+            };
+            let _ = write!(out, "<td{class}>{}</td>", h(v.as_deref().unwrap_or("—")));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
+    out
+}
+
+fn cost(report: &Report) -> String {
+    let mut rows = String::new();
+    for c in report.analysis.cells.iter().filter(|c| c.runs_ok > 0) {
+        let Some(per_hour) = c.record.cost_per_hour else {
+            continue;
+        };
+        for m in c
+            .metrics
+            .iter()
+            .filter(|m| m.unit == "op/s" && c.record.headline.contains(&m.metric))
+        {
+            let Some(per_million) = compare::cost_per_million(per_hour, m.summary.median) else {
+                continue;
+            };
+            let _ = write!(
+                rows,
+                "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">${per_hour:.2}</td><td class=\"num\">${per_million:.4}</td><td class=\"num\">${:.0}</td></tr>",
+                h(&c.record.cell),
+                h(&m.metric),
+                h(&human(m.summary.median, &m.unit)),
+                per_hour * HOURS_PER_MONTH
+            );
+        }
+    }
+    if rows.is_empty() {
+        return rows;
+    }
+    format!(
+        "<h2 id=\"cost\">Cost</h2><table><tr><th>cell</th><th>metric</th><th>median</th><th>$/hour</th><th>$/million operations</th><th>$/month</th></tr>{rows}</table>"
+    )
+}
+
+fn raw_links(report: &Report) -> String {
+    let mut out = String::from(
+        "<h2 id=\"raw\">Raw files</h2><details><summary>Every run's record and the tools' own output</summary><table><tr><th>cell</th><th>run</th><th>status</th><th>files</th></tr>",
+    );
+    for run in &report.runs {
+        let record = format!("runs/{}/{}.json", run.cell, run.rep);
+        let mut links = format!("<a href=\"{}\">run record</a>", h(&record));
+        for raw in &run.raw {
+            let name = raw.rsplit('/').next().unwrap_or(raw);
+            let _ = write!(links, " · <a href=\"{}\">{}</a>", h(raw), h(name));
+        }
+        let status = match run.status {
+            crate::store::Status::Ok => "ok".to_string(),
+            _ => format!(
+                "{:?}: {}",
+                run.status,
+                run.error
+                    .as_deref()
+                    .unwrap_or("")
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            )
+            .to_lowercase(),
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{links}</td></tr>",
+            h(&run.cell),
+            run.rep,
+            h(&status)
+        );
+    }
+    out.push_str("</table></details>");
+    out
+}
+
+/// Renders `html` to a PNG with headless Chromium (Debian's `chromium`): the top of the report,
+/// 1280 px wide, for people to glance at.
+pub fn screenshot(html: &std::path::Path, png: &std::path::Path) -> anyhow::Result<()> {
+    let browser = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|b| crate::process::find_program(b))
+        .ok_or_else(|| {
+            anyhow::anyhow!("no Chromium to render the report with (apt-get install chromium)")
+        })?;
+    let profile = tempfile_dir()?;
+    let finished = crate::process::run(
+        std::process::Command::new(browser)
+            .args(headless_args(&profile))
+            .args([
+                "--hide-scrollbars",
+                "--window-size=1280,2400",
+                &format!("--screenshot={}", png.display()),
+                &format!("file://{}", std::fs::canonicalize(html)?.display()),
+            ]),
+        crate::process::Options {
+            timeout: Some(std::time::Duration::from_secs(90)),
+            ..Default::default()
+        },
+    );
+    let _ = std::fs::remove_dir_all(&profile);
+    let finished = finished?;
+    if !finished.status.success() || !png.exists() {
+        anyhow::bail!(
+            "chromium could not render {} ({}): {}",
+            html.display(),
+            finished.status,
+            finished.tail(5)
+        );
+    }
+    Ok(())
+}
+
+/// Flags for a quiet headless Chromium on a machine without network: no first-run, sync,
+/// component updates or background requests (each would try to reach Google's hosts).
+pub fn headless_args(profile: &std::path::Path) -> Vec<String> {
+    [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([format!("--user-data-dir={}", profile.display())])
+    .collect()
+}
+
+fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("isobench-chromium-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
