@@ -42,15 +42,9 @@ pub struct Report {
 
 /// Runs a request and returns the report (never fails: failures are in the report).
 pub fn execute(request: &Request) -> Report {
-    let mut report = Report {
-        facts: facts::sandbox_facts(Some(&request.data_dir)),
-        ..Default::default()
-    };
+    let mut report = Report { facts: facts::sandbox_facts(Some(&request.data_dir)), ..Default::default() };
     let mut out = workload::Output::default();
-    let ctx = workload::RunContext {
-        data_dir: &request.data_dir,
-        scratch_dir: &request.scratch_dir,
-    };
+    let ctx = workload::RunContext { data_dir: &request.data_dir, scratch_dir: &request.scratch_dir };
     let result = std::fs::create_dir_all(&request.scratch_dir)
         .with_context(|| format!("creating {}", request.scratch_dir.display()))
         .and_then(|_| request.workload.workload().run(&ctx, &mut out));
@@ -69,9 +63,7 @@ pub fn execute(request: &Request) -> Report {
 pub fn main(request_path: &str) -> Result<()> {
     let text = if request_path == "-" {
         let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .context("reading the request from stdin")?;
+        std::io::stdin().read_to_string(&mut s).context("reading the request from stdin")?;
         s
     } else {
         std::fs::read_to_string(request_path).with_context(|| format!("reading {request_path}"))?
@@ -102,14 +94,8 @@ mod tests {
 
     #[test]
     fn reports_survive_noise_around_the_frame() {
-        let report = Report {
-            samples: vec![Sample::new("iops", 5.0, "op/s")],
-            ..Default::default()
-        };
-        let stream = format!(
-            "warning: something\n[  1.23] console\n{}\ntrailing\n",
-            frame(&report).unwrap()
-        );
+        let report = Report { samples: vec![Sample::new("iops", 5.0, "op/s")], ..Default::default() };
+        let stream = format!("warning: something\n[  1.23] console\n{}\ntrailing\n", frame(&report).unwrap());
         let parsed = parse_output(&stream).unwrap();
         assert_eq!(parsed.samples, report.samples);
         assert!(parse_output("no frame here").is_none());

@@ -17,19 +17,10 @@ use crate::store::{ResultSet, utc_stamp};
 use crate::suite::Suite;
 
 #[derive(Parser)]
-#[command(
-    name = "isobench",
-    version,
-    about = "What does this sandbox and this storage stack cost my workload?"
-)]
+#[command(name = "isobench", version, about = "What does this sandbox and this storage stack cost my workload?")]
 struct Cli {
     /// Where isobench keeps its state files, mount points and volume images.
-    #[arg(
-        long,
-        global = true,
-        env = "ISOBENCH_WORKDIR",
-        default_value = "/var/lib/isobench"
-    )]
+    #[arg(long, global = true, env = "ISOBENCH_WORKDIR", default_value = "/var/lib/isobench")]
     workdir: PathBuf,
     #[command(subcommand)]
     command: Command,
@@ -125,8 +116,7 @@ pub fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     // Mount points are compared with /proc/self/mountinfo, which holds absolute, resolved paths.
-    std::fs::create_dir_all(&cli.workdir)
-        .map_err(|e| anyhow::anyhow!("--workdir {}: {e}", cli.workdir.display()))?;
+    std::fs::create_dir_all(&cli.workdir).map_err(|e| anyhow::anyhow!("--workdir {}: {e}", cli.workdir.display()))?;
     let workdir = std::fs::canonicalize(&cli.workdir)?;
     match cli.command {
         Command::Run(args) => run(&workdir, args),
@@ -135,10 +125,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let formats = if format.is_empty() {
                 vec![Format::Md, Format::Html]
             } else {
-                format
-                    .iter()
-                    .map(|f| Format::parse(f))
-                    .collect::<Result<Vec<_>>>()?
+                format.iter().map(|f| Format::parse(f)).collect::<Result<Vec<_>>>()?
             };
             let report = Report::load(&set)?;
             print!("{}", report::terminal::render(&report));
@@ -156,23 +143,13 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check {
-            dir,
-            junit,
-            inconclusive,
-        } => check(&dir, junit.as_deref(), &inconclusive),
+        Command::Check { dir, junit, inconclusive } => check(&dir, junit.as_deref(), &inconclusive),
         Command::Compare { a, b, metric } => {
-            print!(
-                "{}",
-                crate::merge::compare_sets(&ResultSet::open(&a)?, &ResultSet::open(&b)?, &metric)?
-            );
+            print!("{}", crate::merge::compare_sets(&ResultSet::open(&a)?, &ResultSet::open(&b)?, &metric)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Merge { sets, out } => {
-            let sets = sets
-                .iter()
-                .map(|d| ResultSet::open(d))
-                .collect::<Result<Vec<_>>>()?;
+            let sets = sets.iter().map(|d| ResultSet::open(d)).collect::<Result<Vec<_>>>()?;
             let merged = crate::merge::merge(&sets, &out)?;
             let report = Report::load(&merged)?;
             report::write(&merged, &report, &[Format::Md, Format::Html])?;
@@ -201,9 +178,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     let plan = Plan::new(&suite, &selectors).map_err(anyhow::Error::msg)?;
     for id in &plan.added_baselines {
-        eprintln!(
-            "isobench: also running {id}: the filter left out the baseline the selected cells are compared with"
-        );
+        eprintln!("isobench: also running {id}: the filter left out the baseline the selected cells are compared with");
     }
     if args.dry_run {
         print!("{}", describe_plan(&suite, &plan));
@@ -222,9 +197,8 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
             set
         }
         None => {
-            let dir = args.out.unwrap_or_else(|| {
-                PathBuf::from("results").join(format!("{}-{}", utc_stamp(), suite.name))
-            });
+            let dir =
+                args.out.unwrap_or_else(|| PathBuf::from("results").join(format!("{}-{}", utc_stamp(), suite.name)));
             let set = ResultSet::create(&dir)?;
             set.write("suite.toml", suite.resolved.as_bytes())?;
             set.write_json("host.json", &facts::host_facts())?;
@@ -247,11 +221,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
             if closed.is_ok() {
                 eprintln!("isobench: interrupted; everything the runs created was removed");
             }
-            eprintln!(
-                "isobench: continue with: isobench run {} --resume {}",
-                args.suite.display(),
-                set.dir.display()
-            );
+            eprintln!("isobench: continue with: isobench run {} --resume {}", args.suite.display(), set.dir.display());
             return Ok(ExitCode::from(130));
         }
         other => other?,
@@ -281,19 +251,13 @@ fn describe_plan(suite: &Suite, plan: &Plan) -> String {
         plan.cells.len(),
         suite.repeat,
         plan.runs.len(),
-        if suite.repeat.is_adaptive() {
-            " first, then more where the CI is still wide"
-        } else {
-            ""
-        }
+        if suite.repeat.is_adaptive() { " first, then more where the CI is still wide" } else { "" }
     );
     let mut expected = std::time::Duration::ZERO;
     for cell in &plan.cells {
         let env = &suite.envs[cell.env];
         let volume = &suite.volumes[cell.volume];
-        let workload = suite.workloads[cell.workload].variants[cell.variant]
-            .spec
-            .workload();
+        let workload = suite.workloads[cell.workload].variants[cell.variant].spec.workload();
         expected += workload.expected_duration() * suite.repeat.min;
         match env.item.unavailable().or_else(|| volume.item.unavailable()) {
             Some(why) => out.push_str(&format!("  {}  (will be skipped: {why})\n", cell.id)),
@@ -365,9 +329,5 @@ fn cleanup(workdir: &Path) -> Result<ExitCode> {
     if report.released.is_empty() && report.failed.is_empty() {
         println!("nothing to clean up");
     }
-    Ok(if report.failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(if report.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -76,20 +76,13 @@ pub struct Diff {
 
 /// Whether more of this unit is better (rates) or worse (latencies, CPU use, sizes).
 pub fn higher_is_better(unit: &str) -> bool {
-    matches!(
-        unit,
-        "op/s" | "B/s" | "events/s" | "bit/s" | "pk/s" | "row/s"
-    )
+    matches!(unit, "op/s" | "B/s" | "events/s" | "bit/s" | "pk/s" | "row/s")
 }
 
 /// `cell` against `baseline`: the difference of medians with its CI, p-value and verdict.
 pub fn diff(cell: &MetricResult, baseline: &MetricResult) -> Option<Diff> {
     let d = stats::difference(&cell.values, &baseline.values)?;
-    let sign = if higher_is_better(&cell.unit) {
-        -1.0
-    } else {
-        1.0
-    };
+    let sign = if higher_is_better(&cell.unit) { -1.0 } else { 1.0 };
     let overhead_ci = {
         let (a, b) = (sign * d.ci.0, sign * d.ci.1);
         (a.min(b), a.max(b))
@@ -139,39 +132,24 @@ pub fn analyze(plan: &PlanRecord, runs: &[RunRecord]) -> Analysis {
     let mut cells: Vec<CellResult> = plan
         .cells
         .iter()
-        .map(|record| {
-            cell_result(
-                plan,
-                record,
-                by_cell.get(record.cell.as_str()).map_or(&[][..], |v| v),
-            )
-        })
+        .map(|record| cell_result(plan, record, by_cell.get(record.cell.as_str()).map_or(&[][..], |v| v)))
         .collect();
     for i in 0..cells.len() {
         let labels = &cells[i].record.labels;
         cells[i].baseline = cells.iter().position(|b| {
-            b.is_baseline
-                && b.record.labels.workload == labels.workload
-                && b.record.labels.params == labels.params
+            b.is_baseline && b.record.labels.workload == labels.workload && b.record.labels.params == labels.params
         });
     }
     for i in 0..cells.len() {
         let Some(b) = cells[i].baseline.filter(|b| *b != i) else {
             continue;
         };
-        let diffs: Vec<Option<Diff>> = cells[i]
-            .metrics
-            .iter()
-            .map(|m| diff(m, cells[b].metric(&m.metric)?))
-            .collect();
+        let diffs: Vec<Option<Diff>> = cells[i].metrics.iter().map(|m| diff(m, cells[b].metric(&m.metric)?)).collect();
         for (m, d) in cells[i].metrics.iter_mut().zip(diffs) {
             m.vs_baseline = d;
         }
     }
-    Analysis {
-        plan: plan.clone(),
-        cells,
-    }
+    Analysis { plan: plan.clone(), cells }
 }
 
 fn cell_result(plan: &PlanRecord, record: &CellRecord, runs: &[&RunRecord]) -> CellResult {
@@ -210,8 +188,7 @@ fn cell_result(plan: &PlanRecord, record: &CellRecord, runs: &[&RunRecord]) -> C
         }
     }
     CellResult {
-        is_baseline: record.labels.env == plan.baseline_env
-            && record.labels.volume == plan.baseline_volume,
+        is_baseline: record.labels.env == plan.baseline_env && record.labels.volume == plan.baseline_volume,
         record: record.clone(),
         baseline: None,
         runs_ok: ok,
@@ -223,13 +200,7 @@ fn cell_result(plan: &PlanRecord, record: &CellRecord, runs: &[&RunRecord]) -> C
             .into_iter()
             .filter_map(|(metric, unit, values)| {
                 let summary = stats::summarize(&values)?;
-                Some(MetricResult {
-                    metric,
-                    unit,
-                    values,
-                    summary,
-                    vs_baseline: None,
-                })
+                Some(MetricResult { metric, unit, values, summary, vs_baseline: None })
             })
             .collect(),
         setup: first_ok.map(|r| r.setup.clone()).unwrap_or_default(),
@@ -285,10 +256,7 @@ pub fn check_bounds(analysis: &Analysis) -> Vec<BoundCheck> {
     for bound in &analysis.plan.bounds {
         let selector = bound.cells.as_deref().and_then(|t| Selector::parse(t).ok());
         for cell in analysis.cells.iter().filter(|c| !c.is_baseline) {
-            if selector
-                .as_ref()
-                .is_some_and(|s| !s.matches(&cell.record.labels))
-            {
+            if selector.as_ref().is_some_and(|s| !s.matches(&cell.record.labels)) {
                 continue;
             }
             let check = |overhead_pct, overhead_ci, verdict| BoundCheck {
@@ -298,22 +266,14 @@ pub fn check_bounds(analysis: &Analysis) -> Vec<BoundCheck> {
                 overhead_ci,
                 verdict,
             };
-            match cell
-                .metric(&bound.metric)
-                .and_then(|m| m.vs_baseline.as_ref())
-            {
+            match cell.metric(&bound.metric).and_then(|m| m.vs_baseline.as_ref()) {
                 Some(d) => checks.push(check(
                     d.overhead_pct,
                     d.overhead_ci,
                     BoundVerdict::of(bound.max_overhead_pct, d.overhead_ci),
                 )),
                 // Measured elsewhere but not here: this cell (or its baseline) produced nothing.
-                None if cell.runs_ok == 0
-                    && analysis
-                        .cells
-                        .iter()
-                        .any(|c| c.metric(&bound.metric).is_some()) =>
-                {
+                None if cell.runs_ok == 0 && analysis.cells.iter().any(|c| c.metric(&bound.metric).is_some()) => {
                     checks.push(check(f64::NAN, (f64::NAN, f64::NAN), BoundVerdict::Missing))
                 }
                 None => {}
@@ -339,12 +299,7 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<War
     let mut out = Vec::new();
     let repeat_metric = analysis.plan.repeat.metric.as_deref();
     for cell in analysis.cells.iter().filter(|c| c.runs_ok > 0) {
-        let mut warn = |message: String| {
-            out.push(Warning {
-                cell: cell.record.cell.clone(),
-                message,
-            })
-        };
+        let mut warn = |message: String| out.push(Warning { cell: cell.record.cell.clone(), message });
         if let Some(m) = cell.target_metric(repeat_metric)
             && m.summary.n > 1
             && m.summary.cv_pct > CV_LIMIT_PCT
@@ -358,11 +313,7 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<War
             && let Some(base) = cell.baseline.map(|b| &analysis.cells[b])
             && !base.record.sandbox
         {
-            for m in cell
-                .metrics
-                .iter()
-                .filter(|m| cell.record.headline.contains(&m.metric))
-            {
+            for m in cell.metrics.iter().filter(|m| cell.record.headline.contains(&m.metric)) {
                 if let Some(d) = &m.vs_baseline
                     && d.verdict == Verdict::Faster
                 {
@@ -383,10 +334,7 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<War
         if cell.record.sandbox
             && let Some(why) = crate::proof::looks_like_host(&cell.facts, host)
         {
-            warn(format!(
-                "env \"{}\" is a sandbox, but {why}",
-                cell.record.labels.env
-            ));
+            warn(format!("env \"{}\" is a sandbox, but {why}", cell.record.labels.env));
         }
     }
     out
@@ -394,32 +342,14 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<War
 
 /// Why a sandbox might beat the host, from what the run recorded.
 fn likely_cause(cell: &CellResult) -> String {
-    if cell
-        .setup
-        .get("runtime.ignores_o_direct")
-        .is_some_and(|v| v == "true")
-    {
+    if cell.setup.get("runtime.ignores_o_direct").is_some_and(|v| v == "true") {
         return "O_DIRECT ignored: this runtime opens files without it, so reads and writes hit its page cache".into();
     }
-    if cell
-        .record
-        .workload_setup
-        .get("fio.direct")
-        .is_some_and(|v| v == "false")
-    {
+    if cell.record.workload_setup.get("fio.direct").is_some_and(|v| v == "false") {
         return "caching: buffered I/O is served from a page cache that the host run did not have warm".into();
     }
-    let writes = cell
-        .record
-        .workload_setup
-        .get("fio.rw")
-        .is_some_and(|rw| rw.contains("write") || rw.contains("rw"));
-    if writes
-        || cell
-            .setup
-            .values()
-            .any(|v| v.contains("writeback") || v.contains("unsafe"))
-    {
+    let writes = cell.record.workload_setup.get("fio.rw").is_some_and(|rw| rw.contains("write") || rw.contains("rw"));
+    if writes || cell.setup.values().any(|v| v.contains("writeback") || v.contains("unsafe")) {
         return "writes not reaching the device: a cache between the sandbox and the volume acknowledges them".into();
     }
     "caching somewhere between the sandbox and the volume".into()
@@ -432,12 +362,8 @@ fn page_cache_warning(cell: &CellResult) -> Option<String> {
         return None;
     }
     let size: f64 = setup.get("fio.size")?.parse().ok()?;
-    let memory_kib: f64 = cell
-        .facts
-        .get("memory.limit_kib")
-        .or_else(|| cell.facts.get("mem_total_kib"))?
-        .parse()
-        .ok()?;
+    let memory_kib: f64 =
+        cell.facts.get("memory.limit_kib").or_else(|| cell.facts.get("mem_total_kib"))?.parse().ok()?;
     let memory = memory_kib * 1024.0;
     (size < 2.0 * memory).then(|| {
         format!(
@@ -450,11 +376,7 @@ fn page_cache_warning(cell: &CellResult) -> Option<String> {
 
 /// "[-27%, -21%]", or with `signed` the overhead form.
 pub fn ci_text(ci: (f64, f64), _signed: bool) -> String {
-    format!(
-        "[{}, {}]",
-        units::signed_percent(ci.0),
-        units::signed_percent(ci.1)
-    )
+    format!("[{}, {}]", units::signed_percent(ci.0), units::signed_percent(ci.1))
 }
 
 /// Where a cell stands against an adaptive repetition target.
@@ -469,11 +391,7 @@ pub fn target_status(analysis: &Analysis, cell: &CellResult) -> Option<TargetSta
     let target = repeat.target_ci_pct.filter(|_| repeat.is_adaptive())?;
     let m = cell.target_metric(repeat.metric.as_deref())?;
     let half_width_pct = m.summary.ci_half_width_pct();
-    Some(TargetStatus {
-        metric: m.metric.clone(),
-        half_width_pct,
-        met: half_width_pct <= target,
-    })
+    Some(TargetStatus { metric: m.metric.clone(), half_width_pct, met: half_width_pct <= target })
 }
 
 /// $ per million operations at `ops_per_s`, for an environment costing `per_hour`.
@@ -510,10 +428,7 @@ mod tests {
             started: String::new(),
             ended: String::new(),
             seconds: 1.0,
-            samples: vec![
-                Sample::new("iops", iops, "op/s"),
-                Sample::new("read_clat_mean", lat, "us"),
-            ],
+            samples: vec![Sample::new("iops", iops, "op/s"), Sample::new("read_clat_mean", lat, "us")],
             series: vec![],
             facts: Default::default(),
             setup: Default::default(),
@@ -541,58 +456,27 @@ mod tests {
                     cost_per_hour: None,
                 })
                 .collect(),
-            bounds: vec![BoundRecord {
-                metric: "iops".into(),
-                max_overhead_pct: bound,
-                cells: None,
-            }],
+            bounds: vec![BoundRecord { metric: "iops".into(), max_overhead_pct: bound, cells: None }],
         }
     }
 
     fn runs(host: &[f64], runc: &[f64]) -> Vec<RunRecord> {
-        let mut out: Vec<RunRecord> = host
-            .iter()
-            .enumerate()
-            .map(|(i, v)| run("host", i as u32 + 1, *v, 1e6 / v))
-            .collect();
-        out.extend(
-            runc.iter()
-                .enumerate()
-                .map(|(i, v)| run("runc", i as u32 + 1, *v, 1e6 / v)),
-        );
+        let mut out: Vec<RunRecord> =
+            host.iter().enumerate().map(|(i, v)| run("host", i as u32 + 1, *v, 1e6 / v)).collect();
+        out.extend(runc.iter().enumerate().map(|(i, v)| run("runc", i as u32 + 1, *v, 1e6 / v)));
         out
     }
 
     #[test]
     fn overhead_is_positive_when_worse_for_both_polarities() {
-        let a = analyze(
-            &plan(10.0),
-            &runs(
-                &[100.0, 101.0, 99.0, 100.5, 99.5],
-                &[80.0, 81.0, 79.0, 80.5, 79.5],
-            ),
-        );
+        let a = analyze(&plan(10.0), &runs(&[100.0, 101.0, 99.0, 100.5, 99.5], &[80.0, 81.0, 79.0, 80.5, 79.5]));
         let runc = &a.cells[1];
         let iops = runc.metric("iops").unwrap().vs_baseline.as_ref().unwrap();
-        assert!(
-            (iops.pct + 20.0).abs() < 0.01 && (iops.overhead_pct - 20.0).abs() < 0.01,
-            "{iops:?}"
-        );
+        assert!((iops.pct + 20.0).abs() < 0.01 && (iops.overhead_pct - 20.0).abs() < 0.01, "{iops:?}");
         assert_eq!(iops.verdict, Verdict::Slower);
-        let lat = runc
-            .metric("read_clat_mean")
-            .unwrap()
-            .vs_baseline
-            .as_ref()
-            .unwrap();
-        assert!(
-            lat.pct > 20.0 && lat.overhead_pct > 20.0 && lat.verdict == Verdict::Slower,
-            "{lat:?}"
-        );
-        assert!(
-            a.cells[0].metric("iops").unwrap().vs_baseline.is_none(),
-            "the baseline is not compared with itself"
-        );
+        let lat = runc.metric("read_clat_mean").unwrap().vs_baseline.as_ref().unwrap();
+        assert!(lat.pct > 20.0 && lat.overhead_pct > 20.0 && lat.verdict == Verdict::Slower, "{lat:?}");
+        assert!(a.cells[0].metric("iops").unwrap().vs_baseline.is_none(), "the baseline is not compared with itself");
     }
 
     /// The bound's verdict follows where the whole CI of the overhead lies.
@@ -600,10 +484,7 @@ mod tests {
     fn bounds_pass_fail_or_are_inconclusive_by_the_ci() {
         assert_eq!(BoundVerdict::of(10.0, (2.0, 8.0)), BoundVerdict::Pass);
         assert_eq!(BoundVerdict::of(10.0, (12.0, 30.0)), BoundVerdict::Fail);
-        assert_eq!(
-            BoundVerdict::of(10.0, (5.0, 15.0)),
-            BoundVerdict::Inconclusive
-        );
+        assert_eq!(BoundVerdict::of(10.0, (5.0, 15.0)), BoundVerdict::Inconclusive);
         let host = [100.0, 100.5, 99.5, 100.2, 99.8];
         // ~20 % slower, tight: whole CI beyond 10 % → fail.
         let a = analyze(&plan(10.0), &runs(&host, &[80.0, 80.4, 79.6, 80.2, 79.8]));
@@ -619,26 +500,15 @@ mod tests {
 
     #[test]
     fn a_sandbox_faster_than_the_host_and_noisy_cells_are_warned_about() {
-        let a = analyze(
-            &plan(10.0),
-            &runs(&[100.0, 100.5, 99.5], &[150.0, 151.0, 149.0]),
-        );
+        let a = analyze(&plan(10.0), &runs(&[100.0, 100.5, 99.5], &[150.0, 151.0, 149.0]));
         let w = warnings(&a, &BTreeMap::new());
         assert!(
-            w.iter().any(|w| w.cell.starts_with("runc")
-                && w.message.contains("a sandbox should not beat the host")),
+            w.iter().any(|w| w.cell.starts_with("runc") && w.message.contains("a sandbox should not beat the host")),
             "{w:?}"
         );
-        let a = analyze(
-            &plan(10.0),
-            &runs(&[100.0, 130.0, 70.0], &[90.0, 91.0, 89.0]),
-        );
+        let a = analyze(&plan(10.0), &runs(&[100.0, 130.0, 70.0], &[90.0, 91.0, 89.0]));
         let w = warnings(&a, &BTreeMap::new());
-        assert!(
-            w.iter()
-                .any(|w| w.cell.starts_with("host") && w.message.contains("(CV)")),
-            "{w:?}"
-        );
+        assert!(w.iter().any(|w| w.cell.starts_with("host") && w.message.contains("(CV)")), "{w:?}");
     }
 
     #[test]

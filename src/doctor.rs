@@ -15,22 +15,12 @@ pub struct Check {
 
 pub fn checks() -> Vec<Check> {
     let mut out = Vec::new();
-    let mut add = |area, name: &str, status| {
-        out.push(Check {
-            area,
-            name: name.to_string(),
-            status,
-        })
-    };
+    let mut add = |area, name: &str, status| out.push(Check { area, name: name.to_string(), status });
     add("env", "host", Ok(kernel()));
     add("volume", "dir", Ok("any existing directory".into()));
     add("volume", "tmpfs", root().map(|_| "mount -t tmpfs".into()));
     for fs in ["ext4", "xfs"] {
-        add(
-            "volume",
-            &format!("loop ({fs})"),
-            root().and_then(|_| loop_fs(fs)),
-        );
+        add("volume", &format!("loop ({fs})"), root().and_then(|_| loop_fs(fs)));
     }
     add("workload", "fio", fio());
     for (tool, package) in [("sysbench", "sysbench"), ("iperf3", "iperf3")] {
@@ -47,27 +37,14 @@ pub fn render(checks: &[Check]) -> String {
                 Ok(d) => ("yes", d.clone()),
                 Err(why) => ("no", why.clone()),
             };
-            vec![
-                c.area.to_string(),
-                c.name.clone(),
-                works.to_string(),
-                detail,
-            ]
+            vec![c.area.to_string(), c.name.clone(), works.to_string(), detail]
         })
         .collect();
-    Table {
-        headers: ["area", "name", "works here", "details / why not"]
-            .map(String::from)
-            .to_vec(),
-        rows,
-    }
-    .to_text("")
+    Table { headers: ["area", "name", "works here", "details / why not"].map(String::from).to_vec(), rows }.to_text("")
 }
 
 fn kernel() -> String {
-    nix::sys::utsname::uname()
-        .map(|u| format!("kernel {}", u.release().to_string_lossy()))
-        .unwrap_or_default()
+    nix::sys::utsname::uname().map(|u| format!("kernel {}", u.release().to_string_lossy())).unwrap_or_default()
 }
 
 fn root() -> Result<(), String> {
@@ -81,18 +58,14 @@ fn loop_fs(fs: &str) -> Result<String, String> {
     let mkfs = format!("mkfs.{fs}");
     if find_program(&mkfs).is_none() {
         let package = if fs == "xfs" { "xfsprogs" } else { "e2fsprogs" };
-        return Err(format!(
-            "{mkfs} is not installed (apt-get install {package})"
-        ));
+        return Err(format!("{mkfs} is not installed (apt-get install {package})"));
     }
-    let free = process::command_output("losetup", &["--find"])
-        .map_err(|e| format!("no free loop device: {e:#}"))?;
+    let free = process::command_output("losetup", &["--find"]).map_err(|e| format!("no free loop device: {e:#}"))?;
     Ok(format!("free device {}", free.trim()))
 }
 
 fn fio() -> Result<String, String> {
-    let version =
-        crate::workload::fio::version().ok_or("fio is not installed (apt-get install fio)")?;
+    let version = crate::workload::fio::version().ok_or("fio is not installed (apt-get install fio)")?;
     let engines = process::command_output("fio", &["--enghelp"]).unwrap_or_default();
     let wanted: Vec<&str> = ["libaio", "io_uring", "psync", "nbd"]
         .into_iter()

@@ -12,18 +12,9 @@ const NAMESPACES: &[&str] = &["cgroup", "ipc", "mnt", "net", "pid", "user", "uts
 pub fn sandbox_facts(data_dir: Option<&Path>) -> Facts {
     let mut f = Facts::new();
     if let Ok(u) = nix::sys::utsname::uname() {
-        f.insert(
-            "kernel.release".into(),
-            u.release().to_string_lossy().into_owned(),
-        );
-        f.insert(
-            "kernel.version".into(),
-            u.version().to_string_lossy().into_owned(),
-        );
-        f.insert(
-            "hostname".into(),
-            u.nodename().to_string_lossy().into_owned(),
-        );
+        f.insert("kernel.release".into(), u.release().to_string_lossy().into_owned());
+        f.insert("kernel.version".into(), u.version().to_string_lossy().into_owned());
+        f.insert("hostname".into(), u.nodename().to_string_lossy().into_owned());
     }
     if let Some(id) = read_trimmed("/proc/sys/kernel/random/boot_id") {
         f.insert("boot_id".into(), id);
@@ -34,21 +25,12 @@ pub fn sandbox_facts(data_dir: Option<&Path>) -> Facts {
         }
     }
     if let Some(cg) = read_trimmed("/proc/1/cgroup") {
-        f.insert(
-            "pid1.cgroup".into(),
-            cg.lines().take(12).collect::<Vec<_>>().join("; "),
-        );
+        f.insert("pid1.cgroup".into(), cg.lines().take(12).collect::<Vec<_>>().join("; "));
     }
     if let Some(comm) = read_trimmed("/proc/1/comm") {
         f.insert("pid1.comm".into(), comm);
     }
-    f.insert(
-        "cpus".into(),
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(0)
-            .to_string(),
-    );
+    f.insert("cpus".into(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0).to_string());
     if let Some(mem) = meminfo_kib("MemTotal") {
         f.insert("mem_total_kib".into(), mem.to_string());
     }
@@ -68,10 +50,7 @@ pub fn host_facts() -> Facts {
     if let Some(cpuinfo) = read_trimmed("/proc/cpuinfo")
         && let Some(model) = cpuinfo.lines().find(|l| l.starts_with("model name"))
     {
-        f.insert(
-            "cpu.model".into(),
-            model.split(':').nth(1).unwrap_or("").trim().to_string(),
-        );
+        f.insert("cpu.model".into(), model.split(':').nth(1).unwrap_or("").trim().to_string());
     }
     if let Some(os) = read_trimmed("/etc/os-release")
         && let Some(name) = os.lines().find_map(|l| l.strip_prefix("PRETTY_NAME="))
@@ -82,25 +61,17 @@ pub fn host_facts() -> Facts {
     if let Some(sha) = option_env!("ISOBENCH_GIT_SHA") {
         f.insert("isobench.git".into(), sha.into());
     }
-    for (name, args) in [
-        ("fio", &["--version"][..]),
-        ("sysbench", &["--version"][..]),
-        ("iperf3", &["--version"][..]),
-    ] {
+    for (name, args) in [("fio", &["--version"][..]), ("sysbench", &["--version"][..]), ("iperf3", &["--version"][..])]
+    {
         if let Ok(out) = crate::process::command_output(name, args) {
-            f.insert(
-                format!("{name}.version"),
-                out.lines().next().unwrap_or("").trim().to_string(),
-            );
+            f.insert(format!("{name}.version"), out.lines().next().unwrap_or("").trim().to_string());
         }
     }
     f
 }
 
 fn read_trimmed(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
 pub fn meminfo_kib(key: &str) -> Option<u64> {
@@ -150,11 +121,7 @@ pub fn mount_of(dir: &Path) -> Option<(String, String)> {
             dir.starts_with(&mount_point).then(|| {
                 (
                     mount_point.len(),
-                    format!(
-                        "{} {}",
-                        right.first().unwrap_or(&""),
-                        right.get(1).unwrap_or(&"")
-                    ),
+                    format!("{} {}", right.first().unwrap_or(&""), right.get(1).unwrap_or(&"")),
                     fields.get(5).unwrap_or(&"").to_string(),
                 )
             })

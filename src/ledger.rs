@@ -70,31 +70,18 @@ fn remove_tree(path: &Path) -> Result<()> {
     }
     let prefix = format!("{}/", mountinfo_path(path));
     let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    if let Some(inner) = info
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .find(|m| m.starts_with(&prefix))
-    {
-        anyhow::bail!(
-            "{} still has {inner} mounted inside; not removing it",
-            path.display()
-        );
+    if let Some(inner) = info.lines().filter_map(|l| l.split(' ').nth(4)).find(|m| m.starts_with(&prefix)) {
+        anyhow::bail!("{} still has {inner} mounted inside; not removing it", path.display());
     }
-    remove_same_device(
-        path,
-        std::os::unix::fs::MetadataExt::dev(&fs::symlink_metadata(path)?),
-    )
-    .with_context(|| format!("removing {}", path.display()))
+    remove_same_device(path, std::os::unix::fs::MetadataExt::dev(&fs::symlink_metadata(path)?))
+        .with_context(|| format!("removing {}", path.display()))
 }
 
 fn remove_same_device(path: &Path, dev: u64) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = fs::symlink_metadata(path)?;
     if meta.dev() != dev {
-        return Err(std::io::Error::other(format!(
-            "{} is on another filesystem",
-            path.display()
-        )));
+        return Err(std::io::Error::other(format!("{} is on another filesystem", path.display())));
     }
     if meta.is_dir() {
         for entry in fs::read_dir(path)? {
@@ -110,10 +97,8 @@ fn remove_same_device(path: &Path, dev: u64) -> std::io::Result<()> {
 /// escaped form of paths).
 pub fn is_mounted(target: &Path) -> bool {
     let wanted = mountinfo_path(target);
-    fs::read_to_string("/proc/self/mountinfo").is_ok_and(|info| {
-        info.lines()
-            .any(|l| l.split(' ').nth(4) == Some(wanted.as_str()))
-    })
+    fs::read_to_string("/proc/self/mountinfo")
+        .is_ok_and(|info| info.lines().any(|l| l.split(' ').nth(4) == Some(wanted.as_str())))
 }
 
 /// `path` as /proc/self/mountinfo spells it: absolute, resolved, with the kernel's escapes.
@@ -145,11 +130,7 @@ fn unmount(target: &Path) -> Result<()> {
         }
     }
     if is_mounted(target) {
-        anyhow::bail!(
-            "{} is still mounted; see `fuser -vm {}`",
-            target.display(),
-            target.display()
-        );
+        anyhow::bail!("{} is still mounted; see `fuser -vm {}`", target.display(), target.display());
     }
     Ok(())
 }
@@ -157,12 +138,7 @@ fn unmount(target: &Path) -> Result<()> {
 /// Loop devices attached to `backing`, from `losetup -j`.
 pub fn loops_of(backing: &Path) -> Vec<String> {
     process::command_output("losetup", &["-j", &backing.to_string_lossy()])
-        .map(|out| {
-            out.lines()
-                .filter_map(|l| l.split(':').next())
-                .map(str::to_string)
-                .collect()
-        })
+        .map(|out| out.lines().filter_map(|l| l.split(':').next()).map(str::to_string).collect())
         .unwrap_or_default()
 }
 
@@ -177,10 +153,7 @@ fn detach_loops(backing: &Path) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(50 * (attempt + 1)));
     }
-    anyhow::bail!(
-        "the loop device on {} could not be detached",
-        backing.display()
-    )
+    anyhow::bail!("the loop device on {} could not be detached", backing.display())
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -219,12 +192,7 @@ impl Ledger {
         let token = format!("{pid}-{start_time}");
         let ledger = Ledger {
             path: dir.join(format!("{token}.json")),
-            state: StateFile {
-                pid,
-                start_time,
-                token,
-                entries: Vec::new(),
-            },
+            state: StateFile { pid, start_time, token, entries: Vec::new() },
             next_id: 0,
         };
         ledger.save()?;
@@ -245,10 +213,7 @@ impl Ledger {
     /// Records `resource` durably; call it before creating the resource.
     pub fn record(&mut self, resource: Resource) -> Result<()> {
         self.next_id += 1;
-        self.state.entries.push(Entry {
-            id: self.next_id,
-            resource,
-        });
+        self.state.entries.push(Entry { id: self.next_id, resource });
         self.save()
     }
 
@@ -271,8 +236,7 @@ impl Ledger {
                     self.save()?;
                 }
                 Err(e) => {
-                    first_error
-                        .get_or_insert(e.context(format!("releasing {}", resource.describe())));
+                    first_error.get_or_insert(e.context(format!("releasing {}", resource.describe())));
                 }
             }
         }
@@ -296,12 +260,7 @@ impl Ledger {
 fn process_start_time(pid: u32) -> Option<u64> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Field 22, counted after the parenthesised command name (which may contain spaces).
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(19)?
-        .parse()
-        .ok()
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// What `isobench cleanup` did.
@@ -319,20 +278,15 @@ pub fn cleanup(workdir: &Path) -> Result<CleanupReport> {
     let Ok(listing) = fs::read_dir(&dir) else {
         return Ok(report);
     };
-    let mut files: Vec<PathBuf> = listing
-        .filter_map(|e| Some(e.ok()?.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
+    let mut files: Vec<PathBuf> =
+        listing.filter_map(|e| Some(e.ok()?.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
     files.sort();
     for path in files {
         let Ok(text) = fs::read_to_string(&path) else {
             continue;
         };
         let Ok(mut state) = serde_json::from_str::<StateFile>(&text) else {
-            report.failed.push(format!(
-                "{}: not a state file; remove it by hand",
-                path.display()
-            ));
+            report.failed.push(format!("{}: not a state file; remove it by hand", path.display()));
             continue;
         };
         if state.pid != std::process::id()
@@ -347,13 +301,7 @@ pub fn cleanup(workdir: &Path) -> Result<CleanupReport> {
             .entries
             .iter()
             .filter(|e| matches!(e.resource, Resource::Processes { .. }))
-            .chain(
-                state
-                    .entries
-                    .iter()
-                    .rev()
-                    .filter(|e| !matches!(e.resource, Resource::Processes { .. })),
-            )
+            .chain(state.entries.iter().rev().filter(|e| !matches!(e.resource, Resource::Processes { .. })))
             .cloned()
             .collect();
         let mut failed_ids = Vec::new();
@@ -361,9 +309,7 @@ pub fn cleanup(workdir: &Path) -> Result<CleanupReport> {
             match entry.resource.release() {
                 Ok(()) => report.released.push(entry.resource.describe()),
                 Err(e) => {
-                    report
-                        .failed
-                        .push(format!("{}: {e:#}", entry.resource.describe()));
+                    report.failed.push(format!("{}: {e:#}", entry.resource.describe()));
                     failed_ids.push(entry.id);
                 }
             }

@@ -22,19 +22,11 @@ pub fn compare_sets(a: &ResultSet, b: &ResultSet, metrics: &[String]) -> Result<
     let mut rows = Vec::new();
     let mut only_b = Vec::new();
     for cell in new.cells.iter().filter(|c| c.runs_ok > 0) {
-        let Some(before) = old
-            .cells
-            .iter()
-            .find(|c| c.record.cell == cell.record.cell && c.runs_ok > 0)
-        else {
+        let Some(before) = old.cells.iter().find(|c| c.record.cell == cell.record.cell && c.runs_ok > 0) else {
             only_b.push(cell.record.cell.clone());
             continue;
         };
-        let wanted: Vec<String> = if metrics.is_empty() {
-            cell.record.headline.clone()
-        } else {
-            metrics.to_vec()
-        };
+        let wanted: Vec<String> = if metrics.is_empty() { cell.record.headline.clone() } else { metrics.to_vec() };
         for metric in wanted {
             let (Some(m_new), Some(m_old)) = (cell.metric(&metric), before.metric(&metric)) else {
                 continue;
@@ -45,16 +37,8 @@ pub fn compare_sets(a: &ResultSet, b: &ResultSet, metrics: &[String]) -> Result<
             rows.push(vec![
                 cell.record.cell.clone(),
                 metric_title(&metric),
-                format!(
-                    "{} (n={})",
-                    units::human(m_old.summary.median, &m_old.unit),
-                    m_old.summary.n
-                ),
-                format!(
-                    "{} (n={})",
-                    units::human(m_new.summary.median, &m_new.unit),
-                    m_new.summary.n
-                ),
+                format!("{} (n={})", units::human(m_old.summary.median, &m_old.unit), m_old.summary.n),
+                format!("{} (n={})", units::human(m_new.summary.median, &m_new.unit), m_new.summary.n),
                 format!(
                     "{} [{}, {}]",
                     units::signed_percent(d.pct),
@@ -67,35 +51,15 @@ pub fn compare_sets(a: &ResultSet, b: &ResultSet, metrics: &[String]) -> Result<
         }
     }
     if rows.is_empty() {
-        bail!(
-            "{} and {} have no measured cell in common",
-            a.dir.display(),
-            b.dir.display()
-        );
+        bail!("{} and {} have no measured cell in common", a.dir.display(), b.dir.display());
     }
-    let headers = [
-        "cell",
-        "metric",
-        "A",
-        "B",
-        "B vs A [95% CI]",
-        "p",
-        "verdict",
-    ]
-    .map(String::from)
-    .to_vec();
+    let headers = ["cell", "metric", "A", "B", "B vs A [95% CI]", "p", "verdict"].map(String::from).to_vec();
     let mut out = format!("A: {}\nB: {}\n\n", a.dir.display(), b.dir.display());
     out.push_str(&Table { headers, rows }.to_text(""));
     let only_a: Vec<&str> = old
         .cells
         .iter()
-        .filter(|c| {
-            c.runs_ok > 0
-                && !new
-                    .cells
-                    .iter()
-                    .any(|n| n.record.cell == c.record.cell && n.runs_ok > 0)
-        })
+        .filter(|c| c.runs_ok > 0 && !new.cells.iter().any(|n| n.record.cell == c.record.cell && n.runs_ok > 0))
         .map(|c| c.record.cell.as_str())
         .collect();
     if !only_a.is_empty() {
@@ -132,11 +96,8 @@ pub fn merge(sets: &[ResultSet], out: &Path) -> Result<ResultSet> {
         }
         all.extend(set.runs()?.into_iter().map(|r| (set, r)));
     }
-    let measured: HashSet<String> = all
-        .iter()
-        .filter(|(_, r)| r.status == Status::Ok)
-        .map(|(_, r)| r.cell.clone())
-        .collect();
+    let measured: HashSet<String> =
+        all.iter().filter(|(_, r)| r.status == Status::Ok).map(|(_, r)| r.cell.clone()).collect();
     let merged = ResultSet::create(out)?;
     for name in ["suite.toml", "host.json"] {
         if let Ok(bytes) = std::fs::read(first.dir.join(name)) {
@@ -157,17 +118,13 @@ pub fn merge(sets: &[ResultSet], out: &Path) -> Result<ResultSet> {
                 .map(|path| {
                     let content = std::fs::read_to_string(set.dir.join(path))
                         .with_context(|| format!("reading {}", set.dir.join(path).display()))?;
-                    Ok(RawFile {
-                        name: path.rsplit('/').next().unwrap_or(path).to_string(),
-                        content,
-                    })
+                    Ok(RawFile { name: path.rsplit('/').next().unwrap_or(path).to_string(), content })
                 })
                 .collect::<Result<Vec<_>>>()?;
             let mut copy = run.clone();
             copy.rep = rep;
             copy.raw.clear();
-            copy.origin
-                .get_or_insert_with(|| format!("{} run {}", set.dir.display(), run.rep));
+            copy.origin.get_or_insert_with(|| format!("{} run {}", set.dir.display(), run.rep));
             merged.write_run(&mut copy, &raw)?;
         }
     }

@@ -42,12 +42,7 @@ pub struct Repeat {
 
 impl Repeat {
     pub fn fixed(n: u32) -> Repeat {
-        Repeat {
-            min: n,
-            max: n,
-            target_ci_pct: None,
-            metric: None,
-        }
+        Repeat { min: n, max: n, target_ci_pct: None, metric: None }
     }
 
     pub fn is_adaptive(&self) -> bool {
@@ -74,11 +69,7 @@ impl Repeat {
 impl std::fmt::Display for Repeat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.target_ci_pct {
-            Some(t) if self.is_adaptive() => write!(
-                f,
-                "{}–{} (until the CI is within ±{t}%)",
-                self.min, self.max
-            ),
+            Some(t) if self.is_adaptive() => write!(f, "{}–{} (until the CI is within ±{t}%)", self.min, self.max),
             _ => write!(f, "{}", self.min),
         }
     }
@@ -103,26 +94,21 @@ impl Selector {
     pub fn parse(text: &str) -> Result<Selector, String> {
         let mut terms = Vec::new();
         for term in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let (key, value) = term
-                .split_once('=')
-                .ok_or_else(|| format!("\"{term}\" is not a label selector; write key=pattern, e.g. env=runsc* or rw=randread"))?;
-            let pattern = glob::Pattern::new(value.trim())
-                .map_err(|e| format!("\"{value}\" is not a valid pattern: {e}"))?;
+            let (key, value) = term.split_once('=').ok_or_else(|| {
+                format!("\"{term}\" is not a label selector; write key=pattern, e.g. env=runsc* or rw=randread")
+            })?;
+            let pattern =
+                glob::Pattern::new(value.trim()).map_err(|e| format!("\"{value}\" is not a valid pattern: {e}"))?;
             terms.push((key.trim().to_string(), pattern));
         }
         if terms.is_empty() {
             return Err("the selector is empty; write key=pattern, e.g. env=host".into());
         }
-        Ok(Selector {
-            terms,
-            text: text.to_string(),
-        })
+        Ok(Selector { terms, text: text.to_string() })
     }
 
     pub fn matches(&self, labels: &Labels) -> bool {
-        self.terms
-            .iter()
-            .all(|(k, p)| labels.get(k).is_some_and(|v| p.matches(&v)))
+        self.terms.iter().all(|(k, p)| labels.get(k).is_some_and(|v| p.matches(&v)))
     }
 
     /// Keys that no cell has (a typo in a filter should not silently select nothing).
@@ -155,11 +141,8 @@ impl Plan {
                 ));
             }
         }
-        let selected =
-            |c: &Cell| filters.is_empty() || filters.iter().any(|f| f.matches(&c.labels));
-        let is_baseline = |c: &Cell| {
-            c.labels.env == suite.baseline.env && c.labels.volume == suite.baseline.volume
-        };
+        let selected = |c: &Cell| filters.is_empty() || filters.iter().any(|f| f.matches(&c.labels));
+        let is_baseline = |c: &Cell| c.labels.env == suite.baseline.env && c.labels.volume == suite.baseline.volume;
         let mut added_baselines = Vec::new();
         let cells: Vec<Cell> = all
             .iter()
@@ -169,9 +152,7 @@ impl Plan {
                 }
                 // A selected cell is compared with its baseline: keep that too.
                 let needed = is_baseline(c)
-                    && all
-                        .iter()
-                        .any(|o| selected(o) && o.workload == c.workload && o.variant == c.variant);
+                    && all.iter().any(|o| selected(o) && o.workload == c.workload && o.variant == c.variant);
                 if needed {
                     added_baselines.push(c.id.clone());
                 }
@@ -186,14 +167,9 @@ impl Plan {
                 texts.join(" --filter ")
             ));
         }
-        let runs = (1..=suite.repeat.min)
-            .flat_map(|rep| (0..cells.len()).map(move |cell| Slot { cell, rep }))
-            .collect();
-        Ok(Plan {
-            cells,
-            runs,
-            added_baselines,
-        })
+        let runs =
+            (1..=suite.repeat.min).flat_map(|rep| (0..cells.len()).map(move |cell| Slot { cell, rep })).collect();
+        Ok(Plan { cells, runs, added_baselines })
     }
 
     pub fn record(&self, suite: &Suite) -> PlanRecord {
@@ -206,9 +182,7 @@ impl Plan {
                 .cells
                 .iter()
                 .map(|c| {
-                    let workload = suite.workloads[c.workload].variants[c.variant]
-                        .spec
-                        .workload();
+                    let workload = suite.workloads[c.workload].variants[c.variant].spec.workload();
                     let env = &suite.envs[c.env];
                     CellRecord {
                         cell: c.id.clone(),
@@ -248,14 +222,7 @@ fn cells_of(suite: &Suite) -> Vec<Cell> {
                         workload: w.name.clone(),
                         params: variant.params.clone(),
                     };
-                    cells.push(Cell {
-                        id: labels.cell_id(),
-                        labels,
-                        env: ei,
-                        volume: oi,
-                        workload: wi,
-                        variant: vi,
-                    });
+                    cells.push(Cell { id: labels.cell_id(), labels, env: ei, volume: oi, workload: wi, variant: vi });
                 }
             }
         }
@@ -279,25 +246,14 @@ mod tests {
 
     #[test]
     fn adaptive_repetition_stops_early_on_quiet_cells_and_runs_to_max_on_noisy_ones() {
-        let repeat = Repeat {
-            min: 3,
-            max: 15,
-            target_ci_pct: Some(2.0),
-            metric: None,
-        };
+        let repeat = Repeat { min: 3, max: 15, target_ci_pct: Some(2.0), metric: None };
         let mut rng = Rng::new(7);
         let quiet = runs_until_done(&repeat, || 50_000.0 * (1.0 + 0.002 * rng.normal()));
-        assert_eq!(
-            quiet, 3,
-            "a cell with 0.2 % noise meets ±2 % at the minimum"
-        );
+        assert_eq!(quiet, 3, "a cell with 0.2 % noise meets ±2 % at the minimum");
         let noisy = runs_until_done(&repeat, || 50_000.0 * (1.0 + 0.30 * rng.normal()));
         assert_eq!(noisy, 15, "a cell with 30 % noise runs to the maximum");
         let fixed = Repeat::fixed(4);
         assert_eq!(runs_until_done(&fixed, || 1.0), 4);
-        assert!(
-            !repeat.needs_another_run(5, &[]),
-            "a cell with no successful run gets no more"
-        );
+        assert!(!repeat.needs_another_run(5, &[]), "a cell with no successful run gets no more");
     }
 }

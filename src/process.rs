@@ -22,13 +22,8 @@ static INTERRUPTED: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 /// current run stops and everything it created is torn down; isobench then exits.
 pub fn install_interrupt_handler() -> Result<()> {
     let flag = INTERRUPTED.get_or_init(|| Arc::new(AtomicBool::new(false)));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, Arc::clone(flag))
-            .context("installing the signal handler")?;
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register(signal, Arc::clone(flag)).context("installing the signal handler")?;
     }
     Ok(())
 }
@@ -73,11 +68,7 @@ pub struct Finished {
 impl Finished {
     /// The last `n` lines of stderr, or of stdout when stderr is empty: what to show in an error.
     pub fn tail(&self, n: usize) -> String {
-        let text = if self.stderr.trim().is_empty() {
-            &self.stdout
-        } else {
-            &self.stderr
-        };
+        let text = if self.stderr.trim().is_empty() { &self.stdout } else { &self.stderr };
         tail_lines(text, n)
     }
 }
@@ -120,16 +111,10 @@ pub fn prepare(cmd: &mut Command, token: Option<&str>) {
 pub fn run(cmd: &mut Command, mut opts: Options) -> Result<Finished> {
     prepare(cmd, opts.token);
     let program = cmd.get_program().to_string_lossy().into_owned();
-    cmd.stdin(if opts.stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
+    cmd.stdin(if opts.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let started = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("cannot start {program}"))?;
+    let mut child = cmd.spawn().with_context(|| format!("cannot start {program}"))?;
     if let Some(input) = opts.stdin.take() {
         let mut stdin = child.stdin.take().expect("stdin was piped");
         thread::spawn(move || {
@@ -148,23 +133,11 @@ pub fn run(cmd: &mut Command, mut opts: Options) -> Result<Finished> {
             Some(_) => anyhow!(
                 "{program} did not finish within {:?}; it was killed. Last output:\n{}",
                 opts.timeout.unwrap_or_default(),
-                tail_lines(
-                    if stderr.trim().is_empty() {
-                        &stdout
-                    } else {
-                        &stderr
-                    },
-                    15
-                )
+                tail_lines(if stderr.trim().is_empty() { &stdout } else { &stderr }, 15)
             ),
             None => e,
         })?;
-        Ok(Finished {
-            status,
-            stdout,
-            stderr,
-            elapsed: started.elapsed(),
-        })
+        Ok(Finished { status, stdout, stderr, elapsed: started.elapsed() })
     })
 }
 
@@ -180,18 +153,10 @@ impl std::fmt::Display for TimedOut {
 impl std::error::Error for TimedOut {}
 
 /// Waits for `child`, killing its process group on timeout, or on interrupt if `interruptible`.
-pub fn wait(
-    child: &mut Child,
-    timeout: Option<Duration>,
-    program: &str,
-    interruptible: bool,
-) -> Result<ExitStatus> {
+pub fn wait(child: &mut Child, timeout: Option<Duration>, program: &str, interruptible: bool) -> Result<ExitStatus> {
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
-        if let Some(status) = child
-            .try_wait()
-            .with_context(|| format!("waiting for {program}"))?
-        {
+        if let Some(status) = child.try_wait().with_context(|| format!("waiting for {program}"))? {
             return Ok(status);
         }
         if interruptible && interrupted() {
@@ -239,20 +204,10 @@ fn read_all(mut r: impl Read) -> String {
 /// becomes an error that quotes the command and what it printed. These commands are bounded by
 /// a timeout and finish even after an interrupt: teardown is made of them.
 pub fn command_output(program: &str, args: &[&str]) -> Result<String> {
-    let options = Options {
-        timeout: Some(Duration::from_secs(300)),
-        ignore_interrupt: true,
-        ..Default::default()
-    };
+    let options = Options { timeout: Some(Duration::from_secs(300)), ignore_interrupt: true, ..Default::default() };
     let finished = run(Command::new(program).args(args), options)?;
     if !finished.status.success() {
-        bail!(
-            "`{} {}` failed ({}): {}",
-            program,
-            args.join(" "),
-            finished.status,
-            finished.tail(5)
-        );
+        bail!("`{} {}` failed ({}): {}", program, args.join(" "), finished.status, finished.tail(5));
     }
     Ok(finished.stdout)
 }
@@ -265,9 +220,7 @@ pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
     }
     let path = std::env::var_os("PATH")
         .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| is_executable(p))
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p))
 }
 
 fn is_executable(p: &std::path::Path) -> bool {
@@ -318,11 +271,7 @@ mod tests {
 
     #[test]
     fn captures_output_and_status() {
-        let f = run(
-            Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]),
-            Options::default(),
-        )
-        .unwrap();
+        let f = run(Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]), Options::default()).unwrap();
         assert_eq!(f.stdout, "out\n");
         assert_eq!(f.stderr, "err\n");
         assert_eq!(f.status.code(), Some(3));
@@ -334,20 +283,13 @@ mod tests {
         let started = Instant::now();
         let err = run(
             Command::new("sh").args(["-c", "sleep 30 & sleep 30"]),
-            Options {
-                token: Some(&token),
-                timeout: Some(Duration::from_millis(300)),
-                ..Default::default()
-            },
+            Options { token: Some(&token), timeout: Some(Duration::from_millis(300)), ..Default::default() },
         )
         .unwrap_err();
         assert!(err.to_string().contains("did not finish within"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(10));
         thread::sleep(Duration::from_millis(200));
-        assert!(
-            pids_with_env(&format!("{TOKEN_VAR}={token}")).is_empty(),
-            "the background sleep survived"
-        );
+        assert!(pids_with_env(&format!("{TOKEN_VAR}={token}")).is_empty(), "the background sleep survived");
     }
 
     #[test]

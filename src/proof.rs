@@ -21,35 +21,17 @@ mod tests {
     use super::*;
 
     fn facts(pairs: &[(&str, &str)]) -> Facts {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
     fn the_host_is_recognised_and_sandboxes_are_not() {
-        let host = facts(&[
-            ("boot_id", "b1"),
-            ("ns.mnt", "mnt:[1]"),
-            ("ns.pid", "pid:[2]"),
-        ]);
+        let host = facts(&[("boot_id", "b1"), ("ns.mnt", "mnt:[1]"), ("ns.pid", "pid:[2]")]);
         assert!(looks_like_host(&host, &host).is_some());
-        let container = facts(&[
-            ("boot_id", "b1"),
-            ("ns.mnt", "mnt:[9]"),
-            ("ns.pid", "pid:[8]"),
-        ]);
+        let container = facts(&[("boot_id", "b1"), ("ns.mnt", "mnt:[9]"), ("ns.pid", "pid:[8]")]);
         assert!(looks_like_host(&container, &host).is_none());
-        let vm = facts(&[
-            ("boot_id", "b2"),
-            ("ns.mnt", "mnt:[1]"),
-            ("ns.pid", "pid:[2]"),
-        ]);
+        let vm = facts(&[("boot_id", "b2"), ("ns.mnt", "mnt:[1]"), ("ns.pid", "pid:[2]")]);
         assert!(looks_like_host(&vm, &host).is_none());
-        assert!(
-            looks_like_host(&Facts::new(), &host).is_none(),
-            "no facts prove nothing either way"
-        );
+        assert!(looks_like_host(&Facts::new(), &host).is_none(), "no facts prove nothing either way");
     }
 }

@@ -32,22 +32,8 @@ pub struct Runner<'a> {
 }
 
 impl<'a> Runner<'a> {
-    pub fn new(
-        suite: &'a Suite,
-        plan: &'a Plan,
-        set: &'a ResultSet,
-        ledger: &'a mut Ledger,
-        workdir: PathBuf,
-    ) -> Self {
-        Runner {
-            suite,
-            plan,
-            set,
-            ledger,
-            workdir,
-            unfit: HashMap::new(),
-            runs_started: 0,
-        }
+    pub fn new(suite: &'a Suite, plan: &'a Plan, set: &'a ResultSet, ledger: &'a mut Ledger, workdir: PathBuf) -> Self {
+        Runner { suite, plan, set, ledger, workdir, unfit: HashMap::new(), runs_started: 0 }
     }
 
     /// Runs every slot of the plan that the result set does not have yet, then, for adaptive
@@ -56,10 +42,8 @@ impl<'a> Runner<'a> {
     pub fn run_all(&mut self) -> Result<()> {
         let bar = ProgressBar::new(self.plan.runs.len() as u64);
         bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} run {pos}/{len} · ETA {eta} · {msg}",
-            )
-            .expect("valid template"),
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} run {pos}/{len} · ETA {eta} · {msg}")
+                .expect("valid template"),
         );
         bar.enable_steady_tick(Duration::from_millis(200));
         for slot in self.plan.runs.clone() {
@@ -97,11 +81,7 @@ impl<'a> Runner<'a> {
         bar.set_message(format!("{} #{}", cell.id, slot.rep));
         let (mut record, raw) = self.run_one(slot)?;
         self.set.write_run(&mut record, &raw)?;
-        bar.println(progress_line(
-            bar.position() + 1,
-            bar.length().unwrap_or(0),
-            &record,
-        ));
+        bar.println(progress_line(bar.position() + 1, bar.length().unwrap_or(0), &record));
         bar.inc(1);
         Ok(())
     }
@@ -119,28 +99,17 @@ impl<'a> Runner<'a> {
             if mine.iter().any(|r| r.status == Status::Skipped) || self.unfit.contains_key(&i) {
                 continue;
             }
-            let headline = self.suite.workloads[cell.workload].variants[cell.variant]
-                .spec
-                .workload()
-                .headline();
+            let headline = self.suite.workloads[cell.workload].variants[cell.variant].spec.workload().headline();
             let metric = repeat.metric.clone().or_else(|| {
                 headline
                     .iter()
-                    .find(|m| {
-                        mine.iter()
-                            .any(|r| r.samples.iter().any(|s| s.metric == **m))
-                    })
+                    .find(|m| mine.iter().any(|r| r.samples.iter().any(|s| s.metric == **m)))
                     .map(|m| m.to_string())
             });
             let values: Vec<f64> = mine
                 .iter()
                 .filter(|r| r.status == Status::Ok)
-                .filter_map(|r| {
-                    r.samples
-                        .iter()
-                        .find(|s| Some(&s.metric) == metric.as_ref())
-                        .map(|s| s.value)
-                })
+                .filter_map(|r| r.samples.iter().find(|s| Some(&s.metric) == metric.as_ref()).map(|s| s.value))
                 .collect();
             if repeat.needs_another_run(mine.len() as u32, &values) {
                 let rep = mine.iter().map(|r| r.rep).max().unwrap_or(0) + 1;
@@ -179,12 +148,7 @@ impl<'a> Runner<'a> {
             .item
             .unavailable()
             .map(|why| format!("env \"{}\": {why}", env.name))
-            .or_else(|| {
-                volume
-                    .item
-                    .unavailable()
-                    .map(|why| format!("volume \"{}\": {why}", volume.name))
-            });
+            .or_else(|| volume.item.unavailable().map(|why| format!("volume \"{}\": {why}", volume.name)));
         if let Some(why) = unavailable {
             record.status = Status::Skipped;
             record.error = Some(why);
@@ -236,20 +200,12 @@ impl<'a> Runner<'a> {
         let env = &self.suite.envs[cell.env].item;
         let spec = &self.suite.workloads[cell.workload].variants[cell.variant].spec;
         self.runs_started += 1;
-        let run_dir =
-            self.workdir
-                .join("run")
-                .join(format!("{}-{}", self.ledger.token(), self.runs_started));
-        self.ledger.record(Resource::Dir {
-            path: run_dir.clone(),
-        })?;
+        let run_dir = self.workdir.join("run").join(format!("{}-{}", self.ledger.token(), self.runs_started));
+        self.ledger.record(Resource::Dir { path: run_dir.clone() })?;
         std::fs::create_dir_all(&run_dir)?;
         let volume = self.suite.volumes[cell.volume]
             .item
-            .provision(ProvisionContext {
-                ledger: self.ledger,
-                run_dir: &run_dir,
-            })?;
+            .provision(ProvisionContext { ledger: self.ledger, run_dir: &run_dir })?;
         record.setup.extend(volume.facts.clone());
         let request = agent::Request {
             workload: spec.clone(),
@@ -257,13 +213,7 @@ impl<'a> Runner<'a> {
             scratch_dir: env.scratch_dir(&run_dir),
         };
         let timeout = spec.workload().expected_duration() * 3 + Duration::from_secs(180);
-        env.run_agent(Launch {
-            request: &request,
-            volume: &volume,
-            run_dir: &run_dir,
-            timeout,
-            ledger: self.ledger,
-        })
+        env.run_agent(Launch { request: &request, volume: &volume, run_dir: &run_dir, timeout, ledger: self.ledger })
     }
 }
 
@@ -278,15 +228,7 @@ fn progress_line(i: u64, total: u64, r: &RunRecord) -> String {
                 .collect();
             format!("{head}  {}  ({:.1} s)", shown.join("  "), r.seconds)
         }
-        Status::Failed => format!(
-            "{head}  FAILED: {}",
-            r.error
-                .as_deref()
-                .unwrap_or("")
-                .lines()
-                .next()
-                .unwrap_or("")
-        ),
+        Status::Failed => format!("{head}  FAILED: {}", r.error.as_deref().unwrap_or("").lines().next().unwrap_or("")),
         Status::Skipped => format!("{head}  skipped: {}", r.error.as_deref().unwrap_or("")),
     }
 }

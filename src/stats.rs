@@ -20,11 +20,7 @@ pub struct Summary {
 impl Summary {
     /// Half the CI's width relative to the median, in percent: "± x %".
     pub fn ci_half_width_pct(&self) -> f64 {
-        if self.median == 0.0 {
-            f64::INFINITY
-        } else {
-            (self.ci.1 - self.ci.0) / 2.0 / self.median.abs() * 100.0
-        }
+        if self.median == 0.0 { f64::INFINITY } else { (self.ci.1 - self.ci.0) / 2.0 / self.median.abs() * 100.0 }
     }
 }
 
@@ -40,21 +36,14 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
     }
     let n = values.len();
     let mean = values.iter().sum::<f64>() / n as f64;
-    let stddev = if n > 1 {
-        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
-    } else {
-        0.0
-    };
+    let stddev =
+        if n > 1 { (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt() } else { 0.0 };
     Some(Summary {
         n,
         median: median(values),
         mean,
         stddev,
-        cv_pct: if mean != 0.0 {
-            stddev / mean.abs() * 100.0
-        } else {
-            0.0
-        },
+        cv_pct: if mean != 0.0 { stddev / mean.abs() * 100.0 } else { 0.0 },
         min: values.iter().cloned().fold(f64::INFINITY, f64::min),
         max: values.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
         ci: median_ci(values, &mut Rng::seeded(values)),
@@ -83,9 +72,7 @@ pub fn median_ci(values: &[f64], rng: &mut Rng) -> (f64, f64) {
         return (v, v);
     }
     let mut buf = vec![0.0; values.len()];
-    let mut medians: Vec<f64> = (0..RESAMPLES)
-        .map(|_| resampled_median(values, &mut buf, rng))
-        .collect();
+    let mut medians: Vec<f64> = (0..RESAMPLES).map(|_| resampled_median(values, &mut buf, rng)).collect();
     percentile_interval(&mut medians)
 }
 
@@ -118,17 +105,8 @@ pub fn difference(cell: &[f64], baseline: &[f64]) -> Option<Difference> {
             (b != 0.0).then(|| (c - b) / b * 100.0)
         })
         .collect();
-    let ci = if diffs.is_empty() {
-        (pct, pct)
-    } else {
-        percentile_interval(&mut diffs)
-    };
-    Some(Difference {
-        ratio: mc / mb,
-        pct,
-        ci,
-        p_value: permutation_p_value(cell, baseline, &mut rng),
-    })
+    let ci = if diffs.is_empty() { (pct, pct) } else { percentile_interval(&mut diffs) };
+    Some(Difference { ratio: mc / mb, pct, ci, p_value: permutation_p_value(cell, baseline, &mut rng) })
 }
 
 /// How often a random relabelling of the pooled values gives a difference of medians at least as
@@ -186,16 +164,12 @@ impl Rng {
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             z ^ (z >> 31)
         };
-        Rng {
-            s: [next(), next(), next(), next()],
-        }
+        Rng { s: [next(), next(), next(), next()] }
     }
 
     /// Seeded from the data itself, so a report is reproducible without storing seeds.
     pub fn seeded(values: &[f64]) -> Rng {
-        let seed = values.iter().fold(0xC0FF_EE00_D15E_A5E5u64, |h, v| {
-            (h ^ v.to_bits()).wrapping_mul(0x100_0000_01B3)
-        });
+        let seed = values.iter().fold(0xC0FF_EE00_D15E_A5E5u64, |h, v| (h ^ v.to_bits()).wrapping_mul(0x100_0000_01B3));
         Rng::new(seed)
     }
 
@@ -256,10 +230,7 @@ mod tests {
     fn resampling_is_reproducible() {
         let v = [10.0, 12.0, 11.0, 13.0, 9.0];
         assert_eq!(summarize(&v), summarize(&v));
-        assert_eq!(
-            difference(&v, &[20.0, 21.0, 19.0]),
-            difference(&v, &[20.0, 21.0, 19.0])
-        );
+        assert_eq!(difference(&v, &[20.0, 21.0, 19.0]), difference(&v, &[20.0, 21.0, 19.0]));
     }
 
     /// The bootstrap CI of the median of a normal sample covers the true median about 95 % of

@@ -25,17 +25,11 @@ use serde::{Deserialize, Serialize};
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let mut f = fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(bytes)
-        .and_then(|_| f.sync_data())
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    fs::rename(&tmp, path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    f.write_all(bytes).and_then(|_| f.sync_data()).with_context(|| format!("writing {}", tmp.display()))?;
+    fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
 /// One measured number.
@@ -48,11 +42,7 @@ pub struct Sample {
 
 impl Sample {
     pub fn new(metric: impl Into<String>, value: f64, unit: &str) -> Sample {
-        Sample {
-            metric: metric.into(),
-            value,
-            unit: unit.to_string(),
-        }
+        Sample { metric: metric.into(), value, unit: unit.to_string() }
     }
 }
 
@@ -85,11 +75,7 @@ pub struct Labels {
 impl Labels {
     /// `k=v;k=v`, the form used in samples.csv.
     pub fn params_text(&self) -> String {
-        self.params
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(";")
+        self.params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";")
     }
 
     /// The workload setting without the environment and volume: what a cell is compared on.
@@ -107,15 +93,7 @@ impl Labels {
         for (k, v) in &self.params {
             id.push_str(&format!(".{k}={v}"));
         }
-        id.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "._=+-".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect()
+        id.chars().map(|c| if c.is_ascii_alphanumeric() || "._=+-".contains(c) { c } else { '_' }).collect()
     }
 
     /// The value of a label by name: env, volume, workload, cell, or a parameter.
@@ -125,11 +103,7 @@ impl Labels {
             "volume" => Some(self.volume.clone()),
             "workload" => Some(self.workload.clone()),
             "cell" => Some(self.cell_id()),
-            _ => self
-                .params
-                .iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.clone()),
+            _ => self.params.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()),
         }
     }
 }
@@ -149,17 +123,7 @@ mod ordered_pairs {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
         let map = serde_json::Map::deserialize(d)?;
-        Ok(map
-            .into_iter()
-            .map(|(k, v)| {
-                (
-                    k,
-                    v.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string()),
-                )
-            })
-            .collect())
+        Ok(map.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect())
     }
 }
 
@@ -256,34 +220,22 @@ pub struct ResultSet {
 impl ResultSet {
     /// Creates a new result set directory (it must not exist yet, or be empty).
     pub fn create(dir: &Path) -> Result<ResultSet> {
-        if dir.exists()
-            && fs::read_dir(dir)
-                .map(|mut d| d.next().is_some())
-                .unwrap_or(false)
-        {
+        if dir.exists() && fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false) {
             anyhow::bail!(
                 "{} already exists and is not empty; choose another --out, or continue it with --resume {}",
                 dir.display(),
                 dir.display()
             );
         }
-        fs::create_dir_all(dir.join("runs"))
-            .with_context(|| format!("creating {}", dir.display()))?;
-        Ok(ResultSet {
-            dir: dir.to_path_buf(),
-        })
+        fs::create_dir_all(dir.join("runs")).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(ResultSet { dir: dir.to_path_buf() })
     }
 
     pub fn open(dir: &Path) -> Result<ResultSet> {
         if !dir.join("runs").is_dir() {
-            anyhow::bail!(
-                "{} is not an isobench result set (it has no runs/ directory)",
-                dir.display()
-            );
+            anyhow::bail!("{} is not an isobench result set (it has no runs/ directory)", dir.display());
         }
-        Ok(ResultSet {
-            dir: dir.to_path_buf(),
-        })
+        Ok(ResultSet { dir: dir.to_path_buf() })
     }
 
     pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
@@ -296,8 +248,7 @@ impl ResultSet {
 
     pub fn read_json<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<T> {
         let path = self.dir.join(name);
-        let text =
-            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
         serde_json::from_str(&text).with_context(|| format!("{} is not valid", path.display()))
     }
 
@@ -317,19 +268,12 @@ impl ResultSet {
     /// then refreshes samples.csv.
     pub fn write_run(&self, record: &mut RunRecord, raw: &[RawFile]) -> Result<()> {
         for file in raw {
-            let safe: String = file
-                .name
-                .chars()
-                .map(|c| if c == '/' { '_' } else { c })
-                .collect();
+            let safe: String = file.name.chars().map(|c| if c == '/' { '_' } else { c }).collect();
             let rel = format!("raw/{}/{}/{safe}", record.cell, record.rep);
             write_atomic(&self.dir.join(&rel), file.content.as_bytes())?;
             record.raw.push(rel);
         }
-        write_atomic(
-            &self.run_path(&record.cell, record.rep),
-            &serde_json::to_vec_pretty(record)?,
-        )?;
+        write_atomic(&self.run_path(&record.cell, record.rep), &serde_json::to_vec_pretty(record)?)?;
         self.write_samples_csv()
     }
 
@@ -337,9 +281,7 @@ impl ResultSet {
     pub fn runs(&self) -> Result<Vec<RunRecord>> {
         let mut runs = Vec::new();
         let runs_dir = self.dir.join("runs");
-        for cell in
-            fs::read_dir(&runs_dir).with_context(|| format!("reading {}", runs_dir.display()))?
-        {
+        for cell in fs::read_dir(&runs_dir).with_context(|| format!("reading {}", runs_dir.display()))? {
             let cell = cell?.path();
             if !cell.is_dir() {
                 continue;
@@ -375,13 +317,7 @@ impl ResultSet {
                     format_value(s.value),
                     s.unit.clone(),
                 ];
-                out.push_str(
-                    &fields
-                        .iter()
-                        .map(|f| csv_field(f))
-                        .collect::<Vec<_>>()
-                        .join(","),
-                );
+                out.push_str(&fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(","));
                 out.push('\n');
             }
         }
@@ -391,44 +327,27 @@ impl ResultSet {
 
 /// A number as CSV wants it: no exponent for ordinary magnitudes, no trailing noise.
 pub fn format_value(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else {
-        format!("{v}")
-    }
+    if v.fract() == 0.0 && v.abs() < 1e15 { format!("{v:.0}") } else { format!("{v}") }
 }
 
 pub fn csv_field(f: &str) -> String {
-    if f.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", f.replace('"', "\"\""))
-    } else {
-        f.to_string()
-    }
+    if f.contains([',', '"', '\n', '\r']) { format!("\"{}\"", f.replace('"', "\"\"")) } else { f.to_string() }
 }
 
 /// Now, as an RFC 3339 UTC timestamp: "2026-11-21T00:31:05Z".
 pub fn utc_now() -> String {
     let (date, time) = utc_parts(SystemTime::now());
-    format!(
-        "{}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        date.0, date.1, date.2, time.0, time.1, time.2
-    )
+    format!("{}-{:02}-{:02}T{:02}:{:02}:{:02}Z", date.0, date.1, date.2, time.0, time.1, time.2)
 }
 
 /// Now, compact, for directory names: "20261121T003105Z".
 pub fn utc_stamp() -> String {
     let (date, time) = utc_parts(SystemTime::now());
-    format!(
-        "{}{:02}{:02}T{:02}{:02}{:02}Z",
-        date.0, date.1, date.2, time.0, time.1, time.2
-    )
+    format!("{}{:02}{:02}T{:02}{:02}{:02}Z", date.0, date.1, date.2, time.0, time.1, time.2)
 }
 
 fn utc_parts(t: SystemTime) -> ((i64, u32, u32), (u32, u32, u32)) {
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
+    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400) as u32;
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -464,10 +383,7 @@ mod tests {
             env: "runsc".into(),
             volume: "loop ext4".into(),
             workload: "fio".into(),
-            params: vec![
-                ("rw".into(), "randread".into()),
-                ("FILE".into(), "/a/b".into()),
-            ],
+            params: vec![("rw".into(), "randread".into()), ("FILE".into(), "/a/b".into())],
         };
         assert_eq!(l.cell_id(), "runsc.loop_ext4.fio.rw=randread.FILE=_a_b");
         assert_eq!(l.params_text(), "rw=randread;FILE=/a/b");

@@ -9,13 +9,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     if digits_end == 0 {
-        return Err(format!(
-            "\"{text}\" is not a size; write a number with an optional unit, like 4k, 512M or 2G"
-        ));
+        return Err(format!("\"{text}\" is not a size; write a number with an optional unit, like 4k, 512M or 2G"));
     }
-    let number: u64 = t[..digits_end]
-        .parse()
-        .map_err(|_| format!("\"{text}\" is too large"))?;
+    let number: u64 = t[..digits_end].parse().map_err(|_| format!("\"{text}\" is too large"))?;
     let suffix = t[digits_end..].to_ascii_lowercase();
     let shift = match suffix.trim_end_matches('b').trim_end_matches('i') {
         "" => 0,
@@ -30,22 +26,16 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
             ));
         }
     };
-    number
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("\"{text}\" is too large"))
+    number.checked_mul(1u64 << shift).ok_or_else(|| format!("\"{text}\" is too large"))
 }
 
 /// A duration with a unit: "500ms", "10s", "2m", "1h" (a bare number means seconds, as in fio).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    let number_end = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let number: f64 = t[..number_end].parse().map_err(|_| {
-        format!(
-            "\"{text}\" is not a duration; write a number and a unit, like 500ms, 10s, 2m or 1h"
-        )
-    })?;
+    let number_end = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let number: f64 = t[..number_end]
+        .parse()
+        .map_err(|_| format!("\"{text}\" is not a duration; write a number and a unit, like 500ms, 10s, 2m or 1h"))?;
     let seconds = match t[number_end..].trim_start() {
         "" | "s" => number,
         "ms" => number / 1e3,
@@ -53,9 +43,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "m" | "min" => number * 60.0,
         "h" => number * 3600.0,
         other => {
-            return Err(format!(
-                "\"{text}\" has an unknown unit \"{other}\"; use ms, s, m or h"
-            ));
+            return Err(format!("\"{text}\" has an unknown unit \"{other}\"; use ms, s, m or h"));
         }
     };
     if !seconds.is_finite() || seconds < 0.0 {
@@ -67,13 +55,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// "10%" or "2.5%" → 10.0 or 2.5.
 pub fn parse_percent(text: &str) -> Result<f64, String> {
     let t = text.trim();
-    let number = t
-        .strip_suffix('%')
-        .ok_or_else(|| format!("\"{text}\" is not a percentage; write it like \"10%\""))?;
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("\"{text}\" is not a percentage; write it like \"10%\""))?;
+    let number = t.strip_suffix('%').ok_or_else(|| format!("\"{text}\" is not a percentage; write it like \"10%\""))?;
+    let value: f64 =
+        number.trim().parse().map_err(|_| format!("\"{text}\" is not a percentage; write it like \"10%\""))?;
     if !value.is_finite() || value < 0.0 {
         return Err(format!("\"{text}\" must be a percentage of zero or more"));
     }
@@ -109,11 +93,7 @@ pub fn human(value: f64, unit: &str) -> String {
         "us" => format!("{} µs", sig3(value)),
         _ => {
             let (v, suffix) = scale(value, 1000.0, &["", "k", "M", "G"]);
-            if unit.is_empty() {
-                format!("{}{suffix}", sig3(v))
-            } else {
-                format!("{}{suffix} {unit}", sig3(v))
-            }
+            if unit.is_empty() { format!("{}{suffix}", sig3(v)) } else { format!("{}{suffix} {unit}", sig3(v)) }
         }
     }
 }
@@ -146,11 +126,7 @@ pub fn signed_percent(p: f64) -> String {
     if !p.is_finite() {
         return "—".into();
     }
-    let body = if p.abs() >= 10.0 {
-        format!("{:.0}", p.abs())
-    } else {
-        format!("{:.1}", p.abs())
-    };
+    let body = if p.abs() >= 10.0 { format!("{:.0}", p.abs()) } else { format!("{:.1}", p.abs()) };
     let sign = if p > 0.0 {
         "+"
     } else if p < 0.0 {

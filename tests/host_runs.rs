@@ -49,17 +49,11 @@ fn unable() -> Option<String> {
 }
 
 fn value(rows: &[Vec<String>], cell: &str, metric: &str) -> Vec<f64> {
-    rows.iter()
-        .filter(|r| r[0] == cell && r[6] == metric)
-        .map(|r| r[7].parse().unwrap())
-        .collect()
+    rows.iter().filter(|r| r[0] == cell && r[6] == metric).map(|r| r[7].parse().unwrap()).collect()
 }
 
 fn run_record(out: &Path, cell: &str, rep: u32) -> serde_json::Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(out.join(format!("runs/{cell}/{rep}.json"))).unwrap(),
-    )
-    .unwrap()
+    serde_json::from_str(&std::fs::read_to_string(out.join(format!("runs/{cell}/{rep}.json"))).unwrap()).unwrap()
 }
 
 #[test]
@@ -79,34 +73,18 @@ fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
             assert!(iops.iter().all(|v| *v > 0.0), "{cell}: {iops:?}");
             let run = run_record(&out, &cell, 1);
             assert_eq!(run["status"], "ok");
-            assert_eq!(
-                run["facts"]["data.fstype"], volume,
-                "the agent saw the volume's filesystem"
-            );
+            assert_eq!(run["facts"]["data.fstype"], volume, "the agent saw the volume's filesystem");
             let raw = run["raw"][0].as_str().unwrap();
             assert!(out.join(raw).exists(), "raw fio output kept at {raw}");
         }
     }
-    assert!(
-        value(&rows, "host.ext4.fio.rw=randread", "read_clat_p99")
-            .iter()
-            .all(|v| *v > 0.0)
-    );
-    assert!(
-        value(&rows, "host.ext4.fio.rw=write", "read_iops").is_empty(),
-        "no read samples for a write job"
-    );
+    assert!(value(&rows, "host.ext4.fio.rw=randread", "read_clat_p99").iter().all(|v| *v > 0.0));
+    assert!(value(&rows, "host.ext4.fio.rw=write", "read_iops").is_empty(), "no read samples for a write job");
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(
-        report.contains("| Cell | Metric | Median | Min–max | Runs | Baseline | % difference |"),
-        "{report}"
-    );
+    assert!(report.contains("| Cell | Metric | Median | Min–max | Runs | Baseline | % difference |"), "{report}");
     assert!(report.contains("host/ext4"));
     let table = text(&o);
-    assert!(
-        table.contains("host/tmpfs (baseline)") && table.contains("report:"),
-        "{table}"
-    );
+    assert!(table.contains("host/tmpfs (baseline)") && table.contains("report:"), "{table}");
     // The bound is loose: check passes; a 0% bound on the same results fails.
     let check = sb.run(&["check", out.to_str().unwrap()]);
     assert!(check.status.success(), "{}", text(&check));
@@ -117,19 +95,9 @@ fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
     std::fs::write(&plan_path, plan).unwrap();
     let check = sb.run(&["check", out.to_str().unwrap()]);
     assert_eq!(check.status.code(), Some(1), "{}", text(&check));
-    assert!(
-        text(&check).contains("FAIL  host.ext4.fio.rw=randread  iops overhead"),
-        "{}",
-        text(&check)
-    );
+    assert!(text(&check).contains("FAIL  host.ext4.fio.rw=randread  iops overhead"), "{}", text(&check));
     sb.assert_clean();
-    assert_eq!(
-        std::fs::read_dir(sb.workdir().join("state"))
-            .unwrap()
-            .count(),
-        0,
-        "state file removed"
-    );
+    assert_eq!(std::fs::read_dir(sb.workdir().join("state")).unwrap().count(), 0, "state file removed");
 }
 
 #[test]
@@ -139,35 +107,16 @@ fn failures_are_recorded_and_torn_down() {
     // mkfs fails after the file and the loop device exist; fio fails after the mount exists.
     let volumes = "\n[[volume]]\nname = \"badfs\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"256M\"\nmkfs_args = [\"-b\", \"999\"]\n";
     let workload = format!("{SMALL_FIO}args = [\"--verify=nonsense\"]\n");
-    let (o, out) = sb.run_suite(
-        &suite(volumes, &workload, "").replace("repeat = 2", "repeat = 1"),
-        &["--filter", "rw=write"],
-    );
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "no cell produced a result: {}",
-        text(&o)
-    );
+    let (o, out) =
+        sb.run_suite(&suite(volumes, &workload, "").replace("repeat = 2", "repeat = 1"), &["--filter", "rw=write"]);
+    assert_eq!(o.status.code(), Some(1), "no cell produced a result: {}", text(&o));
     let mkfs = run_record(&out, "host.badfs.fio.rw=write", 1);
     assert_eq!(mkfs["status"], "failed");
-    assert!(
-        mkfs["error"].as_str().unwrap().contains("mkfs.ext4"),
-        "{}",
-        mkfs["error"]
-    );
+    assert!(mkfs["error"].as_str().unwrap().contains("mkfs.ext4"), "{}", mkfs["error"]);
     let fio = run_record(&out, "host.tmpfs.fio.rw=write", 1);
     assert_eq!(fio["status"], "failed");
-    assert!(
-        fio["error"].as_str().unwrap().contains("fio failed"),
-        "{}",
-        fio["error"]
-    );
-    assert!(
-        text(&o).contains("failed: "),
-        "the table says the cells failed: {}",
-        text(&o)
-    );
+    assert!(fio["error"].as_str().unwrap().contains("fio failed"), "{}", fio["error"]);
+    assert!(text(&o).contains("failed: "), "the table says the cells failed: {}", text(&o));
     sb.assert_clean();
 }
 
@@ -178,69 +127,38 @@ fn direct_io_on_a_filesystem_that_refuses_it_stops_the_cell_before_fio() {
     // ramfs has no O_DIRECT support at all: the kernel answers EINVAL at open.
     let ramfs = sb.path().join("ramfs");
     std::fs::create_dir(&ramfs).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "ramfs", "ramfs"])
-        .arg(&ramfs)
-        .status()
-        .unwrap();
+    let mounted = std::process::Command::new("mount").args(["-t", "ramfs", "ramfs"]).arg(&ramfs).status().unwrap();
     assert!(mounted.success());
-    let volumes = format!(
-        "\n[[volume]]\nname = \"ram\"\nkind = \"dir\"\npath = \"{}\"\n",
-        ramfs.display()
-    );
-    let (o, out) = sb.run_suite(
-        &suite(&volumes, SMALL_FIO, ""),
-        &["--filter", "volume=ram,rw=randread"],
-    );
+    let volumes = format!("\n[[volume]]\nname = \"ram\"\nkind = \"dir\"\npath = \"{}\"\n", ramfs.display());
+    let (o, out) = sb.run_suite(&suite(&volumes, SMALL_FIO, ""), &["--filter", "volume=ram,rw=randread"]);
     let first = run_record(&out, "host.ram.fio.rw=randread", 1);
     let second = run_record(&out, "host.ram.fio.rw=randread", 2);
-    std::process::Command::new("umount")
-        .arg(&ramfs)
-        .status()
-        .unwrap();
+    std::process::Command::new("umount").arg(&ramfs).status().unwrap();
     assert!(o.status.success(), "the baseline still ran: {}", text(&o));
     assert_eq!(first["status"], "failed");
     let e = first["error"].as_str().unwrap();
-    assert!(
-        e.contains("direct = true, but the filesystem at")
-            && e.contains("(ramfs) rejects O_DIRECT"),
-        "{e}"
-    );
+    assert!(e.contains("direct = true, but the filesystem at") && e.contains("(ramfs) rejects O_DIRECT"), "{e}");
     assert!(first["raw"].as_array().unwrap().is_empty(), "fio never ran");
-    assert!(
-        second["error"]
-            .as_str()
-            .unwrap()
-            .starts_with("not run: an earlier repetition found that direct = true")
-    );
+    assert!(second["error"].as_str().unwrap().starts_with("not run: an earlier repetition found that direct = true"));
     sb.assert_clean();
 }
 
 /// Starts `isobench run` on a suite whose runs last long enough to be caught in the act.
 fn start_long_run(sb: &Sandbox) -> (Child, std::path::PathBuf) {
-    let volumes =
-        "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"512M\"\n";
+    let volumes = "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"512M\"\n";
     let workload = "rw = \"randread\"\nsize = \"32M\"\nruntime = \"60s\"\ndirect = true\nioengine = \"libaio\"\n";
     // The loop volume comes first in the run order, so it is the one caught mid-run.
     let text = suite(volumes, workload, "").replace(
         "baseline = { env = \"host\", volume = \"tmpfs\" }",
         "baseline = { env = \"host\", volume = \"ext4\" }",
     );
-    let text = text.replacen(
-        "[[volume]]\nname = \"tmpfs\"\nkind = \"tmpfs\"\nsize = \"256M\"\n",
-        "",
-        1,
-    ) + "\n[[volume]]\nname = \"tmpfs\"\nkind = \"tmpfs\"\nsize = \"256M\"\n";
+    let text = text.replacen("[[volume]]\nname = \"tmpfs\"\nkind = \"tmpfs\"\nsize = \"256M\"\n", "", 1)
+        + "\n[[volume]]\nname = \"tmpfs\"\nkind = \"tmpfs\"\nsize = \"256M\"\n";
     let path = sb.write("s.toml", &text);
     let out = sb.path().join("out");
     let child = sb
         .isobench()
-        .args([
-            "run",
-            path.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
+        .args(["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -283,21 +201,14 @@ fn sigkill_mid_run_then_cleanup_leaves_nothing() {
     wait_for_fio(&sb);
     child.kill().unwrap(); // SIGKILL: no teardown can run
     child.wait().unwrap();
-    assert!(
-        !sb.mounts_left().is_empty(),
-        "the killed run left its mount (as expected before cleanup)"
-    );
+    assert!(!sb.mounts_left().is_empty(), "the killed run left its mount (as expected before cleanup)");
     let o = sb.run(&["cleanup"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("removed mount"), "{}", text(&o));
     sb.assert_clean();
     assert!(fio_pids(&sb).is_empty(), "no fio left running");
     let again = sb.run(&["cleanup"]);
-    assert!(
-        text(&again).contains("nothing to clean up"),
-        "{}",
-        text(&again)
-    );
+    assert!(text(&again).contains("nothing to clean up"), "{}", text(&again));
 }
 
 #[test]
@@ -306,26 +217,13 @@ fn interrupt_tears_down_and_resume_finishes_the_set() {
     let sb = Sandbox::new();
     let (child, out) = start_long_run(&sb);
     wait_for_fio(&sb);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
     let status = child.wait_with_output().unwrap().status;
     assert_eq!(status.code(), Some(130), "exit code of an interrupted run");
     sb.assert_clean();
     assert!(fio_pids(&sb).is_empty());
-    assert_eq!(
-        std::fs::read_dir(sb.workdir().join("state"))
-            .unwrap()
-            .count(),
-        0,
-        "nothing left for cleanup"
-    );
-    assert!(
-        !out.join("runs/host.ext4.fio/1.json").exists(),
-        "the interrupted run is not recorded"
-    );
+    assert_eq!(std::fs::read_dir(sb.workdir().join("state")).unwrap().count(), 0, "nothing left for cleanup");
+    assert!(!out.join("runs/host.ext4.fio/1.json").exists(), "the interrupted run is not recorded");
     // Resume with shorter runs is refused: the suite must be the same.
     let suite_path = sb.path().join("s.toml");
     let o = sb.run(&[
@@ -337,62 +235,33 @@ fn interrupt_tears_down_and_resume_finishes_the_set() {
         "workload.fio.runtime=1s",
     ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        text(&o).contains("was made from a different suite"),
-        "{}",
-        text(&o)
-    );
+    assert!(text(&o).contains("was made from a different suite"), "{}", text(&o));
     // Shorten the suite itself, keep it identical between the two steps, and resume twice.
     std::fs::write(
         &suite_path,
-        std::fs::read_to_string(&suite_path)
-            .unwrap()
-            .replace("runtime = \"60s\"", "runtime = \"1s\""),
+        std::fs::read_to_string(&suite_path).unwrap().replace("runtime = \"60s\"", "runtime = \"1s\""),
     )
     .unwrap();
-    std::fs::write(
-        out.join("suite.toml"),
-        isobench::suite::Suite::load(&suite_path, &[])
-            .ok()
-            .unwrap()
-            .resolved,
-    )
-    .unwrap();
-    let o = sb.run(&[
-        "run",
-        suite_path.to_str().unwrap(),
-        "--resume",
-        out.to_str().unwrap(),
-    ]);
+    std::fs::write(out.join("suite.toml"), isobench::suite::Suite::load(&suite_path, &[]).ok().unwrap().resolved)
+        .unwrap();
+    let o = sb.run(&["run", suite_path.to_str().unwrap(), "--resume", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
     let first = std::fs::read_to_string(out.join("runs/host.ext4.fio/1.json")).unwrap();
-    let o = sb.run(&[
-        "run",
-        suite_path.to_str().unwrap(),
-        "--resume",
-        out.to_str().unwrap(),
-    ]);
+    let o = sb.run(&["run", suite_path.to_str().unwrap(), "--resume", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(
         std::fs::read_to_string(out.join("runs/host.ext4.fio/1.json")).unwrap(),
         first,
         "completed runs are not redone"
     );
-    assert_eq!(
-        samples(&out).iter().filter(|r| r[6] == "iops").count(),
-        4,
-        "2 cells × 2 repetitions"
-    );
+    assert_eq!(samples(&out).iter().filter(|r| r[6] == "iops").count(), 4, "2 cells × 2 repetitions");
     sb.assert_clean();
 }
 
 #[test]
 fn bad_suite_gives_one_clear_error_and_exit_1() {
     let sb = Sandbox::new();
-    let path = sb.write(
-        "bad.toml",
-        &suite("", SMALL_FIO, "").replace("iodepth = 4", "iodepth = -4"),
-    );
+    let path = sb.write("bad.toml", &suite("", SMALL_FIO, "").replace("iodepth = 4", "iodepth = -4"));
     let o = sb.run(&["run", path.to_str().unwrap(), "--dry-run"]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -402,15 +271,8 @@ fn bad_suite_gives_one_clear_error_and_exit_1() {
             && err.contains("key \"iodepth\": must not be negative"),
         "{err}"
     );
-    let o = sb.run(&[
-        "run",
-        path.to_str().unwrap().replace("bad", "absent").as_str(),
-    ]);
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("cannot read the suite file"),
-        "{}",
-        text(&o)
-    );
+    let o = sb.run(&["run", path.to_str().unwrap().replace("bad", "absent").as_str()]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read the suite file"), "{}", text(&o));
 }
 
 #[test]
@@ -420,22 +282,12 @@ fn dry_run_lists_the_matrix_and_doctor_lists_the_machine() {
     let o = sb.run(&["run", path.to_str().unwrap(), "--dry-run"]);
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
-    assert!(
-        t.contains("2 cells × 2 repetitions: 4 runs") && t.contains("host.tmpfs.fio.rw=randread"),
-        "{t}"
-    );
+    assert!(t.contains("2 cells × 2 repetitions: 4 runs") && t.contains("host.tmpfs.fio.rw=randread"), "{t}");
     let o = sb.run(&["doctor"]);
     let t = text(&o);
-    assert!(
-        t.contains("works here") && t.contains("loop (ext4)") && t.contains("fio"),
-        "{t}"
-    );
+    assert!(t.contains("works here") && t.contains("loop (ext4)") && t.contains("fio"), "{t}");
     if have("fio") {
-        assert!(
-            t.lines()
-                .any(|l| l.contains("fio") && l.contains("yes") && l.contains("fio-3")),
-            "{t}"
-        );
+        assert!(t.lines().any(|l| l.contains("fio") && l.contains("yes") && l.contains("fio-3")), "{t}");
     }
 }
 
@@ -443,39 +295,26 @@ fn dry_run_lists_the_matrix_and_doctor_lists_the_machine() {
 fn a_job_file_runs_as_is_with_its_environment_as_an_axis() {
     skip_if!(unable().is_some(), "{}", unable().unwrap());
     let sb = Sandbox::new();
-    sb.write("job.fio", "[global]\nioengine=psync\nsize=16m\nruntime=1s\ntime_based\n\n[job]\nrw=${FIO_RW}\nbs=${FIO_BS}\n");
-    let workload =
-        "jobfile = \"job.fio\"\nenv = { FIO_RW = [\"read\", \"randwrite\"], FIO_BS = \"8k\" }\n";
-    let (o, out) = sb.run_suite(
-        &suite("", workload, "").replace("repeat = 2", "repeat = 1"),
-        &[],
+    sb.write(
+        "job.fio",
+        "[global]\nioengine=psync\nsize=16m\nruntime=1s\ntime_based\n\n[job]\nrw=${FIO_RW}\nbs=${FIO_BS}\n",
     );
+    let workload = "jobfile = \"job.fio\"\nenv = { FIO_RW = [\"read\", \"randwrite\"], FIO_BS = \"8k\" }\n";
+    let (o, out) = sb.run_suite(&suite("", workload, "").replace("repeat = 2", "repeat = 1"), &[]);
     assert!(o.status.success(), "{}", text(&o));
     let rows = samples(&out);
     assert!(value(&rows, "host.tmpfs.fio.FIO_RW=read", "read_iops")[0] > 0.0);
     assert!(value(&rows, "host.tmpfs.fio.FIO_RW=randwrite", "write_iops")[0] > 0.0);
-    assert!(
-        value(&rows, "host.tmpfs.fio.FIO_RW=read", "write_iops").is_empty(),
-        "fio expanded ${{FIO_RW}} itself"
-    );
+    assert!(value(&rows, "host.tmpfs.fio.FIO_RW=read", "write_iops").is_empty(), "fio expanded ${{FIO_RW}} itself");
     let run = run_record(&out, "host.tmpfs.fio.FIO_RW=randwrite", 1);
-    let fio_json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join(run["raw"][1].as_str().unwrap())).unwrap(),
-    )
-    .unwrap();
+    let fio_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join(run["raw"][1].as_str().unwrap())).unwrap()).unwrap();
     assert_eq!(fio_json["jobs"][0]["job options"]["bs"], "8k");
-    assert!(
-        run["raw"][0].as_str().unwrap().ends_with("job.fio"),
-        "the job file is kept with the run"
-    );
+    assert!(run["raw"][0].as_str().unwrap().ends_with("job.fio"), "the job file is kept with the run");
     // `isobench report` prints the table again and rewrites report.md.
     std::fs::remove_file(out.join("report.md")).unwrap();
     let o = sb.run(&["report", out.to_str().unwrap()]);
-    assert!(
-        o.status.success() && text(&o).contains("fio FIO_RW=randwrite"),
-        "{}",
-        text(&o)
-    );
+    assert!(o.status.success() && text(&o).contains("fio FIO_RW=randwrite"), "{}", text(&o));
     assert!(out.join("report.md").exists());
     sb.assert_clean();
 }
@@ -484,24 +323,11 @@ fn a_job_file_runs_as_is_with_its_environment_as_an_axis() {
 fn a_relative_workdir_is_torn_down_too() {
     skip_if!(unable().is_some(), "{}", unable().unwrap());
     let sb = Sandbox::new();
-    let volumes =
-        "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"256M\"\n";
-    sb.write(
-        "s.toml",
-        &suite(volumes, SMALL_FIO, "").replace("repeat = 2", "repeat = 1"),
-    );
+    let volumes = "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"256M\"\n";
+    sb.write("s.toml", &suite(volumes, SMALL_FIO, "").replace("repeat = 2", "repeat = 1"));
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_isobench"))
         .current_dir(sb.path())
-        .args([
-            "--workdir",
-            "./w",
-            "run",
-            "s.toml",
-            "--out",
-            "./o",
-            "--filter",
-            "volume=ext4,rw=write",
-        ])
+        .args(["--workdir", "./w", "run", "s.toml", "--out", "./o", "--filter", "volume=ext4,rw=write"])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));

@@ -55,21 +55,13 @@ fn load_with(text: &str, overrides: &[&str]) -> Result<Suite, String> {
 
 /// The 1-based line of `BASE` where `needle` first appears.
 fn line(needle: &str) -> usize {
-    BASE[..BASE.find(needle).expect("needle in BASE")]
-        .matches('\n')
-        .count()
-        + 1
+    BASE[..BASE.find(needle).expect("needle in BASE")].matches('\n').count() + 1
 }
 
 /// The error for `BASE` with `from` replaced by `to`.
 fn error_with(from: &str, to: &str) -> String {
-    assert!(
-        BASE.contains(from),
-        "test bug: {from:?} is not in the base suite"
-    );
-    load(&BASE.replacen(from, to, 1))
-        .err()
-        .expect("the suite should be rejected")
+    assert!(BASE.contains(from), "test bug: {from:?} is not in the base suite");
+    load(&BASE.replacen(from, to, 1)).err().expect("the suite should be rejected")
 }
 
 #[test]
@@ -97,9 +89,7 @@ fn unknown_key_names_file_line_key_and_allowed_keys() {
 
 #[test]
 fn unknown_top_level_key() {
-    let e = load(&format!("repeats = 3\n{BASE}"))
-        .err()
-        .expect("rejected");
+    let e = load(&format!("repeats = 3\n{BASE}")).err().expect("rejected");
     assert!(e.starts_with("suite.toml:1: the suite: key \"repeats\": unknown key; allowed keys are: baseline, bound, env, name, repeat, volume, workload"), "{e}");
 }
 
@@ -118,7 +108,13 @@ fn bad_size() {
 #[test]
 fn bad_duration() {
     let e = error_with("runtime = \"10s\"", "runtime = \"10 sec\"");
-    assert!(e.starts_with(&format!("suite.toml:{}: workload \"fio\": key \"runtime\": \"10 sec\" has an unknown unit \"sec\"", line("runtime"))), "{e}");
+    assert!(
+        e.starts_with(&format!(
+            "suite.toml:{}: workload \"fio\": key \"runtime\": \"10 sec\" has an unknown unit \"sec\"",
+            line("runtime")
+        )),
+        "{e}"
+    );
 }
 
 #[test]
@@ -156,10 +152,7 @@ fn bad_choice_lists_the_allowed_values() {
         )
     );
     let e = error_with("\"randwrite\",", "\"randwirte\",");
-    assert!(
-        e.contains("key \"rw\": \"randwirte\" is not allowed; use one of: read, write, randread"),
-        "{e}"
-    );
+    assert!(e.contains("key \"rw\": \"randwirte\" is not allowed; use one of: read, write, randread"), "{e}");
 }
 
 #[test]
@@ -170,10 +163,7 @@ fn baseline_that_names_nothing() {
         "suite.toml:4: baseline: key \"volume\": names no [[volume]]: \"nvme\"; the suite's volumes are: tmpfs, ext4"
     );
     let e = error_with("{ env = \"host\"", "{ env = \"kata\"");
-    assert!(
-        e.contains("names no [[env]]: \"kata\"; the suite's environments are: host"),
-        "{e}"
-    );
+    assert!(e.contains("names no [[env]]: \"kata\"; the suite's environments are: host"), "{e}");
 }
 
 #[test]
@@ -181,46 +171,31 @@ fn missing_required_key() {
     let e = error_with("baseline = { env = \"host\", volume = \"tmpfs\" }", "");
     assert!(e.contains("the key \"baseline\" is required"), "{e}");
     let e = error_with("metric = \"iops\"\n", "");
-    assert!(
-        e.contains("[[bound]]: the key \"metric\" is required"),
-        "{e}"
-    );
+    assert!(e.contains("[[bound]]: the key \"metric\" is required"), "{e}");
 }
 
 #[test]
 fn duplicate_names() {
     let e = error_with("name = \"ext4\"", "name = \"tmpfs\"");
-    assert!(
-        e.contains("two [[volume]] tables are named \"tmpfs\""),
-        "{e}"
-    );
+    assert!(e.contains("two [[volume]] tables are named \"tmpfs\""), "{e}");
 }
 
 #[test]
 fn empty_axis() {
     let e = error_with("numjobs = [1, 4]", "numjobs = []");
-    assert!(
-        e.contains("key \"numjobs\": an empty list gives the matrix no cells"),
-        "{e}"
-    );
+    assert!(e.contains("key \"numjobs\": an empty list gives the matrix no cells"), "{e}");
 }
 
 #[test]
 fn invalid_toml_points_at_the_line() {
     let e = error_with("iodepth = 8", "iodepth = = 8");
-    assert!(
-        e.starts_with(&format!("suite.toml:{}: not valid TOML", line("iodepth"))),
-        "{e}"
-    );
+    assert!(e.starts_with(&format!("suite.toml:{}: not valid TOML", line("iodepth"))), "{e}");
 }
 
 #[test]
 fn bad_percent_in_bound() {
     let e = error_with("max_overhead = \"10%\"", "max_overhead = \"10\"");
-    assert!(
-        e.contains("key \"max_overhead\": \"10\" is not a percentage"),
-        "{e}"
-    );
+    assert!(e.contains("key \"max_overhead\": \"10\" is not a percentage"), "{e}");
 }
 
 #[test]
@@ -231,13 +206,7 @@ fn matrix_is_env_by_volume_by_list_valued_parameters() {
     assert_eq!(plan.runs.len(), 16 * 2);
     let first = &plan.cells[0];
     assert_eq!(first.id, "host.tmpfs.fio.rw=randread.numjobs=1");
-    assert_eq!(
-        first.labels.params,
-        vec![
-            ("rw".into(), "randread".into()),
-            ("numjobs".into(), "1".into())
-        ]
-    );
+    assert_eq!(first.labels.params, vec![("rw".into(), "randread".into()), ("numjobs".into(), "1".into())]);
     // Round-robin: every cell's first repetition before any second one.
     assert!(plan.runs[..16].iter().all(|r| r.rep == 1));
     assert!(plan.runs[16..].iter().all(|r| r.rep == 2));
@@ -247,29 +216,17 @@ fn matrix_is_env_by_volume_by_list_valued_parameters() {
 
 #[test]
 fn overrides_replace_values_and_are_named_in_errors() {
-    let s = load_with(
-        BASE,
-        &[
-            "workload.fio.runtime=3s",
-            "repeat=5",
-            "workload.fio.rw=read",
-        ],
-    )
-    .unwrap();
+    let s = load_with(BASE, &["workload.fio.runtime=3s", "repeat=5", "workload.fio.rw=read"]).unwrap();
     assert_eq!(s.repeat, isobench::plan::Repeat::fixed(5));
     assert_eq!(Plan::new(&s, &[]).unwrap().cells.len(), 2 * 2);
     assert!(s.resolved.contains("runtime = \"3s\""), "{}", s.resolved);
-    let e = load_with(BASE, &["workload.fio.runtime=3 parsecs"])
-        .err()
-        .expect("rejected");
-    assert!(e.starts_with("suite.toml (from --set workload.fio.runtime=3 parsecs): workload \"fio\": key \"runtime\""), "{e}");
-    let e = load_with(BASE, &["workload.fi.runtime=3s"])
-        .err()
-        .expect("rejected");
+    let e = load_with(BASE, &["workload.fio.runtime=3 parsecs"]).err().expect("rejected");
     assert!(
-        e.contains("the suite has no workload named \"fi\"; it has: fio"),
+        e.starts_with("suite.toml (from --set workload.fio.runtime=3 parsecs): workload \"fio\": key \"runtime\""),
         "{e}"
     );
+    let e = load_with(BASE, &["workload.fi.runtime=3s"]).err().expect("rejected");
+    assert!(e.contains("the suite has no workload named \"fi\"; it has: fio"), "{e}");
     let e = load_with(BASE, &["runtime"]).err().expect("rejected");
     assert!(e.contains("write overrides as key=value"), "{e}");
 }
@@ -308,52 +265,24 @@ fn job_file_environment_is_a_matrix_axis() {
     let s = Suite::from_text("suite.toml", &text, dir.path(), &[]).unwrap();
     let plan = Plan::new(&s, &[]).unwrap();
     assert_eq!(plan.cells.len(), 2 * 2);
-    assert_eq!(
-        plan.cells[0].labels.params,
-        vec![("FIO_RW".into(), "read".into())]
-    );
-    let e = Suite::from_text(
-        "suite.toml",
-        &text.replace("job.fio", "missing.fio"),
-        dir.path(),
-        &[],
-    )
-    .err()
-    .unwrap()
-    .to_string();
+    assert_eq!(plan.cells[0].labels.params, vec![("FIO_RW".into(), "read".into())]);
+    let e = Suite::from_text("suite.toml", &text.replace("job.fio", "missing.fio"), dir.path(), &[])
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("key \"jobfile\": cannot read"), "{e}");
 }
 
 #[test]
 fn adaptive_repeat_is_a_table_with_a_target() {
-    let s = load(&BASE.replace(
-        "repeat = 2",
-        "repeat = { min = 3, max = 15, target_ci = \"2%\" }",
-    ))
-    .unwrap();
+    let s = load(&BASE.replace("repeat = 2", "repeat = { min = 3, max = 15, target_ci = \"2%\" }")).unwrap();
     assert!(s.repeat.is_adaptive());
-    assert_eq!(
-        (s.repeat.min, s.repeat.max, s.repeat.target_ci_pct),
-        (3, 15, Some(2.0))
-    );
-    assert_eq!(
-        Plan::new(&s, &[]).unwrap().runs.len(),
-        16 * 3,
-        "the first rounds are the minimum"
-    );
+    assert_eq!((s.repeat.min, s.repeat.max, s.repeat.target_ci_pct), (3, 15, Some(2.0)));
+    assert_eq!(Plan::new(&s, &[]).unwrap().runs.len(), 16 * 3, "the first rounds are the minimum");
     let e = error_with("repeat = 2", "repeat = { min = 3, max = 15 }");
     assert!(e.contains("an adaptive repeat needs \"target_ci\""), "{e}");
-    let e = error_with(
-        "repeat = 2",
-        "repeat = { min = 5, max = 3, target_ci = \"2%\" }",
-    );
-    assert!(
-        e.contains("repeat: key \"max\": must be at least min (5)"),
-        "{e}"
-    );
-    let e = error_with(
-        "repeat = 2",
-        "repeat = { min = 3, max = 5, target = \"2%\" }",
-    );
+    let e = error_with("repeat = 2", "repeat = { min = 5, max = 3, target_ci = \"2%\" }");
+    assert!(e.contains("repeat: key \"max\": must be at least min (5)"), "{e}");
+    let e = error_with("repeat = 2", "repeat = { min = 3, max = 5, target = \"2%\" }");
     assert!(e.contains("repeat: key \"target\": unknown key"), "{e}");
 }

@@ -14,10 +14,7 @@ use crate::process;
 use crate::suite::tree::{Fields, SuiteError};
 use crate::volume::Provisioned;
 
-pub const KIND: Kind = Kind {
-    name: "host",
-    parse,
-};
+pub const KIND: Kind = Kind { name: "host", parse };
 
 pub struct Host;
 
@@ -48,10 +45,7 @@ impl Environment for Host {
     }
 
     fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
-        run_agent_process(
-            Command::new(agent_binary()?).args(["agent", "--request", "-"]),
-            launch,
-        )
+        run_agent_process(Command::new(agent_binary()?).args(["agent", "--request", "-"]), launch)
     }
 }
 
@@ -59,9 +53,7 @@ impl Environment for Host {
 /// the host directly, and any wrapper that passes stdio through (runtimes, `unshare`, …).
 pub fn run_agent_process(cmd: &mut Command, launch: Launch) -> Result<agent::Report> {
     let token = launch.ledger.new_process_token();
-    launch.ledger.record(Resource::Processes {
-        token: token.clone(),
-    })?;
+    launch.ledger.record(Resource::Processes { token: token.clone() })?;
     let finished = process::run(
         cmd,
         process::Options {
@@ -73,10 +65,6 @@ pub fn run_agent_process(cmd: &mut Command, launch: Launch) -> Result<agent::Rep
     )?;
     match agent::parse_output(&finished.stdout) {
         Some(report) => Ok(report),
-        None => bail!(
-            "the agent sent no report ({}):\n{}",
-            finished.status,
-            finished.tail(15)
-        ),
+        None => bail!("the agent sent no report ({}):\n{}", finished.status, finished.tail(15)),
     }
 }

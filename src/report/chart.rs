@@ -8,19 +8,14 @@ use crate::units;
 
 /// Okabe–Ito: distinguishable with every common colour-vision deficiency (yellow left out: it
 /// vanishes on white).
-pub const PALETTE: &[&str] = &[
-    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#999999",
-];
+pub const PALETTE: &[&str] = &["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#999999"];
 
 pub fn colour(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
 pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// Approximate width of `text` at 12 px in a sans-serif font, for layout.
@@ -50,43 +45,23 @@ pub struct BarChart {
 
 /// Horizontal bars from zero, one per cell, with a whisker for each CI.
 pub fn bar_chart(chart: &BarChart) -> String {
-    let label_w = chart
-        .bars
-        .iter()
-        .map(|b| text_width(&b.label))
-        .fold(60.0, f64::max)
-        + 12.0;
+    let label_w = chart.bars.iter().map(|b| text_width(&b.label)).fold(60.0, f64::max) + 12.0;
     let value_w = chart
         .bars
         .iter()
-        .map(|b| {
-            text_width(&format!(
-                "{} {}",
-                units::human(b.value, &chart.unit),
-                b.note
-            ))
-        })
+        .map(|b| text_width(&format!("{} {}", units::human(b.value, &chart.unit), b.note)))
         .fold(40.0, f64::max)
         + 16.0;
     let plot_w = 300.0;
     let (row_h, top) = (24.0, 30.0);
     let height = top + row_h * chart.bars.len() as f64 + 28.0;
     let width = label_w + plot_w + value_w;
-    let max = chart
-        .bars
-        .iter()
-        .map(|b| b.ci.map_or(b.value, |c| c.1.max(b.value)))
-        .fold(0.0, f64::max);
+    let max = chart.bars.iter().map(|b| b.ci.map_or(b.value, |c| c.1.max(b.value))).fold(0.0, f64::max);
     let ticks = nice_ticks(0.0, if max > 0.0 { max } else { 1.0 }, 4);
     let x_max = *ticks.last().unwrap_or(&1.0);
     let x = |v: f64| label_w + (v / x_max).clamp(0.0, 1.0) * plot_w;
     let mut svg = svg_open(width, height, &chart.title);
-    let _ = write!(
-        svg,
-        r#"<text class="title" x="{}" y="16">{}</text>"#,
-        label_w,
-        escape(&chart.title)
-    );
+    let _ = write!(svg, r#"<text class="title" x="{}" y="16">{}</text>"#, label_w, escape(&chart.title));
     for t in &ticks {
         let _ = write!(
             svg,
@@ -171,35 +146,19 @@ pub fn line_chart(chart: &LineChart) -> String {
     if x_hi <= x_lo {
         x_hi = x_lo + 1.0;
     }
-    let y_ticks: Vec<f64> = if chart.log_y {
-        log_ticks(y_lo, y_hi)
-    } else {
-        nice_ticks(y_lo.min(0.0), y_hi, 4)
-    };
+    let y_ticks: Vec<f64> = if chart.log_y { log_ticks(y_lo, y_hi) } else { nice_ticks(y_lo.min(0.0), y_hi, 4) };
     let (ty_lo, ty_hi) = (y_ticks[0], *y_ticks.last().expect("ticks"));
-    let legend_w = chart
-        .lines
-        .iter()
-        .map(|l| text_width(&l.name))
-        .fold(0.0, f64::max)
-        + 30.0;
+    let legend_w = chart.lines.iter().map(|l| text_width(&l.name)).fold(0.0, f64::max) + 30.0;
     let (left, top, plot_w, plot_h) = (70.0, 28.0, 360.0, 180.0);
     let (width, height) = (left + plot_w + 16.0 + legend_w, top + plot_h + 44.0);
     let x = |v: f64| left + (v - x_lo) / (x_hi - x_lo) * plot_w;
     let y = |v: f64| {
-        let f = if chart.log_y {
-            (v.ln() - ty_lo.ln()) / (ty_hi.ln() - ty_lo.ln())
-        } else {
-            (v - ty_lo) / (ty_hi - ty_lo)
-        };
+        let f =
+            if chart.log_y { (v.ln() - ty_lo.ln()) / (ty_hi.ln() - ty_lo.ln()) } else { (v - ty_lo) / (ty_hi - ty_lo) };
         top + plot_h - f.clamp(0.0, 1.0) * plot_h
     };
     let mut svg = svg_open(width, height, &chart.title);
-    let _ = write!(
-        svg,
-        r#"<text class="title" x="{left}" y="16">{}</text>"#,
-        escape(&chart.title)
-    );
+    let _ = write!(svg, r#"<text class="title" x="{left}" y="16">{}</text>"#, escape(&chart.title));
     for t in &y_ticks {
         let _ = write!(
             svg,
@@ -218,12 +177,7 @@ pub fn line_chart(chart: &LineChart) -> String {
             .map(|t| (t, units::sig3(t)))
             .collect()
     } else {
-        chart
-            .x_categories
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (i as f64, c.clone()))
-            .collect()
+        chart.x_categories.iter().enumerate().map(|(i, c)| (i as f64, c.clone())).collect()
     };
     for (t, label) in &x_ticks {
         let _ = write!(
@@ -247,20 +201,9 @@ pub fn line_chart(chart: &LineChart) -> String {
             .iter()
             .filter(|(_, v)| v.is_finite() && (!chart.log_y || *v > 0.0))
             .enumerate()
-            .map(|(k, (px, py))| {
-                format!(
-                    "{}{:.1},{:.1}",
-                    if k == 0 { 'M' } else { 'L' },
-                    x(*px),
-                    y(*py)
-                )
-            })
+            .map(|(k, (px, py))| format!("{}{:.1},{:.1}", if k == 0 { 'M' } else { 'L' }, x(*px), y(*py)))
             .collect();
-        let dash = if line.dashed {
-            r#" stroke-dasharray="5 3""#
-        } else {
-            ""
-        };
+        let dash = if line.dashed { r#" stroke-dasharray="5 3""# } else { "" };
         let _ = write!(
             svg,
             r#"<g><title>{}</title><path d="{}" stroke="{}" stroke-width="2" fill="none"{dash}/>"#,
@@ -268,11 +211,7 @@ pub fn line_chart(chart: &LineChart) -> String {
             path.join(""),
             line.colour
         );
-        for (px, py) in line
-            .points
-            .iter()
-            .filter(|(_, v)| v.is_finite() && (!chart.log_y || *v > 0.0))
-        {
+        for (px, py) in line.points.iter().filter(|(_, v)| v.is_finite() && (!chart.log_y || *v > 0.0)) {
             let _ = write!(
                 svg,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{}"><title>{}: {}</title></circle>"#,
@@ -311,11 +250,7 @@ pub fn nice_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
     let span = (hi - lo).abs().max(f64::MIN_POSITIVE);
     let raw = span / target.max(1) as f64;
     let magnitude = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
-        .iter()
-        .map(|m| m * magnitude)
-        .find(|s| *s >= raw)
-        .unwrap_or(10.0 * magnitude);
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * magnitude).find(|s| *s >= raw).unwrap_or(10.0 * magnitude);
     let start = (lo / step).floor() * step;
     let mut ticks = Vec::new();
     let mut t = start;
@@ -348,14 +283,8 @@ mod tests {
     #[test]
     fn ticks_are_round_and_cover_the_range() {
         assert_eq!(nice_ticks(0.0, 95.0, 4), vec![0.0, 25.0, 50.0, 75.0, 100.0]);
-        assert_eq!(
-            nice_ticks(0.0, 52_837.0, 4),
-            vec![0.0, 20_000.0, 40_000.0, 60_000.0]
-        );
-        assert_eq!(
-            log_ticks(12.0, 180.0),
-            vec![10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]
-        );
+        assert_eq!(nice_ticks(0.0, 52_837.0, 4), vec![0.0, 20_000.0, 40_000.0, 60_000.0]);
+        assert_eq!(log_ticks(12.0, 180.0), vec![10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]);
     }
 
     #[test]
@@ -385,11 +314,7 @@ mod tests {
         let svg = bar_chart(&chart);
         assert!(svg.contains("IOPS &lt;read&gt;") && svg.contains("a &amp; b"));
         assert_eq!(svg.matches("<rect").count(), 2);
-        assert_eq!(
-            svg.matches("stroke=\"#222\"").count(),
-            2,
-            "one whisker per bar"
-        );
+        assert_eq!(svg.matches("stroke=\"#222\"").count(), 2, "one whisker per bar");
         let lines = LineChart {
             title: "t".into(),
             unit: "us".into(),

@@ -57,11 +57,7 @@ pub fn csv(report: &Report) -> String {
         "cell,env,volume,workload,params,metric,unit,n,median,ci_low,ci_high,cv_pct,diff_pct,diff_ci_low,diff_ci_high,p_value,verdict\n",
     );
     let num = |v: f64| {
-        if v.is_finite() {
-            format!("{v}")
-        } else {
-            String::new()
-        }
+        if v.is_finite() { format!("{v}") } else { String::new() }
     };
     for c in &report.analysis.cells {
         for m in &c.metrics {
@@ -86,13 +82,7 @@ pub fn csv(report: &Report) -> String {
                 d.map(|d| num(d.p_value)).unwrap_or_default(),
                 d.map(|d| d.verdict.text().to_string()).unwrap_or_default(),
             ];
-            out.push_str(
-                &fields
-                    .iter()
-                    .map(|f| csv_field(f))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            );
+            out.push_str(&fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(","));
             out.push('\n');
         }
     }
@@ -109,11 +99,7 @@ pub enum InconclusivePolicy {
 }
 
 fn xml(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&apos;")
 }
 
 /// JUnit XML: one test case per bound and cell; failures for bounds exceeded (and, by policy,
@@ -124,39 +110,23 @@ pub fn junit(report: &Report, policy: InconclusivePolicy) -> String {
     for c in &report.checks {
         let detail = format!(
             "{} overhead {:+.1}% (95% CI {:+.1}% to {:+.1}%) against a bound of {:.1}%",
-            c.bound.metric,
-            c.overhead_pct,
-            c.overhead_ci.0,
-            c.overhead_ci.1,
-            c.bound.max_overhead_pct
+            c.bound.metric, c.overhead_pct, c.overhead_ci.0, c.overhead_ci.1, c.bound.max_overhead_pct
         );
         let body = match (c.verdict, policy) {
-            (BoundVerdict::Pass, _) | (BoundVerdict::Inconclusive, InconclusivePolicy::Pass) => {
-                String::new()
-            }
+            (BoundVerdict::Pass, _) | (BoundVerdict::Inconclusive, InconclusivePolicy::Pass) => String::new(),
             (BoundVerdict::Fail, _) | (BoundVerdict::Inconclusive, InconclusivePolicy::Fail) => {
                 failures += 1;
-                format!(
-                    "<failure message=\"{}\" type=\"{}\"/>",
-                    xml(&detail),
-                    c.verdict.text()
-                )
+                format!("<failure message=\"{}\" type=\"{}\"/>", xml(&detail), c.verdict.text())
             }
             (BoundVerdict::Inconclusive, InconclusivePolicy::Report) => {
                 errors += 1;
-                format!(
-                    "<error message=\"{}\" type=\"inconclusive\"/>",
-                    xml(&format!("inconclusive: {detail}"))
-                )
+                format!("<error message=\"{}\" type=\"inconclusive\"/>", xml(&format!("inconclusive: {detail}")))
             }
             (BoundVerdict::Missing, _) => {
                 errors += 1;
                 format!(
                     "<error message=\"{}\" type=\"missing\"/>",
-                    xml(&format!(
-                        "no {} measurement: the cell failed or was skipped",
-                        c.bound.metric
-                    ))
+                    xml(&format!("no {} measurement: the cell failed or was skipped", c.bound.metric))
                 )
             }
         };

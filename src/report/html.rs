@@ -51,40 +51,20 @@ pub fn render(report: &Report) -> String {
         h(&plan.baseline_volume),
         h(&plan.repeat.to_string())
     );
-    let host: Vec<String> = [
-        "os",
-        "kernel.release",
-        "cpu.model",
-        "cpus",
-        "isobench.version",
-        "isobench.git",
-    ]
-    .iter()
-    .filter_map(|k| report.host.get(*k).map(|v| format!("{k}: {}", h(v))))
-    .collect();
+    let host: Vec<String> = ["os", "kernel.release", "cpu.model", "cpus", "isobench.version", "isobench.git"]
+        .iter()
+        .filter_map(|k| report.host.get(*k).map(|v| format!("{k}: {}", h(v))))
+        .collect();
     let _ = write!(out, "<p class=\"meta\">Host: {}</p>", host.join(" · "));
     out.push_str("<nav><a href=\"#heatmap\">overheads</a><a href=\"#settings\">settings</a><a href=\"#facts\">environments</a><a href=\"#raw\">raw files</a></nav>");
     if !report.warnings.is_empty() {
-        let _ = write!(
-            out,
-            "<h2 id=\"warnings\">Warnings ({})</h2>",
-            report.warnings.len()
-        );
+        let _ = write!(out, "<h2 id=\"warnings\">Warnings ({})</h2>", report.warnings.len());
         let shown = 5;
         for (i, w) in report.warnings.iter().enumerate() {
             if i == shown {
-                let _ = write!(
-                    out,
-                    "<details><summary>{} more</summary>",
-                    report.warnings.len() - shown
-                );
+                let _ = write!(out, "<details><summary>{} more</summary>", report.warnings.len() - shown);
             }
-            let _ = write!(
-                out,
-                "<div class=\"warn\"><b>{}</b>: {}</div>",
-                h(&w.cell),
-                h(&w.message)
-            );
+            let _ = write!(out, "<div class=\"warn\"><b>{}</b>: {}</div>", h(&w.cell), h(&w.message));
         }
         if report.warnings.len() > shown {
             out.push_str("</details>");
@@ -112,16 +92,9 @@ fn heat_colour(d: &compare::Diff) -> (String, &'static str) {
         return ("#eeeeee".into(), "#222");
     }
     let t = (d.overhead_pct.abs() / 60.0).clamp(0.12, 1.0);
-    let (r, g, b) = if d.overhead_pct > 0.0 {
-        (178.0, 24.0, 43.0)
-    } else {
-        (33.0, 102.0, 172.0)
-    };
+    let (r, g, b) = if d.overhead_pct > 0.0 { (178.0, 24.0, 43.0) } else { (33.0, 102.0, 172.0) };
     let mix = |c: f64| (247.0 + (c - 247.0) * t).round() as u8;
-    (
-        format!("#{:02x}{:02x}{:02x}", mix(r), mix(g), mix(b)),
-        if t > 0.55 { "#fff" } else { "#222" },
-    )
+    (format!("#{:02x}{:02x}{:02x}", mix(r), mix(g), mix(b)), if t > 0.55 { "#fff" } else { "#222" })
 }
 
 /// One table per headline metric that is a rate or a mean latency: rows are workload settings,
@@ -144,28 +117,16 @@ fn heatmaps(report: &Report) -> String {
             }
         }
     }
-    let primary: Vec<&String> = metrics
-        .iter()
-        .enumerate()
-        .filter(|(i, m)| *i == 0 || m.ends_with("_mean"))
-        .map(|(_, m)| m)
-        .collect();
+    let primary: Vec<&String> =
+        metrics.iter().enumerate().filter(|(i, m)| *i == 0 || m.ends_with("_mean")).map(|(_, m)| m).collect();
     let mut out = String::from(
         "<h2 id=\"heatmap\">Overhead against the baseline</h2><p class=\"meta\">Red: worse than the baseline, blue: better, grey: within the noise. Hover for the CI and p-value.</p>",
     );
     for metric in &metrics {
-        let mut table = format!(
-            "<table class=\"heat\" data-metric=\"{}\"><tr><th>{}</th>",
-            h(metric),
-            h(&metric_title(metric))
-        );
+        let mut table =
+            format!("<table class=\"heat\" data-metric=\"{}\"><tr><th>{}</th>", h(metric), h(&metric_title(metric)));
         for (env, volume) in &pairs {
-            let _ = write!(
-                table,
-                "<th>{}<br><span class=\"muted\">{}</span></th>",
-                h(env),
-                h(volume)
-            );
+            let _ = write!(table, "<th>{}<br><span class=\"muted\">{}</span></th>", h(env), h(volume));
         }
         table.push_str("</tr>");
         let mut any = false;
@@ -176,9 +137,7 @@ fn heatmaps(report: &Report) -> String {
             any = true;
             let _ = write!(table, "<tr><th>{}</th>", h(setting));
             for (env, volume) in &pairs {
-                let cell = cells
-                    .iter()
-                    .find(|c| &c.record.labels.env == env && &c.record.labels.volume == volume);
+                let cell = cells.iter().find(|c| &c.record.labels.env == env && &c.record.labels.volume == volume);
                 table.push_str(&heat_cell(cell.copied(), metric));
             }
             table.push_str("</tr>");
@@ -190,11 +149,7 @@ fn heatmaps(report: &Report) -> String {
         if primary.contains(&metric) {
             out.push_str(&table);
         } else {
-            let _ = write!(
-                out,
-                "<details><summary>{}</summary>{table}</details>",
-                h(&metric_title(metric))
-            );
+            let _ = write!(out, "<details><summary>{}</summary>{table}</details>", h(&metric_title(metric)));
         }
     }
     out
@@ -208,11 +163,7 @@ fn heat_cell(cell: Option<&CellResult>, metric: &str) -> String {
         return format!(
             "<td class=\"v muted\" title=\"{}\">{}</td>",
             h(&status),
-            if cell.skipped.is_some() {
-                "skipped"
-            } else {
-                "failed"
-            }
+            if cell.skipped.is_some() { "skipped" } else { "failed" }
         );
     }
     let Some(m) = cell.metric(metric) else {
@@ -279,11 +230,7 @@ fn cell_colour(cells: &[&CellResult], cell: &CellResult) -> &'static str {
     if cell.is_baseline {
         return BASELINE_COLOUR;
     }
-    let index = cells
-        .iter()
-        .filter(|c| !c.is_baseline)
-        .position(|c| c.record.cell == cell.record.cell)
-        .unwrap_or(0);
+    let index = cells.iter().filter(|c| !c.is_baseline).position(|c| c.record.cell == cell.record.cell).unwrap_or(0);
     colour(index)
 }
 
@@ -291,11 +238,7 @@ fn cell_colour(cells: &[&CellResult], cell: &CellResult) -> &'static str {
 fn setting_charts(report: &Report, cells: &[&CellResult]) -> String {
     let mut out = String::from("<div class=\"charts\">");
     for metric in headline(cells) {
-        let unit = cells
-            .iter()
-            .find_map(|c| c.metric(&metric))
-            .map(|m| m.unit.clone())
-            .unwrap_or_default();
+        let unit = cells.iter().find_map(|c| c.metric(&metric)).map(|m| m.unit.clone()).unwrap_or_default();
         let bars = cells
             .iter()
             .filter_map(|c| {
@@ -316,22 +259,14 @@ fn setting_charts(report: &Report, cells: &[&CellResult]) -> String {
                         s.n,
                         m.vs_baseline
                             .as_ref()
-                            .map(|d| format!(
-                                ", {} vs baseline ({})",
-                                units::signed_percent(d.pct),
-                                d.verdict.text()
-                            ))
+                            .map(|d| format!(", {} vs baseline ({})", units::signed_percent(d.pct), d.verdict.text()))
                             .unwrap_or_default()
                     ),
                     note,
                 })
             })
             .collect();
-        out.push_str(&chart::bar_chart(&BarChart {
-            title: metric_title(&metric),
-            unit,
-            bars,
-        }));
+        out.push_str(&chart::bar_chart(&BarChart { title: metric_title(&metric), unit, bars }));
     }
     for (prefix, points) in percentile_families(cells) {
         let lines = cells
@@ -369,9 +304,10 @@ fn setting_charts(report: &Report, cells: &[&CellResult]) -> String {
         let lines: Vec<Line> = cells
             .iter()
             .filter_map(|c| {
-                let run = report.runs.iter().find(|r| {
-                    r.cell == c.record.cell && r.series.iter().any(|s| s.metric == name)
-                })?;
+                let run = report
+                    .runs
+                    .iter()
+                    .find(|r| r.cell == c.record.cell && r.series.iter().any(|s| s.metric == name))?;
                 let s = run.series.iter().find(|s| s.metric == name)?;
                 Some(Line {
                     name: format!("{} #{}", c.name(), run.rep),
@@ -418,10 +354,7 @@ fn percentile_families(cells: &[&CellResult]) -> Vec<(String, Vec<(String, Strin
         .filter(|(_, list)| list.len() >= 2)
         .map(|(prefix, mut list)| {
             list.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let mut points: Vec<(String, String)> = list
-                .into_iter()
-                .map(|(_, label, name)| (label, name))
-                .collect();
+            let mut points: Vec<(String, String)> = list.into_iter().map(|(_, label, name)| (label, name)).collect();
             let max = format!("{prefix}_max");
             if cells.iter().any(|c| c.metric(&max).is_some()) {
                 points.push(("max".into(), max));
@@ -439,24 +372,10 @@ fn setting_table(report: &Report, cells: &[&CellResult]) -> String {
     }
     out.push_str("</tr>");
     for c in cells {
-        let name = if c.is_baseline {
-            format!("{} (baseline)", c.name())
-        } else {
-            c.name()
-        };
-        let _ = write!(
-            out,
-            "<tr><td>{}</td><td>{}</td>",
-            h(&name),
-            h(&runs_text(&report.analysis, c))
-        );
+        let name = if c.is_baseline { format!("{} (baseline)", c.name()) } else { c.name() };
+        let _ = write!(out, "<tr><td>{}</td><td>{}</td>", h(&name), h(&runs_text(&report.analysis, c)));
         if let Some(status) = status_text(c) {
-            let _ = write!(
-                out,
-                "<td colspan=\"{}\">{}</td></tr>",
-                metrics.len().max(1),
-                h(&status)
-            );
+            let _ = write!(out, "<td colspan=\"{}\">{}</td></tr>", metrics.len().max(1), h(&status));
             continue;
         }
         for metric in &metrics {
@@ -492,12 +411,7 @@ fn setting_table(report: &Report, cells: &[&CellResult]) -> String {
     out.push_str("</table>");
     for c in cells {
         for note in &c.notes {
-            let _ = write!(
-                out,
-                "<div class=\"warn\"><b>{}</b>: {}</div>",
-                h(&c.name()),
-                h(note)
-            );
+            let _ = write!(out, "<div class=\"warn\"><b>{}</b>: {}</div>", h(&c.name()), h(note));
         }
     }
     out
@@ -508,10 +422,10 @@ fn setting_table(report: &Report, cells: &[&CellResult]) -> String {
 fn facts(report: &Report) -> String {
     let mut columns: Vec<&CellResult> = Vec::new();
     for c in report.analysis.cells.iter().filter(|c| c.runs_ok > 0) {
-        if !columns.iter().any(|o| {
-            o.record.labels.env == c.record.labels.env
-                && o.record.labels.volume == c.record.labels.volume
-        }) {
+        if !columns
+            .iter()
+            .any(|o| o.record.labels.env == c.record.labels.env && o.record.labels.volume == c.record.labels.volume)
+        {
             columns.push(c);
         }
     }
@@ -520,10 +434,7 @@ fn facts(report: &Report) -> String {
     }
     let baseline = columns.iter().position(|c| c.is_baseline);
     let value = |c: &CellResult, key: &str| c.setup.get(key).or_else(|| c.facts.get(key)).cloned();
-    let keys: BTreeSet<String> = columns
-        .iter()
-        .flat_map(|c| c.setup.keys().chain(c.facts.keys()).cloned())
-        .collect();
+    let keys: BTreeSet<String> = columns.iter().flat_map(|c| c.setup.keys().chain(c.facts.keys()).cloned()).collect();
     let mut out = String::from(
         "<h2 id=\"facts\">Environments side by side</h2><p class=\"meta\">What each environment and volume was, and what the agent saw inside it (from each pair's first successful run). Highlighted: different from the baseline.</p><table><tr><th>fact</th>",
     );
@@ -536,11 +447,7 @@ fn facts(report: &Report) -> String {
         let base = baseline.and_then(|b| value(columns[b], key));
         for c in &columns {
             let v = value(c, key);
-            let class = if !c.is_baseline && baseline.is_some() && v != base {
-                " class=\"diff\""
-            } else {
-                ""
-            };
+            let class = if !c.is_baseline && baseline.is_some() && v != base { " class=\"diff\"" } else { "" };
             let _ = write!(out, "<td{class}>{}</td>", h(v.as_deref().unwrap_or("—")));
         }
         out.push_str("</tr>");
@@ -555,11 +462,7 @@ fn cost(report: &Report) -> String {
         let Some(per_hour) = c.record.cost_per_hour else {
             continue;
         };
-        for m in c
-            .metrics
-            .iter()
-            .filter(|m| m.unit == "op/s" && c.record.headline.contains(&m.metric))
-        {
+        for m in c.metrics.iter().filter(|m| m.unit == "op/s" && c.record.headline.contains(&m.metric)) {
             let Some(per_million) = compare::cost_per_million(per_hour, m.summary.median) else {
                 continue;
             };
@@ -594,17 +497,8 @@ fn raw_links(report: &Report) -> String {
         }
         let status = match run.status {
             crate::store::Status::Ok => "ok".to_string(),
-            _ => format!(
-                "{:?}: {}",
-                run.status,
-                run.error
-                    .as_deref()
-                    .unwrap_or("")
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-            )
-            .to_lowercase(),
+            _ => format!("{:?}: {}", run.status, run.error.as_deref().unwrap_or("").lines().next().unwrap_or(""))
+                .to_lowercase(),
         };
         let _ = write!(
             out,
@@ -624,33 +518,21 @@ pub fn screenshot(html: &std::path::Path, png: &std::path::Path) -> anyhow::Resu
     let browser = ["chromium", "chromium-browser", "google-chrome"]
         .iter()
         .find_map(|b| crate::process::find_program(b))
-        .ok_or_else(|| {
-            anyhow::anyhow!("no Chromium to render the report with (apt-get install chromium)")
-        })?;
+        .ok_or_else(|| anyhow::anyhow!("no Chromium to render the report with (apt-get install chromium)"))?;
     let profile = tempfile_dir()?;
     let finished = crate::process::run(
-        std::process::Command::new(browser)
-            .args(headless_args(&profile))
-            .args([
-                "--hide-scrollbars",
-                "--window-size=1280,2400",
-                &format!("--screenshot={}", png.display()),
-                &format!("file://{}", std::fs::canonicalize(html)?.display()),
-            ]),
-        crate::process::Options {
-            timeout: Some(std::time::Duration::from_secs(90)),
-            ..Default::default()
-        },
+        std::process::Command::new(browser).args(headless_args(&profile)).args([
+            "--hide-scrollbars",
+            "--window-size=1280,2400",
+            &format!("--screenshot={}", png.display()),
+            &format!("file://{}", std::fs::canonicalize(html)?.display()),
+        ]),
+        crate::process::Options { timeout: Some(std::time::Duration::from_secs(90)), ..Default::default() },
     );
     let _ = std::fs::remove_dir_all(&profile);
     let finished = finished?;
     if !finished.status.success() || !png.exists() {
-        anyhow::bail!(
-            "chromium could not render {} ({}): {}",
-            html.display(),
-            finished.status,
-            finished.tail(5)
-        );
+        anyhow::bail!("chromium could not render {} ({}): {}", html.display(), finished.status, finished.tail(5));
     }
     Ok(())
 }

@@ -11,11 +11,7 @@ fn ci(lo: f64, hi: f64, unit: &str) -> String {
 }
 
 fn pct_ci(c: (f64, f64)) -> String {
-    format!(
-        "[{}, {}]",
-        units::signed_percent(c.0),
-        units::signed_percent(c.1)
-    )
+    format!("[{}, {}]", units::signed_percent(c.0), units::signed_percent(c.1))
 }
 
 pub fn render(report: &Report) -> String {
@@ -29,18 +25,11 @@ pub fn render(report: &Report) -> String {
          Repetitions: {}.\n\n",
         plan.baseline_env, plan.baseline_volume, plan.repeat
     ));
-    let host_line: Vec<String> = [
-        "os",
-        "kernel.release",
-        "cpu.model",
-        "cpus",
-        "fio.version",
-        "isobench.version",
-        "isobench.git",
-    ]
-    .iter()
-    .filter_map(|k| report.host.get(*k).map(|v| format!("{k}: {v}")))
-    .collect();
+    let host_line: Vec<String> =
+        ["os", "kernel.release", "cpu.model", "cpus", "fio.version", "isobench.version", "isobench.git"]
+            .iter()
+            .filter_map(|k| report.host.get(*k).map(|v| format!("{k}: {v}")))
+            .collect();
     if !host_line.is_empty() {
         out.push_str(&format!("Host: {}\n", host_line.join(" · ")));
     }
@@ -52,25 +41,13 @@ pub fn render(report: &Report) -> String {
     }
     for (setting, cells) in settings(analysis) {
         out.push_str(&format!("\n## {setting}\n\n"));
-        let headers = [
-            "Cell",
-            "Runs",
-            "Metric",
-            "Median [95% CI]",
-            "Min–max",
-            "Baseline",
-            "% difference [95% CI]",
-            "Verdict",
-        ]
-        .map(String::from)
-        .to_vec();
+        let headers =
+            ["Cell", "Runs", "Metric", "Median [95% CI]", "Min–max", "Baseline", "% difference [95% CI]", "Verdict"]
+                .map(String::from)
+                .to_vec();
         let mut rows = Vec::new();
         for c in &cells {
-            let name = if c.is_baseline {
-                format!("{} (baseline)", c.name())
-            } else {
-                c.name()
-            };
+            let name = if c.is_baseline { format!("{} (baseline)", c.name()) } else { c.name() };
             if let Some(status) = status_text(c) {
                 rows.push(vec![
                     name,
@@ -100,11 +77,7 @@ pub fn render(report: &Report) -> String {
                     name.clone(),
                     runs_text(analysis, c),
                     metric_title(&metric),
-                    format!(
-                        "{} {}",
-                        human(s.median, &m.unit),
-                        ci(s.ci.0, s.ci.1, &m.unit)
-                    ),
+                    format!("{} {}", human(s.median, &m.unit), ci(s.ci.0, s.ci.1, &m.unit)),
                     format!("{} – {}", human(s.min, &m.unit), human(s.max, &m.unit)),
                     baseline,
                     diff,
@@ -129,32 +102,16 @@ pub fn render(report: &Report) -> String {
                     c.cell.clone(),
                     c.bound.metric.clone(),
                     format!("≤ {}", units::signed_percent(c.bound.max_overhead_pct)),
-                    format!(
-                        "{} {}",
-                        units::signed_percent(c.overhead_pct),
-                        pct_ci(c.overhead_ci)
-                    ),
+                    format!("{} {}", units::signed_percent(c.overhead_pct), pct_ci(c.overhead_ci)),
                     c.verdict.text().into(),
                 ]
             })
             .collect();
-        let headers = [
-            "Cell",
-            "Metric",
-            "Max overhead",
-            "Overhead [95% CI]",
-            "Verdict",
-        ]
-        .map(String::from)
-        .to_vec();
+        let headers = ["Cell", "Metric", "Max overhead", "Overhead [95% CI]", "Verdict"].map(String::from).to_vec();
         out.push_str(&Table { headers, rows }.to_markdown());
     }
     out.push_str(&cost_section(report));
-    let troubled: Vec<_> = analysis
-        .cells
-        .iter()
-        .filter(|c| !c.errors.is_empty() || c.skipped.is_some())
-        .collect();
+    let troubled: Vec<_> = analysis.cells.iter().filter(|c| !c.errors.is_empty() || c.skipped.is_some()).collect();
     if !troubled.is_empty() {
         out.push_str("\n## Failed and skipped cells\n\n");
         for c in troubled {
@@ -173,18 +130,9 @@ pub fn render(report: &Report) -> String {
         }
     }
     out.push_str("\n## All metrics\n\n");
-    let headers = [
-        "Cell",
-        "Metric",
-        "Median [95% CI]",
-        "Min–max",
-        "CV",
-        "Runs",
-        "% difference [95% CI]",
-        "p",
-    ]
-    .map(String::from)
-    .to_vec();
+    let headers = ["Cell", "Metric", "Median [95% CI]", "Min–max", "CV", "Runs", "% difference [95% CI]", "p"]
+        .map(String::from)
+        .to_vec();
     let mut rows = Vec::new();
     for c in analysis.cells.iter().filter(|c| c.runs_ok > 0) {
         for m in &c.metrics {
@@ -192,22 +140,12 @@ pub fn render(report: &Report) -> String {
             rows.push(vec![
                 c.record.cell.clone(),
                 m.metric.clone(),
-                format!(
-                    "{} {}",
-                    human(s.median, &m.unit),
-                    ci(s.ci.0, s.ci.1, &m.unit)
-                ),
+                format!("{} {}", human(s.median, &m.unit), ci(s.ci.0, s.ci.1, &m.unit)),
                 format!("{} – {}", human(s.min, &m.unit), human(s.max, &m.unit)),
                 format!("{:.1}%", s.cv_pct),
                 s.n.to_string(),
-                m.vs_baseline
-                    .as_ref()
-                    .map(|d| format!("{} {}", diff_text(d), pct_ci(d.ci)))
-                    .unwrap_or_default(),
-                m.vs_baseline
-                    .as_ref()
-                    .map(|d| format!("{:.3}", d.p_value))
-                    .unwrap_or_default(),
+                m.vs_baseline.as_ref().map(|d| format!("{} {}", diff_text(d), pct_ci(d.ci))).unwrap_or_default(),
+                m.vs_baseline.as_ref().map(|d| format!("{:.3}", d.p_value)).unwrap_or_default(),
             ]);
         }
     }
@@ -222,11 +160,7 @@ fn cost_section(report: &Report) -> String {
         let Some(per_hour) = c.record.cost_per_hour else {
             continue;
         };
-        for m in c
-            .metrics
-            .iter()
-            .filter(|m| m.unit == "op/s" && c.record.headline.contains(&m.metric))
-        {
+        for m in c.metrics.iter().filter(|m| m.unit == "op/s" && c.record.headline.contains(&m.metric)) {
             let Some(per_million) = compare::cost_per_million(per_hour, m.summary.median) else {
                 continue;
             };
@@ -243,15 +177,6 @@ fn cost_section(report: &Report) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let headers = [
-        "Cell",
-        "Metric",
-        "Median",
-        "$/hour",
-        "$/million operations",
-        "$/month",
-    ]
-    .map(String::from)
-    .to_vec();
+    let headers = ["Cell", "Metric", "Median", "$/hour", "$/million operations", "$/month"].map(String::from).to_vec();
     format!("\n## Cost\n\n{}", Table { headers, rows }.to_markdown())
 }

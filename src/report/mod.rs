@@ -109,13 +109,7 @@ pub fn headline(cells: &[&CellResult]) -> Vec<String> {
     let Some(first) = cells.first() else {
         return Vec::new();
     };
-    first
-        .record
-        .headline
-        .iter()
-        .filter(|m| cells.iter().any(|c| c.metric(m).is_some()))
-        .cloned()
-        .collect()
+    first.record.headline.iter().filter(|m| cells.iter().any(|c| c.metric(m).is_some())).cloned().collect()
 }
 
 /// "read_clat_p99" → "read clat p99"; "iops" → "IOPS".
@@ -123,10 +117,7 @@ pub fn metric_title(metric: &str) -> String {
     match metric {
         "iops" => "IOPS".into(),
         "bw" => "bandwidth".into(),
-        m => m
-            .replace('_', " ")
-            .replace(" iops", " IOPS")
-            .replace(" bw", " bandwidth"),
+        m => m.replace('_', " ").replace(" iops", " IOPS").replace(" bw", " bandwidth"),
     }
 }
 
@@ -146,11 +137,7 @@ pub fn status_text(cell: &CellResult) -> Option<String> {
 
 /// "-24%", or "~-1.2%" when the 95 % CI of the difference includes zero.
 pub fn diff_text(d: &compare::Diff) -> String {
-    let mark = if d.verdict == Verdict::NoSignificantDifference {
-        "~"
-    } else {
-        ""
-    };
+    let mark = if d.verdict == Verdict::NoSignificantDifference { "~" } else { "" };
     format!("{mark}{}", units::signed_percent(d.pct))
 }
 
@@ -207,16 +194,7 @@ impl Table {
             for (i, c) in cells.iter().enumerate() {
                 s.push_str(c);
                 if i + 1 < cells.len() {
-                    s.push_str(
-                        &" ".repeat(
-                            widths
-                                .get(i)
-                                .copied()
-                                .unwrap_or(0)
-                                .saturating_sub(c.chars().count())
-                                + 2,
-                        ),
-                    );
+                    s.push_str(&" ".repeat(widths.get(i).copied().unwrap_or(0).saturating_sub(c.chars().count()) + 2));
                 }
             }
             s.trim_end().to_string()
@@ -232,16 +210,10 @@ impl Table {
 
     pub fn to_markdown(&self) -> String {
         let esc = |c: &String| c.replace('|', "\\|").replace('\n', " ");
-        let mut out = format!(
-            "| {} |\n",
-            self.headers.iter().map(esc).collect::<Vec<_>>().join(" | ")
-        );
+        let mut out = format!("| {} |\n", self.headers.iter().map(esc).collect::<Vec<_>>().join(" | "));
         out.push_str(&format!("|{}\n", "---|".repeat(self.headers.len())));
         for row in &self.rows {
-            out.push_str(&format!(
-                "| {} |\n",
-                row.iter().map(esc).collect::<Vec<_>>().join(" | ")
-            ));
+            out.push_str(&format!("| {} |\n", row.iter().map(esc).collect::<Vec<_>>().join(" | ")));
         }
         out
     }

@@ -1,9 +1,7 @@
 //! The table `isobench run` ends with: one block per workload setting, one row per cell, the
 //! headline metrics' medians with their difference from the baseline; then warnings and bounds.
 
-use super::{
-    Report, Table, headline, metric_title, runs_text, settings, status_text, value_with_diff,
-};
+use super::{Report, Table, headline, metric_title, runs_text, settings, status_text, value_with_diff};
 use crate::compare::BoundVerdict;
 use crate::units;
 
@@ -18,11 +16,7 @@ pub fn render(report: &Report) -> String {
         let rows = cells
             .iter()
             .map(|c| {
-                let name = if c.is_baseline {
-                    format!("{} (baseline)", c.name())
-                } else {
-                    c.name()
-                };
+                let name = if c.is_baseline { format!("{} (baseline)", c.name()) } else { c.name() };
                 let mut row = vec![name, runs_text(analysis, c)];
                 match status_text(c) {
                     Some(status) => row.push(status),
@@ -46,7 +40,9 @@ pub fn render(report: &Report) -> String {
             }
         }
     }
-    out.push_str("\n(% = median against the baseline's; ~ = within the noise: the 95% CI of the difference includes 0)\n");
+    out.push_str(
+        "\n(% = median against the baseline's; ~ = within the noise: the 95% CI of the difference includes 0)\n",
+    );
     if !report.warnings.is_empty() {
         out.push_str(&format!("\nwarnings ({}):\n", report.warnings.len()));
         for w in &report.warnings {
@@ -60,11 +56,7 @@ pub fn render(report: &Report) -> String {
             report.count(BoundVerdict::Fail),
             report.count(BoundVerdict::Inconclusive)
         ));
-        for c in report
-            .checks
-            .iter()
-            .filter(|c| c.verdict != BoundVerdict::Pass)
-        {
+        for c in report.checks.iter().filter(|c| c.verdict != BoundVerdict::Pass) {
             out.push_str(&format!(
                 "  {} {}: {} overhead {} (95% CI {} – {}) against ≤ {}\n",
                 c.verdict.text(),

@@ -69,19 +69,11 @@ impl Suite {
             origin: Origin::Default,
             message: format!("cannot read the suite file: {e}"),
         })?;
-        let suite_dir = path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("."));
+        let suite_dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
         Suite::from_text(&file, &text, &suite_dir, overrides)
     }
 
-    pub fn from_text(
-        file: &str,
-        text: &str,
-        suite_dir: &Path,
-        overrides: &[String],
-    ) -> Result<Suite, SuiteError> {
+    pub fn from_text(file: &str, text: &str, suite_dir: &Path, overrides: &[String]) -> Result<Suite, SuiteError> {
         let mut root = tree::parse(file, text)?;
         for o in overrides {
             apply_override(file, &mut root, o)?;
@@ -96,22 +88,15 @@ impl Suite {
         let envs = sections(&mut top, "env")?
             .into_iter()
             .map(|(t, origin)| {
-                named(file, "env", t, origin, env::kind_names(), |kind, f| {
-                    (env::kind(kind).expect("listed").parse)(f)
-                })
+                named(file, "env", t, origin, env::kind_names(), |kind, f| (env::kind(kind).expect("listed").parse)(f))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let volumes = sections(&mut top, "volume")?
             .into_iter()
             .map(|(t, origin)| {
-                named(
-                    file,
-                    "volume",
-                    t,
-                    origin,
-                    volume::kind_names(),
-                    |kind, f| (volume::kind(kind).expect("listed").parse)(f),
-                )
+                named(file, "volume", t, origin, volume::kind_names(), |kind, f| {
+                    (volume::kind(kind).expect("listed").parse)(f)
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let ctx = ParseContext { suite_dir };
@@ -124,18 +109,9 @@ impl Suite {
             .map(|(t, origin)| bound(file, t, origin))
             .collect::<Result<Vec<_>, _>>()?;
         for (section, names) in [
-            (
-                "env",
-                envs.iter().map(|e| (&e.name, &e.kind)).collect::<Vec<_>>(),
-            ),
-            (
-                "volume",
-                volumes.iter().map(|v| (&v.name, &v.kind)).collect(),
-            ),
-            (
-                "workload",
-                workloads.iter().map(|w| (&w.name, &w.kind)).collect(),
-            ),
+            ("env", envs.iter().map(|e| (&e.name, &e.kind)).collect::<Vec<_>>()),
+            ("volume", volumes.iter().map(|v| (&v.name, &v.kind)).collect()),
+            ("workload", workloads.iter().map(|w| (&w.name, &w.kind)).collect()),
         ] {
             for (i, (n, _)) in names.iter().enumerate() {
                 if names[..i].iter().any(|(m, _)| m == n) {
@@ -167,37 +143,28 @@ impl Suite {
 }
 
 /// `[cost]`: environment name → $ per hour, for environments without their own cost_per_hour.
-fn apply_cost_table(
-    top: &mut Fields,
-    envs: &mut [Named<Box<dyn Environment>>],
-) -> Result<(), SuiteError> {
+fn apply_cost_table(top: &mut Fields, envs: &mut [Named<Box<dyn Environment>>]) -> Result<(), SuiteError> {
     let Some(node) = top.node("cost") else {
         return Ok(());
     };
     let Value::Table(table) = &node.value else {
-        return Err(top.error_at(
-            "cost",
-            "expected a table of environment names and $ per hour, e.g. [cost] host = 4.32",
-        ));
+        return Err(
+            top.error_at("cost", "expected a table of environment names and $ per hour, e.g. [cost] host = 4.32")
+        );
     };
     for (name, value) in &table.entries {
         let price = match value.value {
             Value::Int(i) => i as f64,
             Value::Float(f) => f,
             _ => {
-                return Err(
-                    top.error_at("cost", format!("\"{name}\" must be a number of $ per hour"))
-                );
+                return Err(top.error_at("cost", format!("\"{name}\" must be a number of $ per hour")));
             }
         };
         let Some(env) = envs.iter_mut().find(|e| e.name == *name) else {
             let names: Vec<&str> = envs.iter().map(|e| e.name.as_str()).collect();
             return Err(top.error_at(
                 "cost",
-                format!(
-                    "names no [[env]]: \"{name}\"; the suite's environments are: {}",
-                    names.join(", ")
-                ),
+                format!("names no [[env]]: \"{name}\"; the suite's environments are: {}", names.join(", ")),
             ));
         };
         env.cost_per_hour.get_or_insert(price);
@@ -211,9 +178,7 @@ fn parse_repeat(top: &mut Fields) -> Result<Repeat, SuiteError> {
         return Ok(Repeat::fixed(3));
     };
     let Value::Table(table) = &node.value else {
-        return top
-            .count("repeat")
-            .map(|n| Repeat::fixed(n.unwrap_or(3) as u32));
+        return top.count("repeat").map(|n| Repeat::fixed(n.unwrap_or(3) as u32));
     };
     let mut f = Fields::new(top.file(), "repeat", table, node.origin.clone());
     let min = f.count("min")?.unwrap_or(3) as u32;
@@ -233,33 +198,19 @@ fn parse_repeat(top: &mut Fields) -> Result<Repeat, SuiteError> {
     if target <= 0.0 {
         return Err(f.error_at("target_ci", "must be more than 0%"));
     }
-    Ok(Repeat {
-        min,
-        max,
-        target_ci_pct: Some(target),
-        metric,
-    })
+    Ok(Repeat { min, max, target_ci_pct: Some(target), metric })
 }
 
 /// Names become parts of directory names and labels: keep them plain.
 fn check_name(f: &Fields, key: &str, name: &str) -> Result<(), SuiteError> {
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-    {
-        return Err(f.error(format!(
-            "{key} \"{name}\" may contain only letters, digits, '_', '-' and '.'"
-        )));
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
+        return Err(f.error(format!("{key} \"{name}\" may contain only letters, digits, '_', '-' and '.'")));
     }
     Ok(())
 }
 
 /// The tables of a required `[[section]]` list.
-fn sections<'a>(
-    top: &mut Fields<'a>,
-    key: &'static str,
-) -> Result<Vec<(&'a Table, Origin)>, SuiteError> {
+fn sections<'a>(top: &mut Fields<'a>, key: &'static str) -> Result<Vec<(&'a Table, Origin)>, SuiteError> {
     let found = optional_sections(top, key)?;
     if found.is_empty() {
         return Err(top.error(format!("at least one [[{key}]] table is required")));
@@ -267,26 +218,17 @@ fn sections<'a>(
     Ok(found)
 }
 
-fn optional_sections<'a>(
-    top: &mut Fields<'a>,
-    key: &'static str,
-) -> Result<Vec<(&'a Table, Origin)>, SuiteError> {
+fn optional_sections<'a>(top: &mut Fields<'a>, key: &'static str) -> Result<Vec<(&'a Table, Origin)>, SuiteError> {
     match top.node(key).map(|n| &n.value) {
         None => Ok(Vec::new()),
         Some(Value::List(items)) => items
             .iter()
             .map(|n| match &n.value {
                 Value::Table(t) => Ok((t, n.origin.clone())),
-                other => Err(top.error_at(
-                    key,
-                    format!("expected [[{key}]] tables, found {}", other.type_name()),
-                )),
+                other => Err(top.error_at(key, format!("expected [[{key}]] tables, found {}", other.type_name()))),
             })
             .collect(),
-        Some(other) => Err(top.error_at(
-            key,
-            format!("expected [[{key}]] tables, found {}", other.type_name()),
-        )),
+        Some(other) => Err(top.error_at(key, format!("expected [[{key}]] tables, found {}", other.type_name()))),
     }
 }
 
@@ -306,57 +248,27 @@ fn named<T>(
     f.required_str("name")?;
     let kind = f.required_str("kind")?;
     if !kinds.contains(&kind.as_str()) {
-        return Err(f.error_at(
-            "kind",
-            format!(
-                "unknown kind \"{kind}\"; allowed kinds are: {}",
-                kinds.join(", ")
-            ),
-        ));
+        return Err(f.error_at("kind", format!("unknown kind \"{kind}\"; allowed kinds are: {}", kinds.join(", "))));
     }
-    let cost_per_hour = if section == "env" {
-        f.float("cost_per_hour")?
-    } else {
-        None
-    };
+    let cost_per_hour = if section == "env" { f.float("cost_per_hour")? } else { None };
     if cost_per_hour.is_some_and(|c| c < 0.0) {
         return Err(f.error_at("cost_per_hour", "must not be negative"));
     }
     let item = parse(&kind, &mut f)?;
-    Ok(Named {
-        name,
-        kind,
-        item,
-        cost_per_hour,
-    })
+    Ok(Named { name, kind, item, cost_per_hour })
 }
 
 /// A workload table expands into one variant per combination of its list-valued keys (and of
 /// list values inside table-valued keys such as fio's `env`).
-fn workload_entry(
-    file: &str,
-    table: &Table,
-    origin: Origin,
-    ctx: &ParseContext,
-) -> Result<WorkloadEntry, SuiteError> {
-    let named_entry = named(
-        file,
-        "workload",
-        table,
-        origin.clone(),
-        workload::kind_names(),
-        |_, _| Ok(()),
-    )?;
+fn workload_entry(file: &str, table: &Table, origin: Origin, ctx: &ParseContext) -> Result<WorkloadEntry, SuiteError> {
+    let named_entry = named(file, "workload", table, origin.clone(), workload::kind_names(), |_, _| Ok(()))?;
     let kind = workload::kind(&named_entry.kind).expect("kind was checked");
     let what = format!("workload \"{}\"", named_entry.name);
     let axes = axes_of(table, kind.list_keys);
     for axis in &axes {
         if axis.values.is_empty() {
             let f = Fields::new(file, what.clone(), table, origin.clone());
-            return Err(f.error_at(
-                &axis.path[0],
-                "an empty list gives the matrix no cells; give at least one value",
-            ));
+            return Err(f.error_at(&axis.path[0], "an empty list gives the matrix no cells; give at least one value"));
         }
     }
     let mut variants = Vec::new();
@@ -365,10 +277,7 @@ fn workload_entry(
         let mut params = Vec::new();
         for (axis, value) in axes.iter().zip(&combination) {
             set_path(&mut concrete, &axis.path, (*value).clone());
-            params.push((
-                axis.path.last().expect("non-empty path").clone(),
-                value.value.label(),
-            ));
+            params.push((axis.path.last().expect("non-empty path").clone(), value.value.label()));
         }
         let mut f = Fields::new(file, what.clone(), &concrete, origin.clone());
         f.str("name")?;
@@ -376,11 +285,7 @@ fn workload_entry(
         let spec = (kind.parse)(&mut f, ctx)?;
         variants.push(Variant { params, spec });
     }
-    Ok(WorkloadEntry {
-        name: named_entry.name,
-        kind: named_entry.kind,
-        variants,
-    })
+    Ok(WorkloadEntry { name: named_entry.name, kind: named_entry.kind, variants })
 }
 
 struct Axis {
@@ -395,17 +300,11 @@ fn axes_of(table: &Table, list_keys: &[&str]) -> Vec<Axis> {
             continue;
         }
         match &node.value {
-            Value::List(values) => axes.push(Axis {
-                path: vec![key.clone()],
-                values: values.clone(),
-            }),
+            Value::List(values) => axes.push(Axis { path: vec![key.clone()], values: values.clone() }),
             Value::Table(inner) => {
                 for (inner_key, inner_node) in &inner.entries {
                     if let Value::List(values) = &inner_node.value {
-                        axes.push(Axis {
-                            path: vec![key.clone(), inner_key.clone()],
-                            values: values.clone(),
-                        });
+                        axes.push(Axis { path: vec![key.clone(), inner_key.clone()], values: values.clone() });
                     }
                 }
             }
@@ -437,11 +336,7 @@ fn set_path(table: &mut Table, path: &[String], node: Node) {
     match path {
         [key] => table.set(key, node),
         [key, rest @ ..] => {
-            if let Some(Node {
-                value: Value::Table(inner),
-                ..
-            }) = table.get_mut(key)
-            {
+            if let Some(Node { value: Value::Table(inner), .. }) = table.get_mut(key) {
                 set_path(inner, rest, node);
             }
         }
@@ -452,19 +347,15 @@ fn set_path(table: &mut Table, path: &[String], node: Node) {
 fn bound(file: &str, table: &Table, origin: Origin) -> Result<Bound, SuiteError> {
     let mut f = Fields::new(file, "[[bound]]", table, origin);
     let metric = f.required_str("metric")?;
-    let max_overhead_pct = f.percent("max_overhead")?.ok_or_else(|| {
-        f.error("the key \"max_overhead\" is required, e.g. max_overhead = \"10%\"")
-    })?;
+    let max_overhead_pct = f
+        .percent("max_overhead")?
+        .ok_or_else(|| f.error("the key \"max_overhead\" is required, e.g. max_overhead = \"10%\""))?;
     let cells = match f.str("cells")? {
         Some(text) => Some(Selector::parse(&text).map_err(|e| f.error_at("cells", e))?),
         None => None,
     };
     f.finish()?;
-    Ok(Bound {
-        metric,
-        max_overhead_pct,
-        cells,
-    })
+    Ok(Bound { metric, max_overhead_pct, cells })
 }
 
 fn parse_baseline(
@@ -488,20 +379,14 @@ fn parse_baseline(
         let names: Vec<&str> = envs.iter().map(|e| e.name.as_str()).collect();
         return Err(f.error_at(
             "env",
-            format!(
-                "names no [[env]]: \"{env}\"; the suite's environments are: {}",
-                names.join(", ")
-            ),
+            format!("names no [[env]]: \"{env}\"; the suite's environments are: {}", names.join(", ")),
         ));
     }
     if !volumes.iter().any(|v| v.name == volume) {
         let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
         return Err(f.error_at(
             "volume",
-            format!(
-                "names no [[volume]]: \"{volume}\"; the suite's volumes are: {}",
-                names.join(", ")
-            ),
+            format!("names no [[volume]]: \"{volume}\"; the suite's volumes are: {}", names.join(", ")),
         ));
     }
     Ok(Baseline { env, volume })
@@ -510,32 +395,18 @@ fn parse_baseline(
 /// Applies one `--set path=value`: `repeat=5`, `workload.fio.runtime=3s`,
 /// `workload.fio.env.FIO_RW=read`, `volume.tmpfs.size=1G`, `baseline.env=host`.
 fn apply_override(file: &str, root: &mut Table, text: &str) -> Result<(), SuiteError> {
-    let err = |message: String| SuiteError {
-        file: file.into(),
-        origin: Origin::Set(text.into()),
-        message,
-    };
-    let (path, value) = text.split_once('=').ok_or_else(|| {
-        err("write overrides as key=value, e.g. --set workload.fio.runtime=3s".into())
-    })?;
+    let err = |message: String| SuiteError { file: file.into(), origin: Origin::Set(text.into()), message };
+    let (path, value) = text
+        .split_once('=')
+        .ok_or_else(|| err("write overrides as key=value, e.g. --set workload.fio.runtime=3s".into()))?;
     let segments: Vec<&str> = path.trim().split('.').collect();
     if segments.iter().any(|s| s.is_empty()) {
-        return Err(err(format!(
-            "\"{path}\" is not a key path; write it like workload.fio.runtime"
-        )));
+        return Err(err(format!("\"{path}\" is not a key path; write it like workload.fio.runtime")));
     }
     let node = tree::parse_override_value(value.trim(), Origin::Set(text.into()));
     let (target, rest): (&mut Table, &[&str]) = match segments.as_slice() {
-        [
-            section @ ("env" | "volume" | "workload" | "bound"),
-            name,
-            rest @ ..,
-        ] if !rest.is_empty() => {
-            let Some(Node {
-                value: Value::List(items),
-                ..
-            }) = root.get_mut(section)
-            else {
+        [section @ ("env" | "volume" | "workload" | "bound"), name, rest @ ..] if !rest.is_empty() => {
+            let Some(Node { value: Value::List(items), .. }) = root.get_mut(section) else {
                 return Err(err(format!("the suite has no [[{section}]] tables")));
             };
             let names: Vec<String> = items
@@ -560,9 +431,7 @@ fn apply_override(file: &str, root: &mut Table, text: &str) -> Result<(), SuiteE
             }
         }
         [section @ ("env" | "volume" | "workload" | "bound"), ..] => {
-            return Err(err(format!(
-                "name the {section} and the key, like {section}.NAME.KEY=VALUE"
-            )));
+            return Err(err(format!("name the {section} and the key, like {section}.NAME.KEY=VALUE")));
         }
         _ => (root, segments.as_slice()),
     };
@@ -573,23 +442,12 @@ fn apply_override(file: &str, root: &mut Table, text: &str) -> Result<(), SuiteE
             return Ok(());
         }
         if table.get(key).is_none() {
-            table.set(
-                key,
-                Node {
-                    value: Value::Table(Table::default()),
-                    origin: Origin::Set(text.into()),
-                },
-            );
+            table.set(key, Node { value: Value::Table(Table::default()), origin: Origin::Set(text.into()) });
         }
         match table.get_mut(key) {
-            Some(Node {
-                value: Value::Table(inner),
-                ..
-            }) => table = inner,
+            Some(Node { value: Value::Table(inner), .. }) => table = inner,
             _ => {
-                return Err(err(format!(
-                    "\"{key}\" is not a table, so \"{path}\" cannot be set"
-                )));
+                return Err(err(format!("\"{key}\" is not a table, so \"{path}\" cannot be set")));
             }
         }
     }
@@ -599,17 +457,7 @@ fn apply_override(file: &str, root: &mut Table, text: &str) -> Result<(), SuiteE
 /// Keys whose values are secrets anywhere in a suite.
 pub fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    [
-        "password",
-        "passwd",
-        "secret",
-        "token",
-        "api_key",
-        "apikey",
-        "credentials",
-    ]
-    .iter()
-    .any(|s| k.contains(s))
+    ["password", "passwd", "secret", "token", "api_key", "apikey", "credentials"].iter().any(|s| k.contains(s))
 }
 
 fn redact(table: &mut Table) {

@@ -43,10 +43,7 @@ impl Table {
     }
 
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Node> {
-        self.entries
-            .iter_mut()
-            .find(|(k, _)| k == key)
-            .map(|(_, n)| n)
+        self.entries.iter_mut().find(|(k, _)| k == key).map(|(_, n)| n)
     }
 
     pub fn set(&mut self, key: &str, node: Node) {
@@ -83,17 +80,10 @@ impl Value {
             Value::Int(i) => i.to_string(),
             Value::Float(f) => f.to_string(),
             Value::Bool(b) => b.to_string(),
-            Value::List(items) => items
-                .iter()
-                .map(|n| n.value.label())
-                .collect::<Vec<_>>()
-                .join(","),
-            Value::Table(t) => t
-                .entries
-                .iter()
-                .map(|(k, n)| format!("{k}={}", n.value.label()))
-                .collect::<Vec<_>>()
-                .join(","),
+            Value::List(items) => items.iter().map(|n| n.value.label()).collect::<Vec<_>>().join(","),
+            Value::Table(t) => {
+                t.entries.iter().map(|(k, n)| format!("{k}={}", n.value.label())).collect::<Vec<_>>().join(",")
+            }
         }
     }
 }
@@ -134,19 +124,13 @@ impl<'de> serde::Deserialize<'de> for Table {
         let json = serde_json::Value::deserialize(d)?;
         match from_json(&json) {
             Value::Table(t) => Ok(t),
-            other => Err(serde::de::Error::custom(format!(
-                "expected a table, got {}",
-                other.type_name()
-            ))),
+            other => Err(serde::de::Error::custom(format!("expected a table, got {}", other.type_name()))),
         }
     }
 }
 
 fn from_json(v: &serde_json::Value) -> Value {
-    let node = |v: &serde_json::Value| Node {
-        value: from_json(v),
-        origin: Origin::Default,
-    };
+    let node = |v: &serde_json::Value| Node { value: from_json(v), origin: Origin::Default };
     match v {
         serde_json::Value::String(s) => Value::Str(s.clone()),
         serde_json::Value::Bool(b) => Value::Bool(*b),
@@ -155,9 +139,9 @@ fn from_json(v: &serde_json::Value) -> Value {
             None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
         },
         serde_json::Value::Array(items) => Value::List(items.iter().map(node).collect()),
-        serde_json::Value::Object(map) => Value::Table(Table {
-            entries: map.iter().map(|(k, v)| (k.clone(), node(v))).collect(),
-        }),
+        serde_json::Value::Object(map) => {
+            Value::Table(Table { entries: map.iter().map(|(k, v)| (k.clone(), node(v))).collect() })
+        }
         serde_json::Value::Null => Value::Str(String::new()),
     }
 }
@@ -186,10 +170,7 @@ impl std::error::Error for SuiteError {}
 pub fn parse(file: &str, text: &str) -> Result<Table, SuiteError> {
     let doc = toml_edit::Document::parse(text).map_err(|e| SuiteError {
         file: file.to_string(),
-        origin: e
-            .span()
-            .map(|s| Origin::Line(line_of(text, s.start)))
-            .unwrap_or(Origin::Default),
+        origin: e.span().map(|s| Origin::Line(line_of(text, s.start))).unwrap_or(Origin::Default),
         message: format!("not valid TOML: {}", e.message()),
     })?;
     Ok(convert_table(text, doc.as_table()))
@@ -200,16 +181,14 @@ fn line_of(text: &str, offset: usize) -> usize {
 }
 
 fn origin_of(text: &str, span: Option<std::ops::Range<usize>>) -> Origin {
-    span.map(|s| Origin::Line(line_of(text, s.start)))
-        .unwrap_or(Origin::Default)
+    span.map(|s| Origin::Line(line_of(text, s.start))).unwrap_or(Origin::Default)
 }
 
 fn convert_table(text: &str, table: &dyn toml_edit::TableLike) -> Table {
     let mut out = Table::default();
     for (key, item) in table.iter() {
         let key_origin = origin_of(text, table.key(key).and_then(|k| k.span()));
-        out.entries
-            .push((key.to_string(), convert_item(text, item, key_origin)));
+        out.entries.push((key.to_string(), convert_item(text, item, key_origin)));
     }
     out
 }
@@ -217,26 +196,19 @@ fn convert_table(text: &str, table: &dyn toml_edit::TableLike) -> Table {
 fn convert_item(text: &str, item: &toml_edit::Item, origin: Origin) -> Node {
     match item {
         toml_edit::Item::Value(v) => convert_value(text, v, origin),
-        toml_edit::Item::Table(t) => Node {
-            value: Value::Table(convert_table(text, t)),
-            origin: origin_of(text, t.span()).or(origin),
-        },
+        toml_edit::Item::Table(t) => {
+            Node { value: Value::Table(convert_table(text, t)), origin: origin_of(text, t.span()).or(origin) }
+        }
         toml_edit::Item::ArrayOfTables(tables) => Node {
             value: Value::List(
                 tables
                     .iter()
-                    .map(|t| Node {
-                        value: Value::Table(convert_table(text, t)),
-                        origin: origin_of(text, t.span()),
-                    })
+                    .map(|t| Node { value: Value::Table(convert_table(text, t)), origin: origin_of(text, t.span()) })
                     .collect(),
             ),
             origin,
         },
-        toml_edit::Item::None => Node {
-            value: Value::Table(Table::default()),
-            origin,
-        },
+        toml_edit::Item::None => Node { value: Value::Table(Table::default()), origin },
     }
 }
 
@@ -248,12 +220,9 @@ fn convert_value(text: &str, v: &toml_edit::Value, key_origin: Origin) -> Node {
         toml_edit::Value::Float(f) => Value::Float(*f.value()),
         toml_edit::Value::Boolean(b) => Value::Bool(*b.value()),
         toml_edit::Value::Datetime(d) => Value::Str(d.value().to_string()),
-        toml_edit::Value::Array(items) => Value::List(
-            items
-                .iter()
-                .map(|i| convert_value(text, i, origin.clone()))
-                .collect(),
-        ),
+        toml_edit::Value::Array(items) => {
+            Value::List(items.iter().map(|i| convert_value(text, i, origin.clone())).collect())
+        }
         toml_edit::Value::InlineTable(t) => Value::Table(convert_table(text, t)),
     };
     Node { value, origin }
@@ -270,10 +239,7 @@ impl Origin {
 pub fn parse_override_value(text: &str, origin: Origin) -> Node {
     match text.parse::<toml_edit::Value>() {
         Ok(v) => convert_value(text, &v, origin.clone()).with_origin(origin),
-        Err(_) => Node {
-            value: Value::Str(text.to_string()),
-            origin,
-        },
+        Err(_) => Node { value: Value::Str(text.to_string()), origin },
     }
 }
 
@@ -314,11 +280,7 @@ pub fn to_toml(root: &Table) -> String {
 }
 
 fn toml_key(key: &str) -> String {
-    if !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
+    if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
         key.to_string()
     } else {
         toml_edit::Value::from(key).to_string()
@@ -331,14 +293,7 @@ fn inline(v: &Value) -> String {
         Value::Int(i) => i.to_string(),
         Value::Float(f) => toml_edit::Value::from(*f).to_string(),
         Value::Bool(b) => b.to_string(),
-        Value::List(items) => format!(
-            "[{}]",
-            items
-                .iter()
-                .map(|n| inline(&n.value))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        Value::List(items) => format!("[{}]", items.iter().map(|n| inline(&n.value)).collect::<Vec<_>>().join(", ")),
         Value::Table(t) => format!(
             "{{ {} }}",
             t.entries
@@ -362,13 +317,7 @@ pub struct Fields<'a> {
 
 impl<'a> Fields<'a> {
     pub fn new(file: &'a str, what: impl Into<String>, table: &'a Table, origin: Origin) -> Self {
-        Fields {
-            file,
-            what: what.into(),
-            table,
-            origin,
-            known: Vec::new(),
-        }
+        Fields { file, what: what.into(), table, origin, known: Vec::new() }
     }
 
     pub fn file(&self) -> &'a str {
@@ -386,16 +335,8 @@ impl<'a> Fields<'a> {
 
     /// An error about one key.
     pub fn error_at(&self, key: &str, message: impl fmt::Display) -> SuiteError {
-        let origin = self
-            .table
-            .get(key)
-            .map(|n| n.origin.clone())
-            .unwrap_or(self.origin.clone());
-        SuiteError {
-            file: self.file.to_string(),
-            origin,
-            message: format!("{}: key \"{key}\": {message}", self.what),
-        }
+        let origin = self.table.get(key).map(|n| n.origin.clone()).unwrap_or(self.origin.clone());
+        SuiteError { file: self.file.to_string(), origin, message: format!("{}: key \"{key}\": {message}", self.what) }
     }
 
     /// Marks `key` as known and returns its node.
@@ -410,37 +351,23 @@ impl<'a> Fields<'a> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
             Some(Value::Str(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(self.error_at(
-                key,
-                format!("expected a string, found {}", other.type_name()),
-            )),
+            Some(other) => Err(self.error_at(key, format!("expected a string, found {}", other.type_name()))),
         }
     }
 
     pub fn required_str(&mut self, key: &'static str) -> Result<String, SuiteError> {
-        self.str(key)?
-            .ok_or_else(|| self.error(format!("the key \"{key}\" is required")))
+        self.str(key)?.ok_or_else(|| self.error(format!("the key \"{key}\" is required")))
     }
 
     /// A string that must be one of `choices`.
-    pub fn choice(
-        &mut self,
-        key: &'static str,
-        choices: &[&str],
-    ) -> Result<Option<String>, SuiteError> {
+    pub fn choice(&mut self, key: &'static str, choices: &[&str]) -> Result<Option<String>, SuiteError> {
         let Some(value) = self.str(key)? else {
             return Ok(None);
         };
         if choices.contains(&value.as_str()) {
             Ok(Some(value))
         } else {
-            Err(self.error_at(
-                key,
-                format!(
-                    "\"{value}\" is not allowed; use one of: {}",
-                    choices.join(", ")
-                ),
-            ))
+            Err(self.error_at(key, format!("\"{value}\" is not allowed; use one of: {}", choices.join(", "))))
         }
     }
 
@@ -448,10 +375,7 @@ impl<'a> Fields<'a> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(self.error_at(
-                key,
-                format!("expected true or false, found {}", other.type_name()),
-            )),
+            Some(other) => Err(self.error_at(key, format!("expected true or false, found {}", other.type_name()))),
         }
     }
 
@@ -459,13 +383,8 @@ impl<'a> Fields<'a> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
             Some(Value::Int(i)) if *i >= 0 => Ok(Some(*i as u64)),
-            Some(Value::Int(i)) => {
-                Err(self.error_at(key, format!("must not be negative, found {i}")))
-            }
-            Some(other) => Err(self.error_at(
-                key,
-                format!("expected a whole number, found {}", other.type_name()),
-            )),
+            Some(Value::Int(i)) => Err(self.error_at(key, format!("must not be negative, found {i}"))),
+            Some(other) => Err(self.error_at(key, format!("expected a whole number, found {}", other.type_name()))),
         }
     }
 
@@ -482,10 +401,7 @@ impl<'a> Fields<'a> {
             None => Ok(None),
             Some(Value::Int(i)) => Ok(Some(*i as f64)),
             Some(Value::Float(f)) => Ok(Some(*f)),
-            Some(other) => Err(self.error_at(
-                key,
-                format!("expected a number, found {}", other.type_name()),
-            )),
+            Some(other) => Err(self.error_at(key, format!("expected a number, found {}", other.type_name()))),
         }
     }
 
@@ -494,16 +410,10 @@ impl<'a> Fields<'a> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
             Some(Value::Int(i)) if *i > 0 => Ok(Some(*i as u64)),
-            Some(Value::Str(s)) => units::parse_size(s)
-                .map(Some)
-                .map_err(|e| self.error_at(key, e)),
-            Some(other) => Err(self.error_at(
-                key,
-                format!(
-                    "expected a size like \"4k\" or \"2G\", found {}",
-                    other.type_name()
-                ),
-            )),
+            Some(Value::Str(s)) => units::parse_size(s).map(Some).map_err(|e| self.error_at(key, e)),
+            Some(other) => {
+                Err(self.error_at(key, format!("expected a size like \"4k\" or \"2G\", found {}", other.type_name())))
+            }
         }
     }
 
@@ -512,64 +422,42 @@ impl<'a> Fields<'a> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
             Some(Value::Int(i)) if *i >= 0 => Ok(Some(Duration::from_secs(*i as u64))),
-            Some(Value::Str(s)) => units::parse_duration(s)
-                .map(Some)
-                .map_err(|e| self.error_at(key, e)),
-            Some(other) => Err(self.error_at(
-                key,
-                format!(
-                    "expected a duration like \"10s\" or \"500ms\", found {}",
-                    other.type_name()
-                ),
-            )),
+            Some(Value::Str(s)) => units::parse_duration(s).map(Some).map_err(|e| self.error_at(key, e)),
+            Some(other) => Err(self
+                .error_at(key, format!("expected a duration like \"10s\" or \"500ms\", found {}", other.type_name()))),
         }
     }
 
     pub fn percent(&mut self, key: &'static str) -> Result<Option<f64>, SuiteError> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
-            Some(Value::Str(s)) => units::parse_percent(s)
-                .map(Some)
-                .map_err(|e| self.error_at(key, e)),
-            Some(other) => Err(self.error_at(
-                key,
-                format!(
-                    "expected a percentage like \"10%\", found {}",
-                    other.type_name()
-                ),
-            )),
+            Some(Value::Str(s)) => units::parse_percent(s).map(Some).map_err(|e| self.error_at(key, e)),
+            Some(other) => {
+                Err(self.error_at(key, format!("expected a percentage like \"10%\", found {}", other.type_name())))
+            }
         }
     }
 
     pub fn str_list(&mut self, key: &'static str) -> Result<Option<Vec<String>>, SuiteError> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
-            Some(Value::List(items)) => items
-                .iter()
-                .map(|n| match &n.value {
-                    Value::Str(s) => Ok(s.clone()),
-                    other => Err(self.error_at(
-                        key,
-                        format!(
-                            "expected a list of strings, found {} in it",
-                            other.type_name()
-                        ),
-                    )),
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map(Some),
-            Some(other) => Err(self.error_at(
-                key,
-                format!("expected a list of strings, found {}", other.type_name()),
-            )),
+            Some(Value::List(items)) => {
+                items
+                    .iter()
+                    .map(|n| match &n.value {
+                        Value::Str(s) => Ok(s.clone()),
+                        other => Err(self
+                            .error_at(key, format!("expected a list of strings, found {} in it", other.type_name()))),
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Some)
+            }
+            Some(other) => Err(self.error_at(key, format!("expected a list of strings, found {}", other.type_name()))),
         }
     }
 
     /// A table of string values (e.g. environment variables); numbers are accepted as their text.
-    pub fn str_map(
-        &mut self,
-        key: &'static str,
-    ) -> Result<Option<Vec<(String, String)>>, SuiteError> {
+    pub fn str_map(&mut self, key: &'static str) -> Result<Option<Vec<(String, String)>>, SuiteError> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
             Some(Value::Table(t)) => t
@@ -579,20 +467,12 @@ impl<'a> Fields<'a> {
                     Value::Str(_) | Value::Int(_) | Value::Float(_) | Value::Bool(_) => {
                         Ok((k.clone(), n.value.label()))
                     }
-                    other => Err(self.error_at(
-                        key,
-                        format!("\"{k}\" must be a string, found {}", other.type_name()),
-                    )),
+                    other => Err(self.error_at(key, format!("\"{k}\" must be a string, found {}", other.type_name()))),
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
-            Some(other) => Err(self.error_at(
-                key,
-                format!(
-                    "expected a table like {{ NAME = \"value\" }}, found {}",
-                    other.type_name()
-                ),
-            )),
+            Some(other) => Err(self
+                .error_at(key, format!("expected a table like {{ NAME = \"value\" }}, found {}", other.type_name()))),
         }
     }
 
@@ -602,10 +482,7 @@ impl<'a> Fields<'a> {
             if !self.known.iter().any(|k| k == key) {
                 let mut allowed = self.known.clone();
                 allowed.sort_unstable();
-                return Err(self.error_at(
-                    key,
-                    format!("unknown key; allowed keys are: {}", allowed.join(", ")),
-                ));
+                return Err(self.error_at(key, format!("unknown key; allowed keys are: {}", allowed.join(", "))));
             }
         }
         Ok(())
@@ -618,19 +495,11 @@ mod tests {
 
     #[test]
     fn nodes_remember_their_lines() {
-        let t = parse(
-            "s.toml",
-            "name = \"x\"\n\n[[env]]\nname = \"host\"\nkind = \"host\"\n",
-        )
-        .unwrap();
+        let t = parse("s.toml", "name = \"x\"\n\n[[env]]\nname = \"host\"\nkind = \"host\"\n").unwrap();
         assert_eq!(t.get("name").unwrap().origin, Origin::Line(1));
-        let Value::List(envs) = &t.get("env").unwrap().value else {
-            panic!()
-        };
+        let Value::List(envs) = &t.get("env").unwrap().value else { panic!() };
         assert_eq!(envs[0].origin, Origin::Line(3));
-        let Value::Table(env) = &envs[0].value else {
-            panic!()
-        };
+        let Value::Table(env) = &envs[0].value else { panic!() };
         assert_eq!(env.get("kind").unwrap().origin, Origin::Line(5));
     }
 
@@ -646,14 +515,9 @@ mod tests {
     #[test]
     fn override_values_are_toml_or_plain_text() {
         let o = Origin::Set("x".into());
-        assert_eq!(
-            parse_override_value("3s", o.clone()).value,
-            Value::Str("3s".into())
-        );
+        assert_eq!(parse_override_value("3s", o.clone()).value, Value::Str("3s".into()));
         assert_eq!(parse_override_value("8", o.clone()).value, Value::Int(8));
-        assert!(
-            matches!(parse_override_value("[1, 4]", o).value, Value::List(ref l) if l.len() == 2)
-        );
+        assert!(matches!(parse_override_value("[1, 4]", o).value, Value::List(ref l) if l.len() == 2));
     }
 
     #[test]
@@ -663,9 +527,6 @@ mod tests {
         f.size("bs").unwrap();
         f.uint("iodepth").unwrap();
         let e = f.finish().unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "s.toml:2: workload \"fio\": key \"iodeph\": unknown key; allowed keys are: bs, iodepth"
-        );
+        assert_eq!(e, "s.toml:2: workload \"fio\": key \"iodeph\": unknown key; allowed keys are: bs, iodepth");
     }
 }

@@ -19,10 +19,7 @@ pub struct Dir {
 fn parse(f: &mut Fields) -> Result<Box<dyn Volume>, SuiteError> {
     let path = PathBuf::from(f.required_str("path")?);
     if !path.is_absolute() {
-        return Err(f.error_at(
-            "path",
-            format!("\"{}\" must be an absolute path", path.display()),
-        ));
+        return Err(f.error_at("path", format!("\"{}\" must be an absolute path", path.display())));
     }
     f.finish()?;
     Ok(Box::new(Dir { path }))
@@ -45,11 +42,7 @@ impl Volume for Dir {
         if let Some(top) = first_missing {
             ctx.ledger.record(Resource::Dir { path: top })?;
         }
-        let run_name = ctx
-            .run_dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let run_name = ctx.run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let work = self.path.join(format!("isobench-{run_name}"));
         ctx.ledger.record(Resource::Dir { path: work.clone() })?;
         std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;

@@ -11,10 +11,7 @@ use crate::process::{self, find_program};
 use crate::suite::tree::{Fields, SuiteError};
 use crate::units;
 
-pub const KIND: Kind = Kind {
-    name: "loop",
-    parse,
-};
+pub const KIND: Kind = Kind { name: "loop", parse };
 
 pub struct LoopFs {
     fs: String,
@@ -27,21 +24,13 @@ pub struct LoopFs {
 }
 
 fn parse(f: &mut Fields) -> Result<Box<dyn Volume>, SuiteError> {
-    let fs = f
-        .choice("fs", &["ext4", "xfs"])?
-        .unwrap_or_else(|| "ext4".into());
+    let fs = f.choice("fs", &["ext4", "xfs"])?.unwrap_or_else(|| "ext4".into());
     let size = f.size("size")?.unwrap_or(4 << 30);
     let direct_io = f.bool("direct_io")?.unwrap_or(true);
     let mkfs_args = f.str_list("mkfs_args")?.unwrap_or_default();
     let mount_options = f.str("mount_options")?;
     f.finish()?;
-    Ok(Box::new(LoopFs {
-        fs,
-        size,
-        direct_io,
-        mkfs_args,
-        mount_options,
-    }))
+    Ok(Box::new(LoopFs { fs, size, direct_io, mkfs_args, mount_options }))
 }
 
 impl LoopFs {
@@ -49,12 +38,7 @@ impl LoopFs {
         let mut args: Vec<String> = match self.fs.as_str() {
             // No lazy initialisation: ext4lazyinit would otherwise write in the background
             // while the benchmark runs.
-            "ext4" => vec![
-                "-q".into(),
-                "-F".into(),
-                "-E".into(),
-                "lazy_itable_init=0,lazy_journal_init=0".into(),
-            ],
+            "ext4" => vec!["-q".into(), "-F".into(), "-E".into(), "lazy_itable_init=0,lazy_journal_init=0".into()],
             _ => vec!["-q".into(), "-f".into()],
         };
         args.extend(self.mkfs_args.iter().cloned());
@@ -73,14 +57,8 @@ impl Volume for LoopFs {
         }
         for program in ["losetup", &format!("mkfs.{}", self.fs)] {
             if find_program(program).is_none() {
-                let package = if self.fs == "xfs" {
-                    "xfsprogs"
-                } else {
-                    "e2fsprogs"
-                };
-                return Some(format!(
-                    "{program} is not installed (Debian package {package})"
-                ));
+                let package = if self.fs == "xfs" { "xfsprogs" } else { "e2fsprogs" };
+                return Some(format!("{program} is not installed (Debian package {package})"));
             }
         }
         None
@@ -88,28 +66,15 @@ impl Volume for LoopFs {
 
     fn provision(&self, mut ctx: ProvisionContext) -> Result<Provisioned> {
         let image = ctx.run_dir.join("volume.img");
-        ctx.ledger.record(Resource::File {
-            path: image.clone(),
-        })?;
+        ctx.ledger.record(Resource::File { path: image.clone() })?;
         std::fs::File::create(&image)
             .and_then(|f| f.set_len(self.size))
-            .with_context(|| {
-                format!(
-                    "creating the {} backing file {}",
-                    units::fio_size(self.size),
-                    image.display()
-                )
-            })?;
-        ctx.ledger.record(Resource::LoopDevice {
-            backing: image.clone(),
-        })?;
+            .with_context(|| format!("creating the {} backing file {}", units::fio_size(self.size), image.display()))?;
+        ctx.ledger.record(Resource::LoopDevice { backing: image.clone() })?;
         let direct = format!("--direct-io={}", if self.direct_io { "on" } else { "off" });
-        let device = process::command_output(
-            "losetup",
-            &["--find", "--show", &direct, &image.to_string_lossy()],
-        )?
-        .trim()
-        .to_string();
+        let device = process::command_output("losetup", &["--find", "--show", &direct, &image.to_string_lossy()])?
+            .trim()
+            .to_string();
         let (mkfs, args) = self.mkfs_command(&device);
         process::command_output(&mkfs, &args.iter().map(String::as_str).collect::<Vec<_>>())?;
         let target = mount_point(&mut ctx)?;

@@ -53,16 +53,13 @@ pub fn kind_names() -> Vec<&'static str> {
 
 /// Mounting needs root (CAP_SYS_ADMIN); say so plainly instead of failing in mount(8).
 pub fn needs_root() -> Option<String> {
-    (!nix::unistd::geteuid().is_root())
-        .then(|| "needs root to mount (run isobench as root)".to_string())
+    (!nix::unistd::geteuid().is_root()).then(|| "needs root to mount (run isobench as root)".to_string())
 }
 
 /// Creates the mount point `run_dir/mnt` and records the mount before it is made.
 pub fn mount_point(ctx: &mut ProvisionContext) -> Result<PathBuf> {
     let target = ctx.run_dir.join("mnt");
     std::fs::create_dir_all(&target)?;
-    ctx.ledger.record(crate::ledger::Resource::Mount {
-        target: target.clone(),
-    })?;
+    ctx.ledger.record(crate::ledger::Resource::Mount { target: target.clone() })?;
     Ok(target)
 }

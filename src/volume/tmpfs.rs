@@ -10,10 +10,7 @@ use crate::process;
 use crate::suite::tree::{Fields, SuiteError};
 use crate::units;
 
-pub const KIND: Kind = Kind {
-    name: "tmpfs",
-    parse,
-};
+pub const KIND: Kind = Kind { name: "tmpfs", parse };
 
 pub struct Tmpfs {
     size: u64,
@@ -35,14 +32,7 @@ impl Volume for Tmpfs {
         let options = format!("size={},mode=1777", units::fio_size(self.size));
         process::command_output(
             "mount",
-            &[
-                "-t",
-                "tmpfs",
-                "-o",
-                &options,
-                "isobench-tmpfs",
-                &target.to_string_lossy(),
-            ],
+            &["-t", "tmpfs", "-o", &options, "isobench-tmpfs", &target.to_string_lossy()],
         )?;
         Ok(Provisioned {
             path: target,

@@ -17,24 +17,10 @@ use crate::store::{RawFile, Sample, Series};
 use crate::suite::tree::{Fields, SuiteError};
 use crate::units;
 
-pub const KIND: Kind = Kind {
-    name: "fio",
-    list_keys: &["args"],
-    parse,
-};
+pub const KIND: Kind = Kind { name: "fio", list_keys: &["args"], parse };
 
-const RW_MODES: &[&str] = &[
-    "read",
-    "write",
-    "randread",
-    "randwrite",
-    "rw",
-    "readwrite",
-    "randrw",
-    "trim",
-    "randtrim",
-    "trimwrite",
-];
+const RW_MODES: &[&str] =
+    &["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite"];
 const ENGINES: &[&str] = &[
     "sync",
     "psync",
@@ -112,19 +98,14 @@ fn parse_job_file(f: &mut Fields, ctx: &ParseContext, path: &str) -> Result<Job,
         .map_err(|e| f.error_at("jobfile", format!("cannot read {}: {e}", full.display())))?;
     let timeout = f.duration("timeout")?.unwrap_or(Duration::from_secs(3600));
     Ok(Job::File {
-        name: full
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "job.fio".into()),
+        name: full.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "job.fio".into()),
         text,
         timeout_s: timeout.as_secs().max(1),
     })
 }
 
 fn parse_options(f: &mut Fields) -> Result<Options, SuiteError> {
-    let rw = f
-        .choice("rw", RW_MODES)?
-        .unwrap_or_else(|| "randread".into());
+    let rw = f.choice("rw", RW_MODES)?.unwrap_or_else(|| "randread".into());
     let bs = f.size("bs")?.unwrap_or(4096);
     let iodepth = f.count("iodepth")?.unwrap_or(1);
     let numjobs = f.count("numjobs")?.unwrap_or(1);
@@ -132,9 +113,7 @@ fn parse_options(f: &mut Fields) -> Result<Options, SuiteError> {
     let runtime = f.duration("runtime")?.unwrap_or(Duration::from_secs(10));
     let ramp_time = f.duration("ramp_time")?.unwrap_or_default();
     let direct = f.bool("direct")?.unwrap_or(false);
-    let ioengine = f
-        .choice("ioengine", ENGINES)?
-        .unwrap_or_else(|| "psync".into());
+    let ioengine = f.choice("ioengine", ENGINES)?.unwrap_or_else(|| "psync".into());
     let rwmixread = f.uint("rwmixread")?;
     if rwmixread.is_some_and(|r| r > 100) {
         return Err(f.error_at("rwmixread", "must be a percentage from 0 to 100"));
@@ -208,14 +187,7 @@ impl Workload for Fio {
     }
 
     fn headline(&self) -> Vec<&'static str> {
-        vec![
-            "iops",
-            "bw",
-            "read_clat_mean",
-            "read_clat_p99",
-            "write_clat_mean",
-            "write_clat_p99",
-        ]
+        vec!["iops", "bw", "read_clat_mean", "read_clat_p99", "write_clat_mean", "write_clat_p99"]
     }
 
     fn describe(&self) -> BTreeMap<String, String> {
@@ -234,8 +206,7 @@ impl Workload for Fio {
         match &self.job {
             // Laying out the files is not timed by fio but takes time; allow for ~200 MB/s.
             Job::Options(o) => {
-                Duration::from_millis(o.runtime_ms + o.ramp_time_ms)
-                    + Duration::from_secs(1 + o.size / (200 << 20))
+                Duration::from_millis(o.runtime_ms + o.ramp_time_ms) + Duration::from_secs(1 + o.size / (200 << 20))
             }
             Job::File { timeout_s, .. } => Duration::from_secs(*timeout_s),
         }
@@ -244,8 +215,7 @@ impl Workload for Fio {
     fn run(&self, ctx: &RunContext, out: &mut Output) -> Result<()> {
         let output_file = ctx.scratch_dir.join("fio.json");
         let mut cmd = Command::new("fio");
-        cmd.current_dir(ctx.data_dir)
-            .env("ISOBENCH_DATA", ctx.data_dir);
+        cmd.current_dir(ctx.data_dir).env("ISOBENCH_DATA", ctx.data_dir);
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         match &self.job {
             Job::Options(o) => {
@@ -257,12 +227,8 @@ impl Workload for Fio {
             }
             Job::File { name, text, .. } => {
                 let job_path = ctx.scratch_dir.join(name);
-                std::fs::write(&job_path, text)
-                    .with_context(|| format!("writing {}", job_path.display()))?;
-                out.raw.push(RawFile {
-                    name: name.clone(),
-                    content: text.clone(),
-                });
+                std::fs::write(&job_path, text).with_context(|| format!("writing {}", job_path.display()))?;
+                out.raw.push(RawFile { name: name.clone(), content: text.clone() });
                 cmd.arg(&job_path);
             }
         }
@@ -271,43 +237,22 @@ impl Workload for Fio {
         cmd.arg(format!("--write_iops_log={}", log_prefix.display()))
             .arg(format!("--write_lat_log={}", log_prefix.display()))
             .args(["--log_avg_msec=1000", "--per_job_logs=0"]);
-        cmd.args(&self.args)
-            .arg("--output-format=json+")
-            .arg(format!("--output={}", output_file.display()));
+        cmd.args(&self.args).arg("--output-format=json+").arg(format!("--output={}", output_file.display()));
         let timeout = self.expected_duration() * 3 + Duration::from_secs(120);
-        let finished = process::run(
-            &mut cmd,
-            process::Options {
-                timeout: Some(timeout),
-                ..Default::default()
-            },
-        )?;
+        let finished = process::run(&mut cmd, process::Options { timeout: Some(timeout), ..Default::default() })?;
         let json = std::fs::read_to_string(&output_file).unwrap_or_default();
         if !finished.status.success() || json.trim().is_empty() {
             bail!("fio failed ({}):\n{}", finished.status, finished.tail(15));
         }
         out.samples.extend(samples_from_json(&json)?);
         let log = |kind: &str| {
-            std::fs::read_to_string(ctx.scratch_dir.join(format!("isobench_{kind}.log")))
-                .unwrap_or_default()
+            std::fs::read_to_string(ctx.scratch_dir.join(format!("isobench_{kind}.log"))).unwrap_or_default()
         };
-        out.series
-            .extend(series_from_log(&log("iops"), "iops", "op/s", Combine::Sum));
-        out.series.extend(series_from_log(
-            &log("clat"),
-            "clat_mean",
-            "us",
-            Combine::Mean,
-        ));
-        out.raw.push(RawFile {
-            name: "fio.json".into(),
-            content: json,
-        });
+        out.series.extend(series_from_log(&log("iops"), "iops", "op/s", Combine::Sum));
+        out.series.extend(series_from_log(&log("clat"), "clat_mean", "us", Combine::Mean));
+        out.raw.push(RawFile { name: "fio.json".into(), content: json });
         if !finished.stderr.trim().is_empty() {
-            out.raw.push(RawFile {
-                name: "fio.stderr".into(),
-                content: finished.stderr,
-            });
+            out.raw.push(RawFile { name: "fio.stderr".into(), content: finished.stderr });
         }
         Ok(())
     }
@@ -328,8 +273,7 @@ pub fn check_direct_io(dir: &Path) -> Result<()> {
             let layout = std::alloc::Layout::from_size_align(4096, 4096).expect("valid layout");
             // SAFETY: the buffer is allocated, zeroed, used only here and freed below.
             let buf = unsafe { std::alloc::alloc_zeroed(layout) };
-            let written =
-                unsafe { libc::pwrite(std::os::fd::AsRawFd::as_raw_fd(&f), buf.cast(), 4096, 0) };
+            let written = unsafe { libc::pwrite(std::os::fd::AsRawFd::as_raw_fd(&f), buf.cast(), 4096, 0) };
             let err = std::io::Error::last_os_error();
             unsafe { std::alloc::dealloc(buf, layout) };
             if written == 4096 { Ok(()) } else { Err(err) }
@@ -348,17 +292,11 @@ pub fn check_direct_io(dir: &Path) -> Result<()> {
 }
 
 fn check_free_space(dir: &Path, needed: u64) -> Result<()> {
-    let stat =
-        nix::sys::statvfs::statvfs(dir).with_context(|| format!("statvfs {}", dir.display()))?;
+    let stat = nix::sys::statvfs::statvfs(dir).with_context(|| format!("statvfs {}", dir.display()))?;
     let free = stat.blocks_available() as u64 * stat.fragment_size() as u64;
     // Files fio laid out earlier in this directory are reused, so count them as available.
-    let existing: u64 = std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.metadata().ok())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0);
+    let existing: u64 =
+        std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum()).unwrap_or(0);
     if free + existing < needed {
         return Err(Unfit(format!(
             "fio needs {} for its files but the volume at {} has {} free; lower the workload's size or give the volume more",
@@ -388,9 +326,7 @@ struct Direction {
 /// (mean, p50, p95, p99, p99.9, max; µs), plus totals across directions and CPU use.
 pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
     let doc: serde_json::Value = serde_json::from_str(json).context("fio's output is not JSON")?;
-    let jobs = doc["jobs"]
-        .as_array()
-        .ok_or_else(|| anyhow!("fio's output has no jobs"))?;
+    let jobs = doc["jobs"].as_array().ok_or_else(|| anyhow!("fio's output has no jobs"))?;
     if jobs.is_empty() {
         bail!("fio's output has no jobs");
     }
@@ -424,17 +360,12 @@ pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
             agg.clat_max_ns = agg.clat_max_ns.max(clat["max"].as_f64().unwrap_or(0.0));
             if let Some(bins) = clat["bins"].as_object() {
                 for (value, count) in bins {
-                    let value: u64 = value
-                        .parse()
-                        .map_err(|_| anyhow!("fio bin {value} is not a number"))?;
+                    let value: u64 = value.parse().map_err(|_| anyhow!("fio bin {value} is not a number"))?;
                     *agg.bins.entry(value).or_default() += count.as_u64().unwrap_or(0);
                 }
             }
             if let Some(p) = clat["percentile"].as_object() {
-                agg.percentiles_from_fio = p
-                    .iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
-                    .collect();
+                agg.percentiles_from_fio = p.iter().filter_map(|(k, v)| Some((k.clone(), v.as_f64()?))).collect();
             }
         }
     }
@@ -448,11 +379,7 @@ pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
         if d.clat_n == 0 {
             continue;
         }
-        samples.push(Sample::new(
-            format!("{name}_clat_mean"),
-            d.clat_sum_ns / d.clat_n as f64 / 1000.0,
-            "us",
-        ));
+        samples.push(Sample::new(format!("{name}_clat_mean"), d.clat_sum_ns / d.clat_n as f64 / 1000.0, "us"));
         for (label, p) in [("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9)] {
             let ns = if d.bins.is_empty() {
                 // Plain json (not json+) carries fio's own percentiles only.
@@ -461,18 +388,10 @@ pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
                 percentile_from_bins(&d.bins, p)
             };
             if let Some(ns) = ns {
-                samples.push(Sample::new(
-                    format!("{name}_clat_{label}"),
-                    ns / 1000.0,
-                    "us",
-                ));
+                samples.push(Sample::new(format!("{name}_clat_{label}"), ns / 1000.0, "us"));
             }
         }
-        samples.push(Sample::new(
-            format!("{name}_clat_max"),
-            d.clat_max_ns / 1000.0,
-            "us",
-        ));
+        samples.push(Sample::new(format!("{name}_clat_max"), d.clat_max_ns / 1000.0, "us"));
     }
     samples.insert(0, Sample::new("bw", bw, "B/s"));
     samples.insert(0, Sample::new("iops", iops, "op/s"));
@@ -520,11 +439,7 @@ fn series_from_log(text: &str, name: &str, unit: &str, combine: Combine) -> Vec<
                     (*second as f64, v * scale)
                 })
                 .collect();
-            (!points.is_empty()).then(|| Series {
-                metric: format!("{dir_name}_{name}"),
-                unit: unit.into(),
-                points,
-            })
+            (!points.is_empty()).then(|| Series { metric: format!("{dir_name}_{name}"), unit: unit.into(), points })
         })
         .collect()
 }
@@ -549,9 +464,7 @@ pub fn percentile_from_bins(bins: &BTreeMap<u64, u64>, p: f64) -> Option<f64> {
 
 /// fio's version string ("fio-3.33"), if fio is installed.
 pub fn version() -> Option<String> {
-    process::command_output("fio", &["--version"])
-        .ok()
-        .map(|s| s.trim().to_string())
+    process::command_output("fio", &["--version"]).ok().map(|s| s.trim().to_string())
 }
 
 #[cfg(test)]
@@ -559,19 +472,11 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> String {
-        std::fs::read_to_string(format!(
-            "{}/tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
+        std::fs::read_to_string(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
     }
 
     fn get(samples: &[Sample], metric: &str) -> f64 {
-        samples
-            .iter()
-            .find(|s| s.metric == metric)
-            .unwrap_or_else(|| panic!("no {metric}"))
-            .value
+        samples.iter().find(|s| s.metric == metric).unwrap_or_else(|| panic!("no {metric}")).value
     }
 
     #[test]
@@ -581,45 +486,23 @@ mod tests {
         let samples = samples_from_json(&json).unwrap();
         let job = &doc["jobs"][0];
         for dir in ["read", "write"] {
-            assert_eq!(
-                get(&samples, &format!("{dir}_iops")),
-                job[dir]["iops"].as_f64().unwrap()
-            );
-            assert_eq!(
-                get(&samples, &format!("{dir}_bw")),
-                job[dir]["bw_bytes"].as_f64().unwrap()
-            );
+            assert_eq!(get(&samples, &format!("{dir}_iops")), job[dir]["iops"].as_f64().unwrap());
+            assert_eq!(get(&samples, &format!("{dir}_bw")), job[dir]["bw_bytes"].as_f64().unwrap());
             let clat = &job[dir]["clat_ns"];
             assert!(
-                (get(&samples, &format!("{dir}_clat_mean"))
-                    - clat["mean"].as_f64().unwrap() / 1000.0)
-                    .abs()
-                    < 1e-9
+                (get(&samples, &format!("{dir}_clat_mean")) - clat["mean"].as_f64().unwrap() / 1000.0).abs() < 1e-9
             );
-            assert_eq!(
-                get(&samples, &format!("{dir}_clat_max")),
-                clat["max"].as_f64().unwrap() / 1000.0
-            );
-            for (label, key) in [
-                ("p50", "50.000000"),
-                ("p95", "95.000000"),
-                ("p99", "99.000000"),
-                ("p99.9", "99.900000"),
-            ] {
+            assert_eq!(get(&samples, &format!("{dir}_clat_max")), clat["max"].as_f64().unwrap() / 1000.0);
+            for (label, key) in
+                [("p50", "50.000000"), ("p95", "95.000000"), ("p99", "99.000000"), ("p99.9", "99.900000")]
+            {
                 let fio_value = clat["percentile"][key].as_f64().unwrap() / 1000.0;
-                assert_eq!(
-                    get(&samples, &format!("{dir}_clat_{label}")),
-                    fio_value,
-                    "{dir} {label}"
-                );
+                assert_eq!(get(&samples, &format!("{dir}_clat_{label}")), fio_value, "{dir} {label}");
             }
         }
         let total = get(&samples, "read_iops") + get(&samples, "write_iops");
         assert_eq!(get(&samples, "iops"), total);
-        assert!(
-            samples.iter().all(|s| !s.metric.starts_with("trim")),
-            "no trim I/O was done"
-        );
+        assert!(samples.iter().all(|s| !s.metric.starts_with("trim")), "no trim I/O was done");
     }
 
     #[test]
@@ -628,36 +511,19 @@ mod tests {
         let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
         let samples = samples_from_json(&json).unwrap();
         let jobs = doc["jobs"].as_array().unwrap();
-        let sum: f64 = jobs
-            .iter()
-            .map(|j| j["read"]["iops"].as_f64().unwrap())
-            .sum();
+        let sum: f64 = jobs.iter().map(|j| j["read"]["iops"].as_f64().unwrap()).sum();
         assert!((get(&samples, "read_iops") - sum).abs() < 1e-6);
-        let p99s: Vec<f64> = jobs
-            .iter()
-            .map(|j| {
-                j["read"]["clat_ns"]["percentile"]["99.000000"]
-                    .as_f64()
-                    .unwrap()
-                    / 1000.0
-            })
-            .collect();
+        let p99s: Vec<f64> =
+            jobs.iter().map(|j| j["read"]["clat_ns"]["percentile"]["99.000000"].as_f64().unwrap() / 1000.0).collect();
         let merged = get(&samples, "read_clat_p99");
-        let (lo, hi) = (
-            p99s.iter().cloned().fold(f64::MAX, f64::min),
-            p99s.iter().cloned().fold(0.0, f64::max),
-        );
-        assert!(
-            lo <= merged && merged <= hi,
-            "pooled p99 {merged} outside the jobs' {lo}..{hi}"
-        );
+        let (lo, hi) = (p99s.iter().cloned().fold(f64::MAX, f64::min), p99s.iter().cloned().fold(0.0, f64::max));
+        assert!(lo <= merged && merged <= hi, "pooled p99 {merged} outside the jobs' {lo}..{hi}");
         assert!(samples.iter().all(|s| !s.metric.starts_with("write")));
     }
 
     #[test]
     fn a_failed_job_is_an_error() {
-        let mut doc: serde_json::Value =
-            serde_json::from_str(&fixture("fio-randrw-grouped.json")).unwrap();
+        let mut doc: serde_json::Value = serde_json::from_str(&fixture("fio-randrw-grouped.json")).unwrap();
         doc["jobs"][0]["error"] = 28.into();
         let err = samples_from_json(&doc.to_string()).unwrap_err().to_string();
         assert!(err.contains("error 28"), "{err}");
@@ -666,18 +532,14 @@ mod tests {
     #[test]
     fn logs_become_per_direction_series_with_jobs_combined() {
         // Two jobs (lines interleaved), as fio writes them with per_job_logs=0.
-        let iops = "1000, 100, 0, 0, 0\n1000, 50, 1, 0, 0\n1001, 110, 0, 0, 0\n2000, 120, 0, 0, 0\n1999, 130, 0, 0, 0\n";
+        let iops =
+            "1000, 100, 0, 0, 0\n1000, 50, 1, 0, 0\n1001, 110, 0, 0, 0\n2000, 120, 0, 0, 0\n1999, 130, 0, 0, 0\n";
         let s = series_from_log(iops, "iops", "op/s", Combine::Sum);
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].metric, "read_iops");
         assert_eq!(s[0].points, vec![(1.0, 210.0), (2.0, 250.0)]);
         assert_eq!(s[1].points, vec![(1.0, 50.0)]);
-        let clat = series_from_log(
-            "1000, 2000, 0, 0, 0\n1000, 4000, 0, 0, 0\n",
-            "clat_mean",
-            "us",
-            Combine::Mean,
-        );
+        let clat = series_from_log("1000, 2000, 0, 0, 0\n1000, 4000, 0, 0, 0\n", "clat_mean", "us", Combine::Mean);
         assert_eq!(s[0].unit, "op/s");
         assert_eq!(clat[0].points, vec![(1.0, 3.0)], "mean of 2 and 4 µs");
     }

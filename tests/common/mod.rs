@@ -31,16 +31,10 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn new() -> Sandbox {
-        let base = std::env::var_os("ISOBENCH_TEST_TMP")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+        let base =
+            std::env::var_os("ISOBENCH_TEST_TMP").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/tmp"));
         std::fs::create_dir_all(&base).unwrap();
-        Sandbox {
-            dir: tempfile::Builder::new()
-                .prefix("isobench-test-")
-                .tempdir_in(base)
-                .unwrap(),
-        }
+        Sandbox { dir: tempfile::Builder::new().prefix("isobench-test-").tempdir_in(base).unwrap() }
     }
 
     pub fn path(&self) -> &Path {
@@ -72,12 +66,7 @@ impl Sandbox {
     pub fn run_suite(&self, suite: &str, extra: &[&str]) -> (Output, PathBuf) {
         let path = self.write("s.toml", suite);
         let out = self.path().join("out");
-        let mut args = vec![
-            "run",
-            path.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ];
+        let mut args = vec!["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()];
         args.extend_from_slice(extra);
         (self.run(&args), out)
     }
@@ -98,45 +87,24 @@ impl Sandbox {
     pub fn loops_left(&self) -> Vec<String> {
         let out = Command::new("losetup").arg("-a").output().unwrap();
         let prefix = self.path().to_string_lossy().into_owned();
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| l.contains(&prefix))
-            .map(str::to_string)
-            .collect()
+        String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(&prefix)).map(str::to_string).collect()
     }
 
     /// Asserts nothing of this test's remains mounted or attached.
     pub fn assert_clean(&self) {
-        assert_eq!(
-            self.mounts_left(),
-            Vec::<String>::new(),
-            "mounts left behind"
-        );
-        assert_eq!(
-            self.loops_left(),
-            Vec::<String>::new(),
-            "loop devices left behind"
-        );
+        assert_eq!(self.mounts_left(), Vec::<String>::new(), "mounts left behind");
+        assert_eq!(self.loops_left(), Vec::<String>::new(), "loop devices left behind");
     }
 }
 
 pub fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 /// The rows of a result set's samples.csv, split on commas (no quoted fields in our tests).
 pub fn samples(dir: &Path) -> Vec<Vec<String>> {
     let text = std::fs::read_to_string(dir.join("samples.csv")).unwrap();
     let mut lines = text.lines();
-    assert_eq!(
-        lines.next(),
-        Some("cell,env,volume,workload,params,rep,metric,value,unit")
-    );
-    lines
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect()
+    assert_eq!(lines.next(), Some("cell,env,volume,workload,params,rep,metric,value,unit"));
+    lines.map(|l| l.split(',').map(str::to_string).collect()).collect()
 }
