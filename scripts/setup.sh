@@ -42,11 +42,16 @@ core() {
   apt_install fio e2fsprogs xfsprogs util-linux mount sysbench iperf3 time procps
 }
 
+report_tools() {
+  # Headless Chromium renders report.html in the tests (and for `isobench report --png`).
+  apt_install chromium fonts-dejavu-core
+}
+
 need_root
 check_rust
 case "$stage" in
   demo) core ;;
-  test) core ;;
+  test) core; report_tools ;;
   *) log "unknown stage '$stage' (demo | test)"; exit 2 ;;
 esac
 log "ready ($stage)"

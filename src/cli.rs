@@ -208,6 +208,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
     set.write_json("plan.json", &plan.record(&suite))?;
     process::install_interrupt_handler()?;
     let mut ledger = Ledger::open(workdir)?;
+    crate::env::install_agent(&mut ledger, workdir)?;
     let outcome = Runner::new(&suite, &plan, &set, &mut ledger, workdir.to_path_buf()).run_all();
     let closed = ledger.close();
     if let Err(e) = &closed {

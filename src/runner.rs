@@ -55,11 +55,14 @@ impl<'a> Runner<'a> {
                 break;
             }
             bar.inc_length(round.len() as u64);
-            bar.println(format!(
-                "adaptive repetition: {} cell(s) need another run for a ±{}% CI",
-                round.len(),
-                self.suite.repeat.target_ci_pct.unwrap_or_default()
-            ));
+            say(
+                &bar,
+                format!(
+                    "adaptive repetition: {} cell(s) need another run for a ±{}% CI",
+                    round.len(),
+                    self.suite.repeat.target_ci_pct.unwrap_or_default()
+                ),
+            );
             for slot in round {
                 self.run_slot(slot, &bar)?;
             }
@@ -81,7 +84,7 @@ impl<'a> Runner<'a> {
         bar.set_message(format!("{} #{}", cell.id, slot.rep));
         let (mut record, raw) = self.run_one(slot)?;
         self.set.write_run(&mut record, &raw)?;
-        bar.println(progress_line(bar.position() + 1, bar.length().unwrap_or(0), &record));
+        say(bar, progress_line(bar.position() + 1, bar.length().unwrap_or(0), &record));
         bar.inc(1);
         Ok(())
     }
@@ -214,6 +217,16 @@ impl<'a> Runner<'a> {
         };
         let timeout = spec.workload().expected_duration() * 3 + Duration::from_secs(180);
         env.run_agent(Launch { request: &request, volume: &volume, run_dir: &run_dir, timeout, ledger: self.ledger })
+    }
+}
+
+/// A line above the progress bar; plain stderr when there is no terminal to draw the bar on
+/// (CI logs), where indicatif would swallow it.
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
     }
 }
 

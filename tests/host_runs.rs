@@ -81,7 +81,12 @@ fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
     assert!(value(&rows, "host.ext4.fio.rw=randread", "read_clat_p99").iter().all(|v| *v > 0.0));
     assert!(value(&rows, "host.ext4.fio.rw=write", "read_iops").is_empty(), "no read samples for a write job");
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(report.contains("| Cell | Metric | Median | Min–max | Runs | Baseline | % difference |"), "{report}");
+    assert!(
+        report.contains(
+            "| Cell | Runs | Metric | Median [95% CI] | Min–max | Baseline | % difference [95% CI] | Verdict |"
+        ),
+        "{report}"
+    );
     assert!(report.contains("host/ext4"));
     let table = text(&o);
     assert!(table.contains("host/tmpfs (baseline)") && table.contains("report:"), "{table}");
@@ -95,7 +100,11 @@ fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
     std::fs::write(&plan_path, plan).unwrap();
     let check = sb.run(&["check", out.to_str().unwrap()]);
     assert_eq!(check.status.code(), Some(1), "{}", text(&check));
-    assert!(text(&check).contains("FAIL  host.ext4.fio.rw=randread  iops overhead"), "{}", text(&check));
+    assert!(
+        text(&check).lines().any(|l| l.starts_with("FAIL ") && l.contains("host.ext4.fio.rw=randread  iops overhead")),
+        "{}",
+        text(&check)
+    );
     sb.assert_clean();
     assert_eq!(std::fs::read_dir(sb.workdir().join("state")).unwrap().count(), 0, "state file removed");
 }

@@ -90,7 +90,7 @@ fn unknown_key_names_file_line_key_and_allowed_keys() {
 #[test]
 fn unknown_top_level_key() {
     let e = load(&format!("repeats = 3\n{BASE}")).err().expect("rejected");
-    assert!(e.starts_with("suite.toml:1: the suite: key \"repeats\": unknown key; allowed keys are: baseline, bound, env, name, repeat, volume, workload"), "{e}");
+    assert!(e.starts_with("suite.toml:1: the suite: key \"repeats\": unknown key; allowed keys are: baseline, bound, cost, env, name, repeat, volume, workload"), "{e}");
 }
 
 #[test]
@@ -285,4 +285,16 @@ fn adaptive_repeat_is_a_table_with_a_target() {
     assert!(e.contains("repeat: key \"max\": must be at least min (5)"), "{e}");
     let e = error_with("repeat = 2", "repeat = { min = 3, max = 5, target = \"2%\" }");
     assert!(e.contains("repeat: key \"target\": unknown key"), "{e}");
+}
+
+#[test]
+fn cost_per_hour_on_an_env_or_in_a_cost_table() {
+    let s = load(&BASE.replace("kind = \"host\"", "kind = \"host\"\ncost_per_hour = 4.32")).unwrap();
+    assert_eq!(s.envs[0].cost_per_hour, Some(4.32));
+    let s = load(&format!("{BASE}\n[cost]\nhost = 1.5\n")).unwrap();
+    assert_eq!(s.envs[0].cost_per_hour, Some(1.5));
+    let e = load(&format!("{BASE}\n[cost]\nkata = 1.5\n")).err().unwrap();
+    assert!(e.contains("key \"cost\": names no [[env]]: \"kata\""), "{e}");
+    let e = error_with("kind = \"host\"", "kind = \"host\"\ncost_per_hour = \"cheap\"");
+    assert!(e.contains("key \"cost_per_hour\": expected a number"), "{e}");
 }

@@ -56,10 +56,28 @@ pub fn kind_names() -> Vec<&'static str> {
     KINDS.iter().map(|k| k.name).collect()
 }
 
-/// The isobench binary that serves as the agent: this very program.
+static AGENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Copies this very program to a file of the run's own, which every environment then starts as
+/// the agent: rebuilding or upgrading isobench during a long run cannot pull it away, and
+/// sandboxes bind-mount a stable path. /proc/self/exe reads even when the file was replaced.
+pub fn install_agent(ledger: &mut crate::ledger::Ledger, workdir: &Path) -> Result<PathBuf> {
+    let path = workdir.join("bin").join(format!("isobench-{}", ledger.token()));
+    ledger.record(crate::ledger::Resource::File { path: path.clone() })?;
+    std::fs::create_dir_all(workdir.join("bin"))?;
+    std::fs::copy("/proc/self/exe", &path)
+        .map_err(|e| anyhow::anyhow!("copying the isobench binary to {}: {e}", path.display()))?;
+    let _ = AGENT.set(path.clone());
+    Ok(path)
+}
+
+/// The isobench binary that serves as the agent.
 pub fn agent_binary() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("ISOBENCH_AGENT_BIN") {
         return Ok(PathBuf::from(p));
+    }
+    if let Some(p) = AGENT.get() {
+        return Ok(p.clone());
     }
     std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find the isobench binary: {e}"))
 }

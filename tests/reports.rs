@@ -1,0 +1,243 @@
+//! Reports of a real result set: the HTML page in headless Chromium, JUnit XML for CI systems,
+//! JSON/CSV exports, adaptive repetition with real fio, and compare/merge of result sets.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::{Sandbox, have, is_root, text};
+
+fn unable() -> Option<String> {
+    if !is_root() {
+        return Some("needs root (mounts and loop devices)".into());
+    }
+    if !have("fio") {
+        return Some("fio is not installed (scripts/setup.sh installs it)".into());
+    }
+    None
+}
+
+fn suite(repeat: &str, extra: &str) -> String {
+    format!(
+        r#"
+name = "reports"
+repeat = {repeat}
+baseline = {{ env = "host", volume = "tmpfs" }}
+
+[[env]]
+name = "host"
+kind = "host"
+cost_per_hour = 0.50
+
+[[volume]]
+name = "tmpfs"
+kind = "tmpfs"
+size = "256M"
+
+[[volume]]
+name = "ext4"
+kind = "loop"
+fs = "ext4"
+size = "256M"
+
+[[workload]]
+name = "fio"
+kind = "fio"
+rw = ["randread", "write"]
+size = "32M"
+runtime = "1s"
+direct = true
+ioengine = "libaio"
+iodepth = 4
+
+[[bound]]
+metric = "iops"
+max_overhead = "1000%"
+
+[[bound]]
+metric = "iops"
+max_overhead = "1%"
+cells = "volume=ext4"
+{extra}
+"#
+    )
+}
+
+/// One real result set (3 runs of 4 cells), made once for the tests of this file.
+fn shared() -> Option<&'static (Sandbox, PathBuf)> {
+    static SET: OnceLock<Option<(Sandbox, PathBuf)>> = OnceLock::new();
+    SET.get_or_init(|| {
+        unable().is_none().then(|| {
+            let sb = Sandbox::new();
+            let (o, out) = sb.run_suite(&suite("3", ""), &[]);
+            assert!(o.status.success(), "{}", text(&o));
+            (sb, out)
+        })
+    })
+    .as_ref()
+}
+
+fn chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|b| isobench::process::find_program(b))
+}
+
+/// Loads `page` in headless Chromium; returns the DOM after load and the console's error lines.
+fn load_in_chromium(browser: &Path, page: &Path) -> (String, Vec<String>) {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(browser)
+        .args(isobench::report::html::headless_args(profile.path()))
+        .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let errors = stderr
+        .lines()
+        .filter(|l| l.contains(":CONSOLE") || l.contains("Uncaught") || l.contains("Failed to load resource"))
+        .map(str::to_string)
+        .collect();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), errors)
+}
+
+#[test]
+fn the_html_report_renders_in_chromium_without_console_errors() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let Some(browser) = chromium() else {
+        skip_if!(true, "chromium is not installed (scripts/setup.sh installs it)");
+        return;
+    };
+    let (sb, out) = shared().unwrap();
+    let o = sb.run(&["report", out.to_str().unwrap(), "--png"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let png = std::fs::read(out.join("report.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 20_000, "a real screenshot");
+    // The detector is real: a page with a script error is caught.
+    let broken = sb.write("broken.html", "<html><body><script>notDefinedAnywhere();</script></body></html>");
+    let (_, errors) = load_in_chromium(&browser, &broken);
+    assert!(errors.iter().any(|e| e.contains("notDefinedAnywhere")), "console errors are seen: {errors:?}");
+    let (dom, errors) = load_in_chromium(&browser, &out.join("report.html"));
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    assert!(dom.contains("<table class=\"heat\" data-metric=\"iops\">"), "the heatmap is there");
+    assert!(dom.matches("<svg").count() >= 4, "charts are there");
+    assert!(dom.contains("host/ext4") && dom.contains("FAIL"), "cells and bound verdicts");
+    for fetch in ["src=\"http", "href=\"http", "url(http", "@import"] {
+        assert!(!dom.contains(fetch), "nothing is fetched from the network ({fetch})");
+    }
+}
+
+#[test]
+fn check_writes_valid_junit_and_exits_by_the_verdicts() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let (sb, out) = shared().unwrap();
+    let junit = sb.path().join("junit.xml");
+    let o = sb.run(&["check", out.to_str().unwrap(), "--junit", junit.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "the 1% bound on ext4 fails: {}", text(&o));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    let cases: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("testcase")).collect();
+    // Bound 1 applies to the 2 non-baseline cells, bound 2 to the same 2 (volume=ext4).
+    assert_eq!(cases.len(), 4);
+    assert_eq!(root.attribute("tests"), Some("4"));
+    let failed: Vec<_> = cases.iter().filter(|c| c.children().any(|n| n.has_tag_name("failure"))).collect();
+    assert_eq!(failed.len(), 2, "{xml}");
+    assert_eq!(root.attribute("failures"), Some("2"));
+    assert!(failed.iter().all(|c| c.attribute("name").unwrap().starts_with("host.ext4.")));
+    let suite = cases[0].parent().unwrap();
+    assert_eq!(suite.tag_name().name(), "testsuite");
+    assert_eq!(suite.attribute("name"), Some("reports"));
+}
+
+#[test]
+fn json_and_csv_exports_carry_the_statistics() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let (sb, out) = shared().unwrap();
+    let o = sb.run(&["report", out.to_str().unwrap(), "--format", "json", "--format", "csv"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let cells = doc["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    let ext4 = cells.iter().find(|c| c["cell"] == "host.ext4.fio.rw=randread").unwrap();
+    let iops = ext4["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "iops").unwrap();
+    let (lo, hi, median) =
+        (iops["ci"][0].as_f64().unwrap(), iops["ci"][1].as_f64().unwrap(), iops["median"].as_f64().unwrap());
+    assert!(lo <= median && median <= hi && iops["n"] == 3);
+    assert_eq!(iops["vs_baseline"]["verdict"], "slower");
+    assert!(iops["vs_baseline"]["p_value"].as_f64().unwrap() <= 1.0);
+    let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    assert!(csv.starts_with("cell,env,volume,workload,params,metric,unit,n,median,ci_low,ci_high,cv_pct,diff_pct,diff_ci_low,diff_ci_high,p_value,verdict\n"));
+    assert!(csv.lines().any(|l| {
+        l.starts_with("host.ext4.fio.rw=randread,host,ext4,fio,rw=randread,iops,op/s,3,") && l.ends_with(",slower")
+    }));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## Cost") && md.contains("$0.50"), "cost per hour gives $ per million operations");
+}
+
+#[test]
+fn adaptive_repetition_stops_at_the_target_or_at_the_maximum() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let count = |out: &Path, cell: &str| std::fs::read_dir(out.join("runs").join(cell)).unwrap().count();
+    // An unreachable target: every cell runs to the maximum.
+    let sb = Sandbox::new();
+    let (o, out) =
+        sb.run_suite(&suite("{ min = 2, max = 4, target_ci = \"0.0001%\" }", ""), &["--filter", "rw=randread"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(count(&out, "host.tmpfs.fio.rw=randread"), 4);
+    assert_eq!(count(&out, "host.ext4.fio.rw=randread"), 4);
+    assert!(text(&o).contains("> ±0.0001% target"), "the table says the target was missed: {}", text(&o));
+    // A generous target: the minimum suffices.
+    let sb = Sandbox::new();
+    let (o, out) = sb.run_suite(&suite("{ min = 2, max = 4, target_ci = \"900%\" }", ""), &["--filter", "rw=randread"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(count(&out, "host.tmpfs.fio.rw=randread"), 2);
+    assert_eq!(count(&out, "host.ext4.fio.rw=randread"), 2);
+}
+
+#[test]
+fn compare_and_merge_result_sets() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let (_, a) = shared().unwrap();
+    let sb = Sandbox::new();
+    let (o, b) = sb.run_suite(&suite("2", ""), &["--filter", "rw=write"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sb.run(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("B vs A [95% CI]") && t.contains("host.ext4.fio.rw=write"), "{t}");
+    assert!(t.contains("only in A: host.tmpfs.fio.rw=randread"), "{t}");
+    let merged = sb.path().join("merged");
+    let o = sb.run(&["merge", a.to_str().unwrap(), b.to_str().unwrap(), "-o", merged.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let runs = |cell: &str| std::fs::read_dir(merged.join("runs").join(cell)).unwrap().count();
+    assert_eq!(runs("host.ext4.fio.rw=write"), 3 + 2, "A's runs and B's, renumbered");
+    assert_eq!(runs("host.ext4.fio.rw=randread"), 3);
+    let fifth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(merged.join("runs/host.ext4.fio.rw=write/5.json")).unwrap())
+            .unwrap();
+    assert!(fifth["origin"].as_str().unwrap().contains(&format!("{} run 2", b.display())), "{}", fifth["origin"]);
+    assert!(merged.join(fifth["raw"][0].as_str().unwrap()).exists(), "raw files travel with their runs");
+    assert!(merged.join("report.html").exists());
+    let other = sb.write("other.toml", &suite("1", "").replace("name = \"reports\"", "name = \"other\""));
+    let (o, c) = {
+        let out = sb.path().join("other-out");
+        (
+            sb.run(&[
+                "run",
+                other.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--filter",
+                "rw=write,volume=tmpfs",
+            ]),
+            out,
+        )
+    };
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sb.run(&["merge", a.to_str().unwrap(), c.to_str().unwrap(), "-o", sb.path().join("m2").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("only result sets of one suite merge"), "{}", text(&o));
+}
