@@ -158,7 +158,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor => {
-            print!("{}", crate::doctor::render(&crate::doctor::checks()));
+            process::install_interrupt_handler()?;
+            print!("{}", crate::doctor::render(&crate::doctor::checks(&workdir)));
             Ok(ExitCode::SUCCESS)
         }
         Command::Cleanup => cleanup(&workdir),

@@ -87,7 +87,11 @@ pub fn diff(cell: &MetricResult, baseline: &MetricResult) -> Option<Diff> {
         let (a, b) = (sign * d.ci.0, sign * d.ci.1);
         (a.min(b), a.max(b))
     };
-    let verdict = if overhead_ci.0 > 0.0 {
+    // One run on either side says nothing about the noise: no verdict beyond "not shown".
+    let enough_runs = cell.values.len() >= 2 && baseline.values.len() >= 2;
+    let verdict = if !enough_runs {
+        Verdict::NoSignificantDifference
+    } else if overhead_ci.0 > 0.0 {
         Verdict::Slower
     } else if overhead_ci.1 < 0.0 {
         Verdict::Faster
@@ -318,10 +322,11 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<War
                     && d.verdict == Verdict::Faster
                 {
                     warn(format!(
-                        "{} is {} better than on the bare host (CI {}), beyond the noise: a sandbox should not beat the host; likely {}",
+                        "{} is {:.1}% better than on the bare host (95% CI {:.1}% to {:.1}% better), beyond the noise: a sandbox should not beat the host; likely {}",
                         m.metric,
-                        units::signed_percent(-d.overhead_pct),
-                        ci_text(d.overhead_ci, true),
+                        -d.overhead_pct,
+                        -d.overhead_ci.1,
+                        -d.overhead_ci.0,
                         likely_cause(cell)
                     ));
                     break;
@@ -372,11 +377,6 @@ fn page_cache_warning(cell: &CellResult) -> Option<String> {
             units::human(memory, "B")
         )
     })
-}
-
-/// "[-27%, -21%]", or with `signed` the overhead form.
-pub fn ci_text(ci: (f64, f64), _signed: bool) -> String {
-    format!("[{}, {}]", units::signed_percent(ci.0), units::signed_percent(ci.1))
 }
 
 /// Where a cell stands against an adaptive repetition target.
@@ -509,6 +509,14 @@ mod tests {
         let a = analyze(&plan(10.0), &runs(&[100.0, 130.0, 70.0], &[90.0, 91.0, 89.0]));
         let w = warnings(&a, &BTreeMap::new());
         assert!(w.iter().any(|w| w.cell.starts_with("host") && w.message.contains("(CV)")), "{w:?}");
+    }
+
+    #[test]
+    fn one_run_on_a_side_gives_no_verdict() {
+        let a = analyze(&plan(10.0), &runs(&[100.0], &[150.0, 151.0, 149.0]));
+        let d = a.cells[1].metric("iops").unwrap().vs_baseline.clone().unwrap();
+        assert!((d.pct - 50.0).abs() < 1.0);
+        assert_eq!(d.verdict, Verdict::NoSignificantDifference, "one baseline run cannot show the noise");
     }
 
     #[test]

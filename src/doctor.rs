@@ -2,9 +2,13 @@
 //! does the real thing where that is cheap (find a free loop device, ask fio for its engines).
 
 use std::path::Path;
+use std::time::Instant;
 
+use crate::env;
+use crate::ledger::{Ledger, Resource};
 use crate::process::{self, find_program};
 use crate::report::Table;
+use crate::suite::tree;
 
 pub struct Check {
     pub area: &'static str,
@@ -13,7 +17,8 @@ pub struct Check {
     pub status: Result<String, String>,
 }
 
-pub fn checks() -> Vec<Check> {
+/// Every check; runtimes are tried for real with containers made under `workdir`.
+pub fn checks(workdir: &Path) -> Vec<Check> {
     let mut out = Vec::new();
     let mut add = |area, name: &str, status| out.push(Check { area, name: name.to_string(), status });
     add("env", "host", Ok(kernel()));
@@ -26,7 +31,73 @@ pub fn checks() -> Vec<Check> {
     for (tool, package) in [("sysbench", "sysbench"), ("iperf3", "iperf3")] {
         add("tool", tool, version_of(tool, package));
     }
+    out.extend(runtime_checks(workdir));
     out
+}
+
+/// The sandboxes isobench knows, each as a suite would write it.
+const SANDBOXES: &[(&str, &str)] = &[
+    ("runc", "kind = \"oci\"\nruntime = \"runc\""),
+    ("crun", "kind = \"oci\"\nruntime = \"crun\""),
+    ("runsc (systrap)", "kind = \"oci\"\nruntime = \"runsc\"\nruntime_args = [\"--platform=systrap\"]"),
+    ("runsc (ptrace)", "kind = \"oci\"\nruntime = \"runsc\"\nruntime_args = [\"--platform=ptrace\"]"),
+    ("/usr/bin/runsc (Debian)", "kind = \"oci\"\nruntime = \"/usr/bin/runsc\"\nruntime_args = [\"--platform=ptrace\"]"),
+    ("kata-runtime", "kind = \"oci\"\nruntime = \"kata-runtime\""),
+    ("podman (runc)", "kind = \"podman\"\nruntime = \"runc\""),
+    ("podman (crun)", "kind = \"podman\"\nruntime = \"crun\""),
+    ("podman (runsc)", "kind = \"podman\"\nruntime = \"runsc\""),
+    ("docker", "kind = \"docker\"\nimage = \"debian:12\""),
+];
+
+/// Each sandbox: its version, and whether it really runs `/bin/true` here.
+fn runtime_checks(workdir: &Path) -> Vec<Check> {
+    let mut ledger = match Ledger::open(workdir) {
+        Ok(l) => l,
+        Err(e) => return vec![Check { area: "runtime", name: "all".into(), status: Err(format!("{e:#}")) }],
+    };
+    let checks = SANDBOXES
+        .iter()
+        .map(|(name, text)| Check {
+            area: "runtime",
+            name: name.to_string(),
+            status: try_sandbox(&mut ledger, workdir, name, text),
+        })
+        .collect();
+    let _ = ledger.close();
+    checks
+}
+
+fn try_sandbox(ledger: &mut Ledger, workdir: &Path, name: &str, text: &str) -> Result<String, String> {
+    if name.starts_with('/') && !Path::new(name.split(' ').next().unwrap_or(name)).exists() {
+        return Err("not installed".into());
+    }
+    let table = tree::parse("doctor", text).map_err(|e| e.to_string())?;
+    let mut fields = tree::Fields::new("doctor", name, &table, tree::Origin::Default);
+    let kind = fields.required_str("kind").map_err(|e| e.to_string())?;
+    let env = (env::kind(&kind).expect("known kind").parse)(&mut fields).map_err(|e| e.to_string())?;
+    if let Some(why) = env.unavailable() {
+        return Err(why);
+    }
+    let facts = env.describe();
+    let version =
+        facts.get("runtime.version").or_else(|| facts.get(&format!("{kind}.version"))).cloned().unwrap_or_default();
+    let run_dir = workdir.join("run").join(format!(
+        "{}-doctor-{}",
+        ledger.token(),
+        name.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+    ));
+    let mark = ledger.mark();
+    let started = Instant::now();
+    let outcome = ledger
+        .record(Resource::Dir { path: run_dir.clone() })
+        .and_then(|_| std::fs::create_dir_all(&run_dir).map_err(Into::into))
+        .and_then(|_| env.preflight(ledger, &run_dir));
+    let released = ledger.release_to(mark);
+    match (outcome, released) {
+        (Ok(()), Ok(())) => Ok(format!("{version}; ran /bin/true in {:.1} s", started.elapsed().as_secs_f64())),
+        (Err(e), _) => Err(format!("{version}: {}", format!("{e:#}").lines().next().unwrap_or(""))),
+        (_, Err(e)) => Err(format!("teardown failed: {e:#}")),
+    }
 }
 
 pub fn render(checks: &[Check]) -> String {

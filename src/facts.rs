@@ -31,6 +31,18 @@ pub fn sandbox_facts(data_dir: Option<&Path>) -> Facts {
         f.insert("pid1.comm".into(), comm);
     }
     f.insert("cpus".into(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0).to_string());
+    if let Some(kib) = cgroup_memory_limit_kib() {
+        f.insert("memory.limit_kib".into(), kib.to_string());
+    }
+    if let Some(cpus) = cgroup_cpu_limit() {
+        f.insert("cpu.limit".into(), format!("{cpus}"));
+    }
+    // gVisor and VM guests print their own kernel's first words here.
+    if let Ok(out) = crate::process::command_output("dmesg", &[])
+        && let Some(first) = out.lines().next()
+    {
+        f.insert("dmesg.first".into(), first.trim().to_string());
+    }
     if let Some(mem) = meminfo_kib("MemTotal") {
         f.insert("mem_total_kib".into(), mem.to_string());
     }
@@ -68,6 +80,50 @@ pub fn host_facts() -> Facts {
         }
     }
     f
+}
+
+/// The cgroup directories of this process for `controller` (v1: "memory", "cpu"; v2: ""),
+/// most specific first: its own path, then the mount's root (a container sees its own cgroup
+/// there).
+fn cgroup_dirs(controller: &str) -> Vec<String> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut dirs = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        if controller.is_empty() && controllers.is_empty() {
+            dirs.extend([format!("/sys/fs/cgroup{path}"), format!("/sys/fs/cgroup/unified{path}")]);
+        } else if !controller.is_empty() && controllers.split(',').any(|c| c == controller) {
+            dirs.push(format!("/sys/fs/cgroup/{controller}{path}"));
+            dirs.push(format!("/sys/fs/cgroup/{controller}"));
+        }
+    }
+    dirs
+}
+
+/// The memory limit of this process's cgroup, if it has one (v1 or v2).
+fn cgroup_memory_limit_kib() -> Option<u64> {
+    let v1 = cgroup_dirs("memory").into_iter().find_map(|d| read_trimmed(&format!("{d}/memory.limit_in_bytes")));
+    let v2 = || cgroup_dirs("").into_iter().find_map(|d| read_trimmed(&format!("{d}/memory.max")));
+    let bytes: u64 = v1.or_else(v2)?.parse().ok()?;
+    // "No limit" is a huge page-aligned number in v1 ("max" in v2, which fails to parse).
+    (bytes < 1 << 60).then_some(bytes / 1024)
+}
+
+/// The CPU quota of this process's cgroup in CPUs (1.5 = 150 ms per 100 ms), if it has one.
+fn cgroup_cpu_limit() -> Option<f64> {
+    for dir in cgroup_dirs("cpu") {
+        if let (Some(quota), Some(period)) =
+            (read_trimmed(&format!("{dir}/cpu.cfs_quota_us")), read_trimmed(&format!("{dir}/cpu.cfs_period_us")))
+        {
+            let (quota, period): (f64, f64) = (quota.parse().ok()?, period.parse().ok()?);
+            return (quota > 0.0 && period > 0.0).then(|| (quota / period * 100.0).round() / 100.0);
+        }
+    }
+    let max = cgroup_dirs("").into_iter().find_map(|d| read_trimmed(&format!("{d}/cpu.max")))?;
+    let (quota, period) = max.split_once(' ')?;
+    let (quota, period): (f64, f64) = (quota.parse().ok()?, period.parse().ok()?);
+    (period > 0.0).then(|| (quota / period * 100.0).round() / 100.0)
 }
 
 fn read_trimmed(path: &str) -> Option<String> {

@@ -26,6 +26,8 @@ pub enum Resource {
     LoopDevice { backing: PathBuf },
     /// Every process carrying this token in its environment.
     Processes { token: String },
+    /// A container, removed by running `delete` (`runc … delete --force ID`, `podman … rm -f ID`).
+    Container { delete: Vec<String> },
 }
 
 impl Resource {
@@ -45,6 +47,7 @@ impl Resource {
                 process::kill_by_token(token);
                 Ok(())
             }
+            Resource::Container { delete } => crate::env::oci::delete_container(delete),
         }
     }
 
@@ -57,21 +60,21 @@ impl Resource {
             Resource::Processes { token } => {
                 format!("processes marked {}={token}", process::TOKEN_VAR)
             }
+            Resource::Container { delete } => format!("container ({})", delete.join(" ")),
         }
     }
 }
 
-/// Removes a directory isobench made, like `rm -r --one-file-system`, but refuses outright while
-/// anything is mounted below it: a mount that failed to come off must never turn into deleting
-/// through it.
+/// Removes a directory isobench made. Anything still mounted below it was mounted by isobench or
+/// a tool it ran (a volume whose unmount failed earlier, runsc's network namespace file): it is
+/// unmounted first. Then the directory goes like `rm -r --one-file-system`, so a mount that would
+/// not come off can never turn into deleting through it.
 fn remove_tree(path: &Path) -> Result<()> {
     if !path.exists() {
         return Ok(());
     }
-    let prefix = format!("{}/", mountinfo_path(path));
-    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    if let Some(inner) = info.lines().filter_map(|l| l.split(' ').nth(4)).find(|m| m.starts_with(&prefix)) {
-        anyhow::bail!("{} still has {inner} mounted inside; not removing it", path.display());
+    for inner in mounts_under(path).iter().rev() {
+        unmount(inner)?;
     }
     remove_same_device(path, std::os::unix::fs::MetadataExt::dev(&fs::symlink_metadata(path)?))
         .with_context(|| format!("removing {}", path.display()))
@@ -91,6 +94,20 @@ fn remove_same_device(path: &Path, dev: u64) -> std::io::Result<()> {
     } else {
         fs::remove_file(path)
     }
+}
+
+/// Mount points strictly below `dir`, in the order they were mounted.
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let prefix = format!("{}/", mountinfo_path(dir));
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(&prefix))
+        .map(|m| {
+            PathBuf::from(m.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\"))
+        })
+        .collect()
 }
 
 /// Whether `target` is a mount point now (reads /proc/self/mountinfo, which shows the kernel's

@@ -14,6 +14,7 @@ use crate::env::Launch;
 use crate::ledger::{Ledger, Resource};
 use crate::plan::{Plan, Slot};
 use crate::process::{self, Interrupted};
+use crate::proof;
 use crate::store::{RawFile, ResultSet, RunRecord, Status, utc_now};
 use crate::suite::Suite;
 use crate::units;
@@ -28,12 +29,26 @@ pub struct Runner<'a> {
     pub workdir: PathBuf,
     /// Cells found unable to work (e.g. O_DIRECT refused), with the reason.
     unfit: HashMap<usize, String>,
+    /// Each environment's preflight, once: `Some(reason)` when it cannot start anything.
+    preflights: HashMap<usize, Option<String>>,
+    /// What isobench sees of the host itself: a sandbox run must look different.
+    host_facts: crate::facts::Facts,
     runs_started: u32,
 }
 
 impl<'a> Runner<'a> {
     pub fn new(suite: &'a Suite, plan: &'a Plan, set: &'a ResultSet, ledger: &'a mut Ledger, workdir: PathBuf) -> Self {
-        Runner { suite, plan, set, ledger, workdir, unfit: HashMap::new(), runs_started: 0 }
+        Runner {
+            suite,
+            plan,
+            set,
+            ledger,
+            workdir,
+            unfit: HashMap::new(),
+            preflights: HashMap::new(),
+            host_facts: crate::facts::sandbox_facts(None),
+            runs_started: 0,
+        }
     }
 
     /// Runs every slot of the plan that the result set does not have yet, then, for adaptive
@@ -158,6 +173,9 @@ impl<'a> Runner<'a> {
         } else if let Some(why) = self.unfit.get(&slot.cell) {
             record.status = Status::Failed;
             record.error = Some(format!("not run: an earlier repetition found that {why}"));
+        } else if let Some(why) = self.preflight(cell.env)? {
+            record.status = Status::Failed;
+            record.error = Some(format!("env \"{}\": {why}", env.name));
         } else {
             let mark = self.ledger.mark();
             let attempt = self.attempt(slot, &mut record);
@@ -169,7 +187,13 @@ impl<'a> Runner<'a> {
                     record.samples = report.samples;
                     record.series = report.series;
                     raw = report.raw;
-                    if let Some(e) = report.error {
+                    let sandbox_at_home =
+                        env.item.is_sandbox().then(|| proof::looks_like_host(&record.facts, &self.host_facts));
+                    if let Some(Some(why)) = sandbox_at_home {
+                        // A benchmark of the wrong runtime is worse than none.
+                        record.status = Status::Failed;
+                        record.error = Some(format!("env \"{}\" is a sandbox, but {why}", env.name));
+                    } else if let Some(e) = report.error {
                         record.status = Status::Failed;
                         if report.unfit {
                             self.unfit.insert(slot.cell, e.clone());
@@ -198,6 +222,27 @@ impl<'a> Runner<'a> {
         Ok((record, raw))
     }
 
+    /// The environment's preflight (e.g. a runtime starting `/bin/true`), run once and
+    /// remembered; `Some(reason)` when it failed.
+    fn preflight(&mut self, env: usize) -> Result<Option<String>> {
+        if let Some(known) = self.preflights.get(&env) {
+            return Ok(known.clone());
+        }
+        let run_dir = self.workdir.join("run").join(format!("{}-preflight-{env}", self.ledger.token()));
+        let mark = self.ledger.mark();
+        self.ledger.record(Resource::Dir { path: run_dir.clone() })?;
+        std::fs::create_dir_all(&run_dir)?;
+        let outcome = self.suite.envs[env].item.preflight(self.ledger, &run_dir);
+        self.ledger.release_to(mark)?;
+        let verdict = match outcome {
+            Ok(()) => None,
+            Err(e) if e.downcast_ref::<Interrupted>().is_some() => return Err(e),
+            Err(e) => Some(format!("{e:#}")),
+        };
+        self.preflights.insert(env, verdict.clone());
+        Ok(verdict)
+    }
+
     fn attempt(&mut self, slot: Slot, record: &mut RunRecord) -> Result<agent::Report> {
         let cell = &self.plan.cells[slot.cell];
         let env = &self.suite.envs[cell.env].item;
@@ -210,6 +255,14 @@ impl<'a> Runner<'a> {
             .item
             .provision(ProvisionContext { ledger: self.ledger, run_dir: &run_dir })?;
         record.setup.extend(volume.facts.clone());
+        if record.setup.get("runtime.ignores_o_direct").is_some_and(|v| v == "true")
+            && spec.workload().describe().get("fio.direct").is_some_and(|v| v == "true")
+        {
+            record.notes.push(
+                "this runtime opens files without O_DIRECT: direct = true is buffered here, so compare with buffered host I/O"
+                    .into(),
+            );
+        }
         let request = agent::Request {
             workload: spec.clone(),
             data_dir: env.data_dir(&volume),

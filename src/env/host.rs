@@ -45,19 +45,20 @@ impl Environment for Host {
     }
 
     fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
-        run_agent_process(Command::new(agent_binary()?).args(["agent", "--request", "-"]), launch)
+        let token = launch.ledger.new_process_token();
+        run_agent_process(Command::new(agent_binary()?).args(["agent", "--request", "-"]), launch, &token)
     }
 }
 
 /// Runs an agent command that takes the request on stdin and prints its report on stdout:
 /// the host directly, and any wrapper that passes stdio through (runtimes, `unshare`, …).
-pub fn run_agent_process(cmd: &mut Command, launch: Launch) -> Result<agent::Report> {
-    let token = launch.ledger.new_process_token();
-    launch.ledger.record(Resource::Processes { token: token.clone() })?;
+/// `token` marks every process it starts, for teardown and `isobench cleanup`.
+pub fn run_agent_process(cmd: &mut Command, launch: Launch, token: &str) -> Result<agent::Report> {
+    launch.ledger.record(Resource::Processes { token: token.to_string() })?;
     let finished = process::run(
         cmd,
         process::Options {
-            token: Some(&token),
+            token: Some(token),
             stdin: Some(serde_json::to_vec(launch.request)?),
             timeout: Some(launch.timeout),
             ..Default::default()
@@ -65,6 +66,10 @@ pub fn run_agent_process(cmd: &mut Command, launch: Launch) -> Result<agent::Rep
     )?;
     match agent::parse_output(&finished.stdout) {
         Some(report) => Ok(report),
-        None => bail!("the agent sent no report ({}):\n{}", finished.status, finished.tail(15)),
+        None => {
+            let tail = finished.tail(15);
+            let last = tail.lines().last().unwrap_or("it printed nothing");
+            bail!("the agent sent no report ({}): {last}\n{tail}", finished.status)
+        }
     }
 }

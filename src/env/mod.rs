@@ -2,6 +2,9 @@
 //! the isobench agent inside its sandbox with the volume visible, and carry its report back.
 
 pub mod host;
+pub mod oci;
+pub mod podman;
+pub mod rootfs;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,6 +39,11 @@ pub trait Environment {
     fn data_dir(&self, volume: &Provisioned) -> PathBuf;
     /// Where the agent may keep temporary files inside the environment.
     fn scratch_dir(&self, run_dir: &Path) -> PathBuf;
+    /// Checked once per run of a suite, before the environment's first cell: a runtime that
+    /// cannot start anything fails its cells with that one reason instead of run by run.
+    fn preflight(&self, _ledger: &mut Ledger, _run_dir: &Path) -> Result<()> {
+        Ok(())
+    }
     /// Runs the agent once and returns its report.
     fn run_agent(&self, launch: Launch) -> Result<agent::Report>;
 }
@@ -46,7 +54,7 @@ pub struct Kind {
     pub parse: fn(&mut Fields) -> Result<Box<dyn Environment>, SuiteError>,
 }
 
-pub const KINDS: &[Kind] = &[host::KIND];
+pub const KINDS: &[Kind] = &[host::KIND, oci::KIND, podman::PODMAN, podman::DOCKER];
 
 pub fn kind(name: &str) -> Option<&'static Kind> {
     KINDS.iter().find(|k| k.name == name)

@@ -1,0 +1,465 @@
+//! OCI runtimes driven directly: runc, crun, gVisor's runsc, Kata's runtime, or any binary
+//! that speaks the runc command line. isobench writes the bundle itself: the root is an overlay
+//! of the host's `/` (read-only), the volume under test is bind-mounted at /data, the agent at
+//! /.isobench/isobench, /tmp is a tmpfs, and the network is off unless asked for.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Result, bail};
+use serde_json::{Value, json};
+
+use super::rootfs::{AGENT_PATH, DATA_PATH, SCRATCH_PATH, overlay_of_host_root};
+use super::{Environment, Kind, Launch, agent_binary, host::run_agent_process};
+use crate::agent;
+use crate::ledger::{Ledger, Resource};
+use crate::process::{self, find_program};
+use crate::suite::tree::{Fields, SuiteError};
+use crate::units;
+use crate::volume::Provisioned;
+
+pub const KIND: Kind = Kind { name: "oci", parse };
+
+/// Where `scripts/setup.sh` installs tools it builds (a current runsc).
+pub const TOOL_DIR: &str = "/usr/local/lib/isobench/bin";
+
+/// Which runtime a binary is, by its name: each has its quirks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavour {
+    Runc,
+    Crun,
+    Runsc,
+    Kata,
+    Other,
+}
+
+/// A runtime as the suite names it, resolved to a binary when one exists here.
+#[derive(Clone, Debug)]
+pub struct Runtime {
+    pub name: String,
+    pub path: Option<PathBuf>,
+    pub flavour: Flavour,
+}
+
+impl Runtime {
+    /// "runsc" finds isobench's own build first (a current gVisor), then PATH; a path is taken
+    /// as it is.
+    pub fn resolve(name: &str) -> Runtime {
+        let path = if name.contains('/') {
+            find_program(name)
+        } else {
+            find_program(&format!("{TOOL_DIR}/{name}")).or_else(|| find_program(name))
+        };
+        let base = Path::new(name).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let flavour = if base.contains("runsc") {
+            Flavour::Runsc
+        } else if base.contains("crun") {
+            Flavour::Crun
+        } else if base.contains("kata") {
+            Flavour::Kata
+        } else if base.contains("runc") {
+            Flavour::Runc
+        } else {
+            Flavour::Other
+        };
+        Runtime { name: name.to_string(), path, flavour }
+    }
+
+    pub fn version(&self) -> Option<String> {
+        let path = self.path.as_ref()?;
+        let out = process::command_output(&path.to_string_lossy(), &["--version"]).ok()?;
+        out.lines().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string())
+    }
+
+    /// Why this runtime cannot be used here, if it cannot.
+    pub fn missing(&self) -> Option<String> {
+        if self.path.is_some() {
+            return None;
+        }
+        Some(match self.flavour {
+            Flavour::Runsc => {
+                format!("{} is not installed (scripts/setup.sh builds a current runsc into {TOOL_DIR})", self.name)
+            }
+            Flavour::Kata => format!(
+                "{} is not installed; Kata needs its runtime, a guest kernel and image, and hardware virtualisation",
+                self.name
+            ),
+            _ => format!("{} is not installed (apt-get install {})", self.name, self.name),
+        })
+    }
+
+    /// gVisor opens files without O_DIRECT even when asked: its "direct" I/O is buffered.
+    pub fn ignores_o_direct(&self) -> bool {
+        self.flavour == Flavour::Runsc
+    }
+}
+
+pub struct Oci {
+    runtime: Runtime,
+    runtime_args: Vec<String>,
+    cpus: Option<f64>,
+    memory: Option<u64>,
+    host_network: bool,
+}
+
+fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
+    let name = f.required_str("runtime")?;
+    let runtime = Runtime::resolve(&name);
+    if name.contains('/') && runtime.path.is_none() {
+        return Err(f.error_at("runtime", format!("{name} does not exist or is not executable")));
+    }
+    let runtime_args = f.str_list("runtime_args")?.unwrap_or_default();
+    let cpus = f.float("cpus")?;
+    if cpus.is_some_and(|c| c <= 0.0) {
+        return Err(f.error_at("cpus", "must be more than 0"));
+    }
+    let memory = f.size("memory")?;
+    let network = f.choice("network", &["none", "host"])?.unwrap_or_else(|| "none".into());
+    f.finish()?;
+    Ok(Box::new(Oci { runtime, runtime_args, cpus, memory, host_network: network == "host" }))
+}
+
+impl Oci {
+    /// The runtime's global flags: the user's, plus what isobench needs of runsc (no network
+    /// unless asked, and no overlay over /data, which would keep writes in sandbox memory).
+    fn global_args(&self, state_root: &Path) -> Vec<String> {
+        let mut args = self.runtime_args.clone();
+        if self.runtime.flavour == Flavour::Runsc {
+            let given = |flag: &str| self.runtime_args.iter().any(|a| a.starts_with(flag));
+            if !given("--network") {
+                args.push(if self.host_network { "--network=host" } else { "--network=none" }.into());
+            }
+            if !given("--overlay") {
+                args.push("--overlay2=none".into());
+            }
+        }
+        args.extend(["--root".to_string(), state_root.display().to_string()]);
+        args
+    }
+
+    /// The runtime's argv up to its subcommand: through crun's workaround where cgroups are
+    /// hybrid, then the global flags.
+    fn argv(&self, state_root: &Path) -> Result<Vec<String>> {
+        let path = self
+            .runtime
+            .path
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("{}", self.runtime.missing().unwrap_or_default()))?;
+        let mut argv = Vec::new();
+        if self.runtime.flavour == Flavour::Crun && hybrid_cgroups() {
+            // crun refuses v1+v2 "hybrid" hierarchies; in a private mount namespace with the
+            // v2 mount hidden it sees plain v1, which it supports.
+            argv.extend(
+                ["unshare", "-m", "sh", "-c", "umount /sys/fs/cgroup/unified 2>/dev/null; exec \"$0\" \"$@\""]
+                    .map(String::from),
+            );
+        }
+        argv.push(path.display().to_string());
+        argv.extend(self.global_args(state_root));
+        Ok(argv)
+    }
+
+    /// Writes the bundle for one container and records everything it mounts.
+    fn bundle(
+        &self,
+        ledger: &mut Ledger,
+        run_dir: &Path,
+        volume: Option<&Path>,
+        args: &[&str],
+        token: &str,
+    ) -> Result<PathBuf> {
+        let rootfs = overlay_of_host_root(ledger, run_dir)?;
+        let bundle = run_dir.join("bundle");
+        std::fs::create_dir_all(&bundle)?;
+        let spec = spec(&SpecInput {
+            rootfs: &rootfs,
+            agent: &agent_binary()?,
+            volume,
+            args,
+            token,
+            cpus: self.cpus,
+            memory: self.memory,
+            host_network: self.host_network,
+        });
+        std::fs::write(bundle.join("config.json"), serde_json::to_vec_pretty(&spec)?)?;
+        Ok(bundle)
+    }
+
+    /// Everything for one container (bundle, state directory, id, all recorded first) and the
+    /// command that runs it, with the token that marks its processes.
+    fn prepare(
+        &self,
+        ledger: &mut Ledger,
+        run_dir: &Path,
+        volume: Option<&Path>,
+        args: &[&str],
+    ) -> Result<(Command, String)> {
+        let state_root = run_dir.join("runtime-state");
+        let argv = self.argv(&state_root)?;
+        let token = ledger.new_process_token();
+        let bundle = self.bundle(ledger, run_dir, volume, args, &token)?;
+        std::fs::create_dir_all(&state_root)?;
+        let id =
+            format!("isobench-{}", run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        let delete = argv.iter().cloned().chain(["delete".into(), "--force".into(), id.clone()]).collect();
+        ledger.record(Resource::Container { delete })?;
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]).args(["run", "--bundle", &bundle.to_string_lossy(), &id]);
+        Ok((cmd, token))
+    }
+
+    /// Starts `/bin/true` in a container: whether this runtime, with these arguments, works here.
+    pub fn smoke_test(&self, ledger: &mut Ledger, run_dir: &Path) -> Result<()> {
+        let (mut cmd, token) = self.prepare(ledger, run_dir, None, &["/bin/true"])?;
+        ledger.record(Resource::Processes { token: token.clone() })?;
+        let options = process::Options {
+            token: Some(&token),
+            timeout: Some(std::time::Duration::from_secs(120)),
+            ..Default::default()
+        };
+        let finished = process::run(&mut cmd, options)?;
+        if !finished.status.success() {
+            bail!("{} could not run a container ({}): {}", self.runtime.name, finished.status, finished.tail(6));
+        }
+        Ok(())
+    }
+}
+
+impl Environment for Oci {
+    fn unavailable(&self) -> Option<String> {
+        crate::volume::needs_root().or_else(|| self.runtime.missing())
+    }
+
+    fn is_sandbox(&self) -> bool {
+        true
+    }
+
+    fn describe(&self) -> BTreeMap<String, String> {
+        let mut d = BTreeMap::from([
+            ("env.kind".to_string(), "oci".to_string()),
+            ("runtime.name".into(), self.runtime.name.clone()),
+            ("runtime.version".into(), self.runtime.version().unwrap_or_else(|| "unknown".into())),
+            (
+                "runtime.args".into(),
+                self.global_args(Path::new("STATE"))
+                    .iter()
+                    .filter(|a| *a != "--root" && *a != "STATE")
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            ("runtime.network".into(), if self.host_network { "host" } else { "none" }.into()),
+        ]);
+        if let Some(p) = &self.runtime.path {
+            d.insert("runtime.path".into(), p.display().to_string());
+        }
+        if self.runtime.ignores_o_direct() {
+            d.insert("runtime.ignores_o_direct".into(), "true".into());
+        }
+        if self.runtime.flavour == Flavour::Crun && hybrid_cgroups() {
+            d.insert(
+                "runtime.cgroup_workaround".into(),
+                "private mount namespace without /sys/fs/cgroup/unified".into(),
+            );
+        }
+        if let Some(c) = self.cpus {
+            d.insert("limit.cpus".into(), c.to_string());
+        }
+        if let Some(m) = self.memory {
+            d.insert("limit.memory".into(), units::fio_size(m));
+        }
+        d
+    }
+
+    fn data_dir(&self, _volume: &Provisioned) -> PathBuf {
+        PathBuf::from(DATA_PATH)
+    }
+
+    fn scratch_dir(&self, _run_dir: &Path) -> PathBuf {
+        PathBuf::from(SCRATCH_PATH)
+    }
+
+    fn preflight(&self, ledger: &mut Ledger, run_dir: &Path) -> Result<()> {
+        self.smoke_test(ledger, run_dir)
+    }
+
+    fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
+        let args = [AGENT_PATH, "agent", "--request", "-"];
+        let (mut cmd, token) = self.prepare(launch.ledger, launch.run_dir, Some(&launch.volume.path), &args)?;
+        let report = run_agent_process(&mut cmd, launch, &token)?;
+        Ok(with_limit_notes(report, self.cpus, self.memory))
+    }
+}
+
+/// Requested limits the sandbox did not see are said, never silently dropped.
+pub(super) fn with_limit_notes(mut report: agent::Report, cpus: Option<f64>, memory: Option<u64>) -> agent::Report {
+    if let Some(limit) = memory {
+        match report.facts.get("memory.limit_kib").and_then(|v| v.parse::<u64>().ok()) {
+            Some(seen) if seen * 1024 <= limit + 4096 => {}
+            seen => report.notes.push(format!(
+                "memory = {} was requested but the sandbox saw {}: the limit was not applied",
+                units::fio_size(limit),
+                seen.map(|k| units::human(k as f64 * 1024.0, "B")).unwrap_or_else(|| "no limit".into())
+            )),
+        }
+    }
+    if let Some(limit) = cpus {
+        match report.facts.get("cpu.limit").and_then(|v| v.parse::<f64>().ok()) {
+            Some(seen) if (seen - limit).abs() < 0.01 => {}
+            seen => report.notes.push(format!(
+                "cpus = {limit} was requested but the sandbox saw {}: the limit was not applied",
+                seen.map(|c| format!("{c} CPUs")).unwrap_or_else(|| "no CPU quota".into())
+            )),
+        }
+    }
+    report
+}
+
+/// cgroup v1 controllers with the v2 hierarchy also mounted at /sys/fs/cgroup/unified.
+pub fn hybrid_cgroups() -> bool {
+    crate::ledger::is_mounted(Path::new("/sys/fs/cgroup/unified"))
+}
+
+/// Runs a container's delete command (see `Resource::Container`); a container that does not
+/// exist is already deleted.
+pub fn delete_container(delete: &[String]) -> Result<()> {
+    let finished = process::run(
+        Command::new(&delete[0]).args(&delete[1..]),
+        process::Options {
+            timeout: Some(std::time::Duration::from_secs(60)),
+            ignore_interrupt: true,
+            ..Default::default()
+        },
+    )?;
+    let said = format!("{}{}", finished.stdout, finished.stderr).to_lowercase();
+    let gone = ["does not exist", "not found", "no such", "no container"].iter().any(|p| said.contains(p));
+    if finished.status.success() || gone {
+        return Ok(());
+    }
+    bail!("`{}` failed: {}", delete.join(" "), finished.tail(4))
+}
+
+struct SpecInput<'a> {
+    rootfs: &'a Path,
+    agent: &'a Path,
+    volume: Option<&'a Path>,
+    args: &'a [&'a str],
+    token: &'a str,
+    cpus: Option<f64>,
+    memory: Option<u64>,
+    host_network: bool,
+}
+
+/// The capabilities Docker gives a container by default, plus IPC_LOCK (databases mlock).
+const CAPABILITIES: &[&str] = &[
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FSETID",
+    "CAP_FOWNER",
+    "CAP_MKNOD",
+    "CAP_NET_RAW",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETFCAP",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+    "CAP_KILL",
+    "CAP_AUDIT_WRITE",
+    "CAP_IPC_LOCK",
+];
+
+/// The OCI runtime spec of one container.
+fn spec(input: &SpecInput) -> Value {
+    let mut mounts = vec![
+        json!({"destination": "/proc", "type": "proc", "source": "proc"}),
+        json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}),
+        json!({"destination": "/dev/pts", "type": "devpts", "source": "devpts", "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]}),
+        json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]}),
+        json!({"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]}),
+        json!({"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]}),
+        json!({"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}),
+        json!({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]}),
+        json!({"destination": AGENT_PATH, "type": "bind", "source": input.agent, "options": ["bind", "ro"]}),
+    ];
+    if let Some(volume) = input.volume {
+        mounts.push(json!({"destination": DATA_PATH, "type": "bind", "source": volume, "options": ["rbind", "rw"]}));
+    }
+    let mut namespaces =
+        vec![json!({"type": "pid"}), json!({"type": "ipc"}), json!({"type": "uts"}), json!({"type": "mount"})];
+    if !input.host_network {
+        namespaces.push(json!({"type": "network"}));
+    }
+    let mut resources = json!({"devices": [{"allow": false, "access": "rwm"}]});
+    if let Some(cpus) = input.cpus {
+        resources["cpu"] = json!({"quota": (cpus * 100_000.0).round() as i64, "period": 100_000});
+    }
+    if let Some(memory) = input.memory {
+        resources["memory"] = json!({"limit": memory});
+    }
+    // Only as many open files as isobench itself may have: raising the hard limit needs
+    // CAP_SYS_RESOURCE, which some hosts (this project's CI) do not give even to root.
+    let nofile = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map(|(_, hard)| hard.min(1 << 20))
+        .unwrap_or(1024);
+    json!({
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": false,
+            "user": {"uid": 0, "gid": 0},
+            "args": input.args,
+            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", format!("{}={}", process::TOKEN_VAR, input.token)],
+            "cwd": "/",
+            "capabilities": {"bounding": CAPABILITIES, "effective": CAPABILITIES, "permitted": CAPABILITIES},
+            "rlimits": [{"type": "RLIMIT_NOFILE", "hard": nofile, "soft": nofile}],
+            "noNewPrivileges": true
+        },
+        "root": {"path": input.rootfs, "readonly": true},
+        "hostname": "isobench",
+        "mounts": mounts,
+        "linux": {
+            "resources": resources,
+            "namespaces": namespaces,
+            "maskedPaths": ["/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"],
+            "readonlyPaths": ["/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
+        }
+    })
+}
+
+/// Checks that the spec isobench writes is what the tests rely on.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spec_mounts_the_volume_and_the_agent_and_applies_limits() {
+        let s = spec(&SpecInput {
+            rootfs: Path::new("/r"),
+            agent: Path::new("/bin/isobench"),
+            volume: Some(Path::new("/vol")),
+            args: &["/x"],
+            token: "t",
+            cpus: Some(1.5),
+            memory: Some(1 << 30),
+            host_network: false,
+        });
+        let mounts = s["mounts"].as_array().unwrap();
+        assert!(mounts.iter().any(|m| m["destination"] == "/data" && m["source"] == "/vol"));
+        assert!(mounts.iter().any(|m| m["destination"] == AGENT_PATH && m["options"][1] == "ro"));
+        assert_eq!(s["root"]["readonly"], true);
+        assert_eq!(s["linux"]["resources"]["cpu"]["quota"], 150_000);
+        assert_eq!(s["linux"]["resources"]["memory"]["limit"], 1u64 << 30);
+        assert!(s["linux"]["namespaces"].as_array().unwrap().iter().any(|n| n["type"] == "network"));
+        assert!(s["process"]["env"].as_array().unwrap().iter().any(|e| e == "ISOBENCH_TOKEN=t"));
+    }
+
+    #[test]
+    fn runtimes_are_recognised_by_name() {
+        assert_eq!(Runtime::resolve("/usr/bin/runsc").flavour, Flavour::Runsc);
+        assert_eq!(Runtime::resolve("crun").flavour, Flavour::Crun);
+        assert_eq!(Runtime::resolve("kata-runtime").flavour, Flavour::Kata);
+        assert!(Runtime::resolve("/nonexistent/runc").path.is_none());
+        assert!(Runtime::resolve("kata-runtime-absent").missing().unwrap().contains("is not installed"));
+    }
+}

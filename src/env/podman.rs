@@ -1,0 +1,279 @@
+//! Container engines' command lines: podman (rootless-capable, daemonless) and docker. podman
+//! runs on the same overlay of the host's `/` as the OCI environment (`--rootfs`), or on an
+//! image the suite names; docker, which has no `--rootfs`, needs an image. `runtime` picks the
+//! engine's OCI runtime (`--runtime`), `runtime_args` become its `--runtime-flag`s.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::Result;
+
+use super::oci::{Flavour, Runtime};
+use super::rootfs::{AGENT_PATH, DATA_PATH, SCRATCH_PATH, overlay_of_host_root};
+use super::{Environment, Kind, Launch, agent_binary, host::run_agent_process};
+use crate::agent;
+use crate::ledger::Resource;
+use crate::process::{self, find_program};
+use crate::suite::tree::{Fields, SuiteError};
+use crate::units;
+use crate::volume::Provisioned;
+
+pub const PODMAN: Kind = Kind { name: "podman", parse: parse_podman };
+pub const DOCKER: Kind = Kind { name: "docker", parse: parse_docker };
+
+pub struct Engine {
+    program: &'static str,
+    runtime: Option<Runtime>,
+    runtime_args: Vec<String>,
+    image: Option<String>,
+    cpus: Option<f64>,
+    memory: Option<u64>,
+    host_network: bool,
+}
+
+fn parse_podman(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
+    parse(f, "podman")
+}
+
+fn parse_docker(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
+    parse(f, "docker")
+}
+
+fn parse(f: &mut Fields, program: &'static str) -> Result<Box<dyn Environment>, SuiteError> {
+    let runtime = f.str("runtime")?.map(|r| Runtime::resolve(&r));
+    if let Some(r) = &runtime
+        && r.name.contains('/')
+        && r.path.is_none()
+    {
+        return Err(f.error_at("runtime", format!("{} does not exist or is not executable", r.name)));
+    }
+    let runtime_args = f.str_list("runtime_args")?.unwrap_or_default();
+    let image = f.str("image")?;
+    if program == "docker" && image.is_none() {
+        return Err(f.error(
+            "docker cannot run on the host's own root (it has no --rootfs); name an image with image = \"...\"",
+        ));
+    }
+    let cpus = f.float("cpus")?;
+    let memory = f.size("memory")?;
+    let network = f.choice("network", &["none", "host"])?.unwrap_or_else(|| "none".into());
+    f.finish()?;
+    Ok(Box::new(Engine { program, runtime, runtime_args, image, cpus, memory, host_network: network == "host" }))
+}
+
+impl Engine {
+    /// The engine's global flags: state kept in the run's directory, cgroupfs (no systemd
+    /// needed), and the runtime with its flags.
+    fn global_args(&self, run_dir: &Path) -> Vec<String> {
+        let mut args = Vec::new();
+        if self.program == "podman" {
+            args.extend([
+                format!("--root={}", run_dir.join("podman-root").display()),
+                format!("--runroot={}", runroot(run_dir).display()),
+                "--cgroup-manager=cgroupfs".into(),
+                "--events-backend=file".into(),
+            ]);
+        }
+        if let Some(r) = &self.runtime {
+            let mut path = r.path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| r.name.clone());
+            if self.program == "podman" && r.flavour == Flavour::Crun && super::oci::hybrid_cgroups() {
+                path = run_dir.join("crun-hybrid").display().to_string();
+            }
+            args.push(format!("--runtime={path}"));
+            let mut flags: Vec<String> =
+                self.runtime_args.iter().map(|a| a.trim_start_matches('-').to_string()).collect();
+            if r.flavour == Flavour::Runsc {
+                if !flags.iter().any(|f| f.starts_with("network")) {
+                    flags.push(if self.host_network { "network=host" } else { "network=none" }.into());
+                }
+                if !flags.iter().any(|f| f.starts_with("overlay")) {
+                    flags.push("overlay2=none".into());
+                }
+            }
+            // docker takes runtime flags from its daemon's configuration, not per container.
+            if self.program == "podman" {
+                args.extend(flags.into_iter().map(|f| format!("--runtime-flag={f}")));
+            }
+        }
+        args
+    }
+}
+
+impl Engine {
+    /// The engine's `run` of `args` in a fresh container (root, volume and agent mounted, the
+    /// container recorded for deletion), and the token that marks its processes.
+    fn command(
+        &self,
+        ledger: &mut crate::ledger::Ledger,
+        run_dir: &Path,
+        volume: Option<&Path>,
+        args: &[&str],
+    ) -> Result<(Command, String)> {
+        if let Some(r) = self.runtime.as_ref().filter(|r| r.flavour == Flavour::Crun && super::oci::hybrid_cgroups()) {
+            write_crun_wrapper(run_dir, r)?;
+        }
+        let token = ledger.new_process_token();
+        let name =
+            format!("isobench-{}", run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        if self.program == "podman" {
+            ledger.record(Resource::Dir { path: runroot(run_dir) })?;
+        }
+        let global = self.global_args(run_dir);
+        let delete = [self.program.to_string()]
+            .into_iter()
+            .chain(global.iter().cloned())
+            .chain(["rm".into(), "-f".into(), name.clone()])
+            .collect();
+        // podman's --rootfs is a switch: the root's path then stands where an image would.
+        let root = match &self.image {
+            Some(image) => vec!["--entrypoint=".to_string(), image.clone()],
+            None => vec!["--rootfs".to_string(), overlay_of_host_root(ledger, run_dir)?.display().to_string()],
+        };
+        ledger.record(Resource::Container { delete })?;
+        let nofile = hard_limit(nix::sys::resource::Resource::RLIMIT_NOFILE, 1024);
+        // crun refuses nproc at the full hard limit here (EPERM); 32768 leaves databases room.
+        let nproc = hard_limit(nix::sys::resource::Resource::RLIMIT_NPROC, 4096).min(32768);
+        let mut cmd = Command::new(self.program);
+        cmd.args(&global).args(["run", "--rm", "-i", "--name", &name]);
+        cmd.arg(format!("--network={}", if self.host_network { "host" } else { "none" }));
+        cmd.args([format!("--ulimit=nofile={nofile}:{nofile}"), format!("--ulimit=nproc={nproc}:{nproc}")]);
+        if let Some(volume) = volume {
+            cmd.arg(format!("--volume={}:{DATA_PATH}", volume.display()));
+        }
+        cmd.arg(format!("--volume={}:{AGENT_PATH}:ro", agent_binary()?.display()));
+        // notmpcopyup: the root's /tmp is the host's, and copying it (sockets included) fails.
+        cmd.args(["--tmpfs=/tmp:rw,mode=1777,notmpcopyup", &format!("--env={}={token}", process::TOKEN_VAR)]);
+        if let Some(c) = self.cpus {
+            cmd.arg(format!("--cpus={c}"));
+        }
+        if let Some(m) = self.memory {
+            cmd.arg(format!("--memory={m}"));
+        }
+        cmd.args(&root).args(args);
+        Ok((cmd, token))
+    }
+}
+
+/// podman's state directory for a run: podman refuses one longer than 50 characters (its
+/// sockets live there), so a short name under /run derived from the run's directory.
+fn runroot(run_dir: &Path) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    run_dir.hash(&mut h);
+    PathBuf::from(format!("/run/isobench-podman-{:012x}", h.finish() & 0xffff_ffff_ffff))
+}
+
+/// podman runs a runtime by path: for crun on hybrid cgroups that path is a script doing what
+/// the OCI environment does directly (see `oci::Oci::argv`).
+fn write_crun_wrapper(run_dir: &Path, crun: &Runtime) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = run_dir.join("crun-hybrid");
+    let crun = crun.path.as_ref().ok_or_else(|| anyhow::anyhow!("crun is not installed"))?;
+    let script = format!(
+        "#!/bin/sh\n# crun refuses hybrid cgroups; hide the v2 mount in a private mount namespace.\nexec unshare -m sh -c 'umount /sys/fs/cgroup/unified 2>/dev/null; exec \"$0\" \"$@\"' {} \"$@\"\n",
+        crun.display()
+    );
+    std::fs::write(&path, script)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    Ok(())
+}
+
+/// The hard limit isobench itself has for `resource`, which a container may have at most:
+/// raising it needs CAP_SYS_RESOURCE.
+fn hard_limit(resource: nix::sys::resource::Resource, default: u64) -> u64 {
+    nix::sys::resource::getrlimit(resource).map(|(_, hard)| hard.min(1 << 20)).unwrap_or(default)
+}
+
+impl Environment for Engine {
+    fn unavailable(&self) -> Option<String> {
+        if let Some(why) = crate::volume::needs_root() {
+            return Some(why);
+        }
+        if find_program(self.program).is_none() {
+            return Some(format!("{} is not installed", self.program));
+        }
+        if self.program == "docker" {
+            let info = process::run(
+                Command::new("docker").arg("info"),
+                process::Options { timeout: Some(std::time::Duration::from_secs(20)), ..Default::default() },
+            );
+            match info {
+                Ok(f) if f.status.success() => {}
+                Ok(f) => {
+                    let why = format!("{}{}", f.stdout, f.stderr);
+                    let why = why
+                        .lines()
+                        .find(|l| l.contains("Cannot connect") || l.contains("ERROR"))
+                        .unwrap_or("docker info failed")
+                        .trim()
+                        .to_string();
+                    return Some(format!("the docker CLI is installed but no Docker engine answers ({why})"));
+                }
+                Err(e) => return Some(format!("docker info: {e:#}")),
+            }
+        }
+        self.runtime.as_ref().and_then(|r| if self.program == "podman" { r.missing() } else { None })
+    }
+
+    fn is_sandbox(&self) -> bool {
+        true
+    }
+
+    fn describe(&self) -> BTreeMap<String, String> {
+        let version = process::command_output(self.program, &["--version"]).ok().map(|v| v.trim().to_string());
+        let mut d = BTreeMap::from([
+            ("env.kind".to_string(), self.program.to_string()),
+            (format!("{}.version", self.program), version.unwrap_or_else(|| "unknown".into())),
+            (
+                "root".into(),
+                self.image.clone().map(|i| format!("image {i}")).unwrap_or_else(|| "overlay of the host's /".into()),
+            ),
+            ("runtime.network".into(), if self.host_network { "host" } else { "none" }.into()),
+        ]);
+        if let Some(r) = &self.runtime {
+            d.insert("runtime.name".into(), r.name.clone());
+            d.insert("runtime.version".into(), r.version().unwrap_or_else(|| "unknown".into()));
+            if r.ignores_o_direct() {
+                d.insert("runtime.ignores_o_direct".into(), "true".into());
+            }
+        }
+        if let Some(c) = self.cpus {
+            d.insert("limit.cpus".into(), c.to_string());
+        }
+        if let Some(m) = self.memory {
+            d.insert("limit.memory".into(), units::fio_size(m));
+        }
+        d
+    }
+
+    fn data_dir(&self, _volume: &Provisioned) -> PathBuf {
+        PathBuf::from(DATA_PATH)
+    }
+
+    fn scratch_dir(&self, _run_dir: &Path) -> PathBuf {
+        PathBuf::from(SCRATCH_PATH)
+    }
+
+    fn preflight(&self, ledger: &mut crate::ledger::Ledger, run_dir: &Path) -> Result<()> {
+        let (mut cmd, token) = self.command(ledger, run_dir, None, &["/bin/true"])?;
+        ledger.record(Resource::Processes { token: token.clone() })?;
+        let options = process::Options {
+            token: Some(&token),
+            timeout: Some(std::time::Duration::from_secs(120)),
+            ..Default::default()
+        };
+        let finished = process::run(&mut cmd, options)?;
+        if !finished.status.success() {
+            anyhow::bail!("{} could not run a container ({}): {}", self.program, finished.status, finished.tail(6));
+        }
+        Ok(())
+    }
+
+    fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
+        let args = [AGENT_PATH, "agent", "--request", "-"];
+        let (mut cmd, token) = self.command(launch.ledger, launch.run_dir, Some(&launch.volume.path), &args)?;
+        let report = run_agent_process(&mut cmd, launch, &token)?;
+        Ok(super::oci::with_limit_notes(report, self.cpus, self.memory))
+    }
+}
