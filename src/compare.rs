@@ -1,5 +1,5 @@
-//! Every cell against its baseline: the cell with the suite's baseline environment and volume
-//! and the same workload setting. Differences carry a bootstrap CI and a verdict; overheads are
+//! Every cell against its baseline: the cell of the same workload setting in the suite's
+//! baseline environment and/or on its baseline volume (see `store::Baseline`). Differences carry a bootstrap CI and a verdict; overheads are
 //! signed so that positive always means worse (fewer op/s, more µs); bounds respect the CI.
 
 use std::collections::BTreeMap;
@@ -140,9 +140,7 @@ pub fn analyze(plan: &PlanRecord, runs: &[RunRecord]) -> Analysis {
         .collect();
     for i in 0..cells.len() {
         let labels = &cells[i].record.labels;
-        cells[i].baseline = cells.iter().position(|b| {
-            b.is_baseline && b.record.labels.workload == labels.workload && b.record.labels.params == labels.params
-        });
+        cells[i].baseline = cells.iter().position(|b| plan.baseline.is_baseline_of(&b.record.labels, labels));
     }
     for i in 0..cells.len() {
         let Some(b) = cells[i].baseline.filter(|b| *b != i) else {
@@ -192,7 +190,7 @@ fn cell_result(plan: &PlanRecord, record: &CellRecord, runs: &[&RunRecord]) -> C
         }
     }
     CellResult {
-        is_baseline: record.labels.env == plan.baseline_env && record.labels.volume == plan.baseline_volume,
+        is_baseline: plan.baseline.contains(&record.labels),
         record: record.clone(),
         baseline: None,
         runs_ok: ok,
@@ -441,8 +439,7 @@ mod tests {
     fn plan(bound: f64) -> PlanRecord {
         PlanRecord {
             suite: "t".into(),
-            baseline_env: "host".into(),
-            baseline_volume: "v".into(),
+            baseline: crate::store::Baseline { env: Some("host".into()), volume: Some("v".into()) },
             repeat: Repeat::fixed(3),
             cells: ["host", "runc"]
                 .iter()

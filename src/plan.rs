@@ -142,7 +142,7 @@ impl Plan {
             }
         }
         let selected = |c: &Cell| filters.is_empty() || filters.iter().any(|f| f.matches(&c.labels));
-        let is_baseline = |c: &Cell| c.labels.env == suite.baseline.env && c.labels.volume == suite.baseline.volume;
+
         let mut added_baselines = Vec::new();
         let cells: Vec<Cell> = all
             .iter()
@@ -151,8 +151,7 @@ impl Plan {
                     return true;
                 }
                 // A selected cell is compared with its baseline: keep that too.
-                let needed = is_baseline(c)
-                    && all.iter().any(|o| selected(o) && o.workload == c.workload && o.variant == c.variant);
+                let needed = all.iter().any(|o| selected(o) && suite.baseline.is_baseline_of(&c.labels, &o.labels));
                 if needed {
                     added_baselines.push(c.id.clone());
                 }
@@ -175,8 +174,7 @@ impl Plan {
     pub fn record(&self, suite: &Suite) -> PlanRecord {
         PlanRecord {
             suite: suite.name.clone(),
-            baseline_env: suite.baseline.env.clone(),
-            baseline_volume: suite.baseline.volume.clone(),
+            baseline: suite.baseline.clone(),
             repeat: suite.repeat.clone(),
             cells: self
                 .cells

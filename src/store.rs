@@ -177,12 +177,48 @@ pub struct RunRecord {
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct PlanRecord {
     pub suite: String,
-    pub baseline_env: String,
-    pub baseline_volume: String,
+    pub baseline: Baseline,
     pub repeat: crate::plan::Repeat,
     pub cells: Vec<CellRecord>,
     #[serde(default)]
     pub bounds: Vec<BoundRecord>,
+}
+
+/// What each cell is compared with: the cell of the same workload setting in the baseline
+/// environment and/or on the baseline volume. Naming only the environment compares every cell
+/// with the baseline environment on its own volume (what does the runtime cost?); naming only
+/// the volume, with the baseline volume in its own environment (what does the storage cost?).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Baseline {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
+}
+
+impl Baseline {
+    /// Whether a cell with these labels is a baseline cell.
+    pub fn contains(&self, labels: &Labels) -> bool {
+        self.env.as_ref().is_none_or(|e| *e == labels.env) && self.volume.as_ref().is_none_or(|v| *v == labels.volume)
+    }
+
+    /// Whether `baseline` is the baseline cell of `cell`.
+    pub fn is_baseline_of(&self, baseline: &Labels, cell: &Labels) -> bool {
+        baseline.workload == cell.workload
+            && baseline.params == cell.params
+            && baseline.env == *self.env.as_ref().unwrap_or(&cell.env)
+            && baseline.volume == *self.volume.as_ref().unwrap_or(&cell.volume)
+    }
+
+    /// "env host, volume tmpfs", "env host (on each volume)".
+    pub fn describe(&self) -> String {
+        match (&self.env, &self.volume) {
+            (Some(e), Some(v)) => format!("env {e} on volume {v}"),
+            (Some(e), None) => format!("env {e}, on each cell's own volume"),
+            (None, Some(v)) => format!("volume {v}, in each cell's own environment"),
+            (None, None) => "none".into(),
+        }
+    }
 }
 
 /// A `[[bound]]` of the suite, kept with the result set so `isobench check` needs nothing else.
@@ -389,6 +425,23 @@ mod tests {
         };
         assert_eq!(l.cell_id(), "runsc.loop_ext4.fio.rw=randread.FILE=_a_b");
         assert_eq!(l.params_text(), "rw=randread;FILE=/a/b");
+    }
+
+    #[test]
+    fn a_baseline_may_name_one_axis() {
+        let l = |env: &str, volume: &str| Labels {
+            env: env.into(),
+            volume: volume.into(),
+            workload: "fio".into(),
+            params: vec![],
+        };
+        let by_env = Baseline { env: Some("host".into()), volume: None };
+        assert!(by_env.contains(&l("host", "ext4")) && by_env.contains(&l("host", "tmpfs")));
+        assert!(by_env.is_baseline_of(&l("host", "ext4"), &l("runc", "ext4")));
+        assert!(!by_env.is_baseline_of(&l("host", "tmpfs"), &l("runc", "ext4")), "same volume only");
+        let both = Baseline { env: Some("host".into()), volume: Some("tmpfs".into()) };
+        assert!(both.is_baseline_of(&l("host", "tmpfs"), &l("runc", "ext4")));
+        assert!(!both.contains(&l("host", "ext4")));
     }
 
     #[test]

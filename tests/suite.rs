@@ -298,3 +298,19 @@ fn cost_per_hour_on_an_env_or_in_a_cost_table() {
     let e = error_with("kind = \"host\"", "kind = \"host\"\ncost_per_hour = \"cheap\"");
     assert!(e.contains("key \"cost_per_hour\": expected a number"), "{e}");
 }
+
+#[test]
+fn a_baseline_naming_only_the_env_compares_each_volume_with_itself() {
+    let s = load(&BASE.replace("baseline = { env = \"host\", volume = \"tmpfs\" }", "baseline = { env = \"host\" }"))
+        .unwrap();
+    assert_eq!(s.baseline.volume, None);
+    // Filtering to one volume keeps the host cells of that volume, not tmpfs's.
+    let text = BASE.replace("baseline = { env = \"host\", volume = \"tmpfs\" }", "baseline = { env = \"host\" }")
+        + "\n[[env]]\nname = \"runc\"\nkind = \"oci\"\nruntime = \"runc\"\n";
+    let s = load(&text).unwrap();
+    let plan = Plan::new(&s, &[Selector::parse("env=runc,volume=ext4,rw=read,numjobs=1").unwrap()]).unwrap();
+    let ids: Vec<&str> = plan.cells.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["host.ext4.fio.rw=read.numjobs=1", "runc.ext4.fio.rw=read.numjobs=1"]);
+    let e = error_with("baseline = { env = \"host\", volume = \"tmpfs\" }", "baseline = { }");
+    assert!(e.contains("name the baseline env, volume or both"), "{e}");
+}

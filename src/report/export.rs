@@ -34,7 +34,7 @@ pub fn json(report: &Report) -> String {
     let a = &report.analysis;
     let doc = json!({
         "suite": a.plan.suite,
-        "baseline": { "env": a.plan.baseline_env, "volume": a.plan.baseline_volume },
+        "baseline": a.plan.baseline,
         "repeat": a.plan.repeat,
         "host": report.host,
         "cells": a.cells.iter().map(|c| json!({

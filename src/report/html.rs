@@ -44,11 +44,10 @@ pub fn render(report: &Report) -> String {
     );
     let _ = write!(
         out,
-        "<h1>isobench report: {}</h1><p class=\"meta\">Baseline <b>{}</b> on <b>{}</b> · repetitions: {} · \
+        "<h1>isobench report: {}</h1><p class=\"meta\">Baseline: {} · repetitions: {} · \
          medians with 95&nbsp;% bootstrap CIs; % difference = (cell − baseline) / baseline; ~ = within the noise</p>",
         h(&plan.suite),
-        h(&plan.baseline_env),
-        h(&plan.baseline_volume),
+        h(&plan.baseline.describe()),
         h(&plan.repeat.to_string())
     );
     let host: Vec<String> = ["os", "kernel.release", "cpu.model", "cpus", "isobench.version", "isobench.git"]
@@ -432,7 +431,13 @@ fn facts(report: &Report) -> String {
     if columns.is_empty() {
         return String::new();
     }
-    let baseline = columns.iter().position(|c| c.is_baseline);
+    let plan_baseline = &report.analysis.plan.baseline;
+    // Each column's baseline column: same rule as the numbers, ignoring the workload setting.
+    let baseline_of = |c: &CellResult| {
+        let env = plan_baseline.env.as_ref().unwrap_or(&c.record.labels.env);
+        let volume = plan_baseline.volume.as_ref().unwrap_or(&c.record.labels.volume);
+        columns.iter().position(|b| b.record.labels.env == *env && b.record.labels.volume == *volume)
+    };
     let value = |c: &CellResult, key: &str| c.setup.get(key).or_else(|| c.facts.get(key)).cloned();
     let keys: BTreeSet<String> = columns.iter().flat_map(|c| c.setup.keys().chain(c.facts.keys()).cloned()).collect();
     let mut out = String::from(
@@ -444,10 +449,10 @@ fn facts(report: &Report) -> String {
     out.push_str("</tr>");
     for key in &keys {
         let _ = write!(out, "<tr><th>{}</th>", h(key));
-        let base = baseline.and_then(|b| value(columns[b], key));
         for c in &columns {
             let v = value(c, key);
-            let class = if !c.is_baseline && baseline.is_some() && v != base { " class=\"diff\"" } else { "" };
+            let base = baseline_of(c).map(|b| value(columns[b], key));
+            let class = if !c.is_baseline && base.is_some_and(|b| b != v) { " class=\"diff\"" } else { "" };
             let _ = write!(out, "<td{class}>{}</td>", h(v.as_deref().unwrap_or("—")));
         }
         out.push_str("</tr>");

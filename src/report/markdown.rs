@@ -19,12 +19,14 @@ pub fn render(report: &Report) -> String {
     let plan = &analysis.plan;
     let mut out = format!("# isobench report: {}\n\n", plan.suite);
     out.push_str(&format!(
-        "Baseline: env **{}**, volume **{}**. Every figure is the median of a cell's runs with a 95 % \
+        "Baseline: {}. Every figure is the median of a cell's runs with a 95 % \
          bootstrap confidence interval; \"% difference\" is (cell − baseline) / baseline of the medians, \
          its CI from resampling both sides. ~ marks a difference within the noise (its CI includes 0). \
          Repetitions: {}.\n\n",
-        plan.baseline_env, plan.baseline_volume, plan.repeat
+        plan.baseline.describe(),
+        plan.repeat
     ));
+
     let host_line: Vec<String> =
         ["os", "kernel.release", "cpu.model", "cpus", "fio.version", "isobench.version", "isobench.git"]
             .iter()

@@ -10,6 +10,7 @@ use tree::{Fields, Node, Origin, SuiteError, Table, Value};
 
 use crate::env::{self, Environment};
 use crate::plan::{Repeat, Selector};
+pub use crate::store::Baseline;
 use crate::volume::{self, Volume};
 use crate::workload::{self, ParseContext};
 
@@ -33,11 +34,6 @@ pub struct Named<T> {
     pub item: T,
     /// What an hour of it costs (environments only): `cost_per_hour`, or the `[cost]` table.
     pub cost_per_hour: Option<f64>,
-}
-
-pub struct Baseline {
-    pub env: String,
-    pub volume: String,
 }
 
 pub struct WorkloadEntry {
@@ -368,21 +364,30 @@ fn parse_baseline(
         return Err(SuiteError {
             file: file.into(),
             origin: node.origin.clone(),
-            message: "baseline must be a table like { env = \"host\", volume = \"tmpfs\" }".into(),
+            message:
+                "baseline must be a table like { env = \"host\", volume = \"tmpfs\" } (either key may be left out)"
+                    .into(),
         });
     };
     let mut f = Fields::new(file, "baseline", table, node.origin.clone());
-    let env = f.required_str("env")?;
-    let volume = f.required_str("volume")?;
+    let env = f.str("env")?;
+    let volume = f.str("volume")?;
     f.finish()?;
-    if !envs.iter().any(|e| e.name == env) {
+    if env.is_none() && volume.is_none() {
+        return Err(f.error("name the baseline env, volume or both, e.g. { env = \"host\" } to compare every cell with the host on its own volume"));
+    }
+    if let Some(env) = &env
+        && !envs.iter().any(|e| e.name == *env)
+    {
         let names: Vec<&str> = envs.iter().map(|e| e.name.as_str()).collect();
         return Err(f.error_at(
             "env",
             format!("names no [[env]]: \"{env}\"; the suite's environments are: {}", names.join(", ")),
         ));
     }
-    if !volumes.iter().any(|v| v.name == volume) {
+    if let Some(volume) = &volume
+        && !volumes.iter().any(|v| v.name == *volume)
+    {
         let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
         return Err(f.error_at(
             "volume",

@@ -62,10 +62,14 @@ impl Sandbox {
         self.isobench().args(args).output().unwrap()
     }
 
-    /// Writes `suite` to s.toml and runs it into `out/`, with `extra` arguments.
+    /// Writes `suite` to s.toml and runs it into a fresh `out/` (`out-2/` … when taken), with
+    /// `extra` arguments.
     pub fn run_suite(&self, suite: &str, extra: &[&str]) -> (Output, PathBuf) {
         let path = self.write("s.toml", suite);
-        let out = self.path().join("out");
+        let out = (1..)
+            .map(|i| self.path().join(if i == 1 { "out".to_string() } else { format!("out-{i}") }))
+            .find(|p| !p.exists())
+            .expect("a free name");
         let mut args = vec!["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()];
         args.extend_from_slice(extra);
         (self.run(&args), out)

@@ -1,0 +1,286 @@
+//! fio inside real runtimes (runc, crun, runsc, podman), proof of where each run ran, clear
+//! errors for wrong runtime specs, and nothing left behind, even after a SIGKILL.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{Sandbox, have, is_root, text};
+
+fn unable() -> Option<String> {
+    if !is_root() {
+        return Some("needs root (containers, mounts)".into());
+    }
+    if !have("fio") {
+        return Some("fio is not installed (scripts/setup.sh installs it)".into());
+    }
+    None
+}
+
+/// The runtime binary isobench would use for `name`, if this machine has it.
+fn runtime(name: &str) -> Option<std::path::PathBuf> {
+    isobench::env::oci::Runtime::resolve(name).path
+}
+
+fn suite(envs: &str, workload_extra: &str) -> String {
+    format!(
+        r#"
+name = "rt"
+repeat = 1
+baseline = {{ env = "host", volume = "tmpfs" }}
+
+[[env]]
+name = "host"
+kind = "host"
+{envs}
+
+[[volume]]
+name = "tmpfs"
+kind = "tmpfs"
+size = "256M"
+
+[[workload]]
+name = "fio"
+kind = "fio"
+rw = "randread"
+size = "32M"
+runtime = "1s"
+direct = true
+ioengine = "libaio"
+iodepth = 4
+{workload_extra}
+"#
+    )
+}
+
+fn oci(name: &str, runtime: &str, extra: &str) -> String {
+    format!("\n[[env]]\nname = \"{name}\"\nkind = \"oci\"\nruntime = \"{runtime}\"\n{extra}\n")
+}
+
+fn record(out: &Path, cell: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(out.join(format!("runs/{cell}/1.json"))).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Processes whose command line points into this test's sandbox (runtimes, their sandboxes and
+/// gofers, fio, agents).
+fn processes_in(sb: &Sandbox) -> Vec<String> {
+    let prefix = sb.path().to_string_lossy().into_owned();
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()
+                .filter(|p| p.chars().all(|c| c.is_ascii_digit()) && *p != me)
+                .map(str::to_string)
+        })
+        .filter_map(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            cmd.contains(&prefix).then(|| format!("{pid}: {cmd}"))
+        })
+        .collect()
+}
+
+/// No mount, loop device, container state, runtime process or isobench container is left.
+fn assert_nothing_left(sb: &Sandbox) {
+    sb.assert_clean();
+    assert_eq!(processes_in(sb), Vec::<String>::new(), "processes left behind");
+    let run = sb.workdir().join("run");
+    let left: Vec<_> =
+        std::fs::read_dir(&run).map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect()).unwrap_or_default();
+    assert!(left.is_empty(), "run directories (with container state) left: {left:?}");
+    for (program, root) in [("runc", "/run/runc"), ("runsc", "/var/run/runsc")] {
+        if let Some(path) = runtime(program) {
+            let out = std::process::Command::new(path).args(["--root", root, "list"]).output().unwrap();
+            assert!(
+                !String::from_utf8_lossy(&out.stdout).contains("isobench-"),
+                "{program} lists an isobench container"
+            );
+        }
+    }
+}
+
+#[test]
+fn fio_runs_inside_each_runtime_and_the_facts_prove_where() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    let mut envs = String::new();
+    let mut present = Vec::new();
+    for (name, rt, extra) in [
+        ("runc", "runc", ""),
+        ("crun", "crun", ""),
+        ("runsc", "runsc", "runtime_args = [\"--platform=systrap\"]"),
+        ("runsc-ptrace", "runsc", "runtime_args = [\"--platform=ptrace\"]"),
+    ] {
+        match runtime(rt) {
+            Some(_) => {
+                envs.push_str(&oci(name, rt, extra));
+                present.push(name);
+            }
+            None => eprintln!("SKIP part of {}: {rt} is not installed (scripts/setup.sh installs it)", module_path!()),
+        }
+    }
+    skip_if!(present.is_empty(), "no OCI runtime is installed");
+    let (o, out) = sb.run_suite(&suite(&envs, ""), &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let host = record(&out, "host.tmpfs.fio");
+    for name in &present {
+        let run = record(&out, &format!("{name}.tmpfs.fio"));
+        assert_eq!(run["status"], "ok", "{name}: {}", run["error"]);
+        let iops = run["samples"].as_array().unwrap().iter().find(|s| s["metric"] == "iops").unwrap()["value"]
+            .as_f64()
+            .unwrap();
+        assert!(iops > 0.0, "{name}: iops {iops}");
+        let facts = &run["facts"];
+        assert_ne!(facts["ns.mnt"], host["facts"]["ns.mnt"], "{name} has its own mount namespace");
+        assert_ne!(facts["ns.pid"], host["facts"]["ns.pid"], "{name} has its own pid namespace");
+        assert_eq!(facts["pid1.comm"], "isobench", "{name}: the agent is the container's first process");
+        assert_eq!(run["setup"]["runtime.name"], if name.starts_with("runsc") { "runsc" } else { *name });
+        if name.starts_with("runsc") {
+            // gVisor brings its own kernel: its release and boot id are not the host's.
+            assert_ne!(facts["kernel.release"], host["facts"]["kernel.release"], "{name} reports gVisor's kernel");
+            assert_ne!(facts["boot_id"], host["facts"]["boot_id"]);
+            assert_eq!(run["setup"]["runtime.ignores_o_direct"], "true");
+            assert!(run["notes"].to_string().contains("without O_DIRECT"), "{name}: {}", run["notes"]);
+        } else {
+            assert_eq!(facts["kernel.release"], host["facts"]["kernel.release"], "{name} shares the host's kernel");
+        }
+    }
+    assert_nothing_left(&sb);
+}
+
+#[test]
+fn limits_are_applied_and_checked() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(runtime("runc").is_none(), "runc is not installed (scripts/setup.sh installs it)");
+    let sb = Sandbox::new();
+    let (o, out) =
+        sb.run_suite(&suite(&oci("runc", "runc", "cpus = 1.5\nmemory = \"512M\""), ""), &["--filter", "env=runc"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let run = record(&out, "runc.tmpfs.fio");
+    assert_eq!(run["facts"]["memory.limit_kib"], "524288", "the sandbox saw its memory limit");
+    assert_eq!(run["facts"]["cpu.limit"], "1.5", "and its CPU quota");
+    assert!(run["notes"].as_array().is_none_or(|n| n.is_empty()), "no limit went missing: {}", run["notes"]);
+    assert_eq!(run["setup"]["limit.memory"], "512m");
+    assert_nothing_left(&sb);
+}
+
+#[test]
+fn podman_runs_fio_on_the_host_root_and_docker_without_an_engine_is_skipped() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(
+        !have("podman") || runtime("runc").is_none(),
+        "podman and runc are needed (scripts/setup.sh installs them)"
+    );
+    let sb = Sandbox::new();
+    let mut envs = String::from("\n[[env]]\nname = \"podman\"\nkind = \"podman\"\nruntime = \"runc\"\n");
+    envs.push_str("\n[[env]]\nname = \"docker\"\nkind = \"docker\"\nimage = \"debian:12\"\n");
+    let (o, out) = sb.run_suite(&suite(&envs, ""), &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let run = record(&out, "podman.tmpfs.fio");
+    assert_eq!(run["status"], "ok", "{}", run["error"]);
+    assert_ne!(run["facts"]["ns.mnt"], record(&out, "host.tmpfs.fio")["facts"]["ns.mnt"]);
+    let docker = record(&out, "docker.tmpfs.fio");
+    let engine_answers = std::process::Command::new("docker").arg("info").output().is_ok_and(|o| o.status.success());
+    if engine_answers {
+        eprintln!("SKIP part of {}: a Docker engine answers here; its image run is not checked", module_path!());
+    } else {
+        assert_eq!(docker["status"], "skipped");
+        assert!(
+            docker["error"].as_str().unwrap().contains("no Docker engine answers")
+                || docker["error"].as_str().unwrap().contains("docker is not installed")
+        );
+    }
+    assert_nothing_left(&sb);
+}
+
+#[test]
+fn wrong_runtime_specs_give_one_clear_error() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    // A runtime path that does not exist is a mistake in the suite: refused before anything runs.
+    let path = sb.write("bad.toml", &suite(&oci("ghost", "/nonexistent/runc", ""), ""));
+    let o = sb.run(&["run", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("env \"ghost\": key \"runtime\": /nonexistent/runc does not exist or is not executable"),
+        "{err}"
+    );
+    // Arguments the runtime rejects: its cells fail with the runtime's own words, once per run,
+    // from one smoke test, not from fio.
+    let (rt, bad_args) =
+        if runtime("runsc").is_some() { ("runsc", "[\"--platform=bogus\"]") } else { ("runc", "[\"--no-such-flag\"]") };
+    skip_if!(runtime(rt).is_none(), "no runtime to pass bad arguments to");
+    let (o, out) =
+        sb.run_suite(&suite(&oci("bad", rt, &format!("runtime_args = {bad_args}")), ""), &["--set", "repeat=2"]);
+    assert!(o.status.success(), "the host cells still run: {}", text(&o));
+    for rep in [1, 2] {
+        let run: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join(format!("runs/bad.tmpfs.fio/{rep}.json"))).unwrap())
+                .unwrap();
+        assert_eq!(run["status"], "failed");
+        let e = run["error"].as_str().unwrap();
+        assert!(e.starts_with(&format!("env \"bad\": {rt} could not run a container")), "{e}");
+        assert!(e.contains("bogus") || e.contains("no-such-flag"), "the runtime's own complaint is kept: {e}");
+    }
+    // A runtime this machine does not have is not a mistake: its cells are skipped, saying why.
+    let (o, out) = sb.run_suite(&suite(&oci("kata", "kata-runtime-not-here", ""), ""), &[]);
+    if runtime("kata-runtime-not-here").is_none() {
+        assert!(o.status.success(), "{}", text(&o));
+        let run = record(&out, "kata.tmpfs.fio");
+        assert_eq!(run["status"], "skipped");
+        assert!(run["error"].as_str().unwrap().contains("is not installed"), "{}", run["error"]);
+    }
+    assert_nothing_left(&sb);
+}
+
+#[test]
+fn sigkill_during_a_runsc_container_then_cleanup_leaves_nothing() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(runtime("runsc").is_none(), "runsc is not installed (scripts/setup.sh builds it)");
+    let sb = Sandbox::new();
+    // Only runsc, its own baseline: the killed run is the runsc container, not a host cell.
+    let text_ = suite(&oci("runsc", "runsc", ""), "")
+        .replace("runtime = \"1s\"", "runtime = \"60s\"")
+        .replace("baseline = { env = \"host\", volume = \"tmpfs\" }", "baseline = { env = \"runsc\" }")
+        .replace("[[env]]\nname = \"host\"\nkind = \"host\"\n", "");
+    let path = sb.write("s.toml", &text_);
+    let mut child = sb
+        .isobench()
+        .args(["run", path.to_str().unwrap(), "--out", sb.path().join("out").to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for gVisor's sandbox to exist and the workload to be well under way inside it.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        // The measured container's sandbox, not the once-per-env /bin/true smoke test's.
+        let runsc: Vec<String> =
+            processes_in(&sb).into_iter().filter(|p| p.contains("runsc-sandbox") && !p.contains("preflight")).collect();
+        if !runsc.is_empty() && std::fs::read_dir(sb.workdir().join("run")).is_ok_and(|d| d.count() > 0) {
+            std::thread::sleep(Duration::from_secs(3));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the runsc sandbox never started");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    eprintln!(
+        "left by the killed run before cleanup: {} processes, {} mounts",
+        processes_in(&sb).len(),
+        sb.mounts_left().len()
+    );
+    let o = sb.run(&["cleanup"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("removed container"), "{}", text(&o));
+    assert_nothing_left(&sb);
+}
