@@ -79,11 +79,36 @@ runtimes() {
   install -D -m 755 "$built" "$TOOL_DIR/runsc"
 }
 
+# Guest kernels for the vm environment: Debian's *generic* kernel (the cloud one has no 9p),
+# downloaded and unpacked, not installed on the host.
+GUEST_DIR=/usr/local/lib/isobench/guest
+
+vms() {
+  apt_install qemu-system-x86 busybox-static kmod
+  if ls "$GUEST_DIR"/*/boot/vmlinuz-* >/dev/null 2>&1; then
+    return 0
+  fi
+  local pkg
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }')
+  if [ -z "$pkg" ]; then
+    apt-get update -qq
+    pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ { print $2; exit }')
+  fi
+  local version=${pkg#linux-image-} tmp
+  log "unpacking guest kernel $version into $GUEST_DIR (not installed on the host)"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >/dev/null)
+  mkdir -p "$GUEST_DIR/$version"
+  dpkg -x "$tmp"/*.deb "$GUEST_DIR/$version"
+  rm -rf "$tmp" "$GUEST_DIR/$version/usr"
+  depmod -b "$GUEST_DIR/$version" "$version"
+}
+
 need_root
 check_rust
 case "$stage" in
   demo) core ;;
-  test) core; report_tools; runtimes ;;
+  test) core; report_tools; runtimes; vms ;;
   *) log "unknown stage '$stage' (demo | test)"; exit 2 ;;
 esac
 log "ready ($stage)"

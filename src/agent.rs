@@ -35,6 +35,10 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Why the run failed, if it did.
     pub error: Option<String>,
+    /// What the environment knows from the host side about this run (accelerator, attachment),
+    /// added to the run's setup.
+    #[serde(default)]
+    pub setup: std::collections::BTreeMap<String, String>,
     /// The workload refused to start because this cell cannot work (see `workload::Unfit`).
     #[serde(default)]
     pub unfit: bool,

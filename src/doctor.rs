@@ -91,7 +91,7 @@ fn try_sandbox(ledger: &mut Ledger, workdir: &Path, name: &str, text: &str) -> R
     let outcome = ledger
         .record(Resource::Dir { path: run_dir.clone() })
         .and_then(|_| std::fs::create_dir_all(&run_dir).map_err(Into::into))
-        .and_then(|_| env.preflight(ledger, &run_dir));
+        .and_then(|_| env.preflight(ledger, &run_dir, workdir));
     let released = ledger.release_to(mark);
     match (outcome, released) {
         (Ok(()), Ok(())) => Ok(format!("{version}; ran /bin/true in {:.1} s", started.elapsed().as_secs_f64())),

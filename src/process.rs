@@ -86,6 +86,8 @@ pub struct Options<'a> {
     pub stdin: Option<Vec<u8>>,
     /// Killed (whole process group) after this long.
     pub timeout: Option<Duration>,
+    /// Called with each line of stdout as it arrives (a VM's console: the boot marker's time).
+    pub on_stdout_line: Option<&'a mut (dyn FnMut(&str) + Send)>,
     /// Keep running when the user interrupts: for the short, bounded commands of teardown,
     /// which must finish precisely because the user interrupted.
     pub ignore_interrupt: bool,
@@ -124,7 +126,8 @@ pub fn run(cmd: &mut Command, mut opts: Options) -> Result<Finished> {
     let stdout = child.stdout.take().expect("stdout was piped");
     let stderr = child.stderr.take().expect("stderr was piped");
     thread::scope(|scope| {
-        let out = scope.spawn(move || read_all(stdout));
+        let on_line = opts.on_stdout_line.take();
+        let out = scope.spawn(move || read_lines(stdout, on_line));
         let err = scope.spawn(move || read_all(stderr));
         let status = wait(&mut child, opts.timeout, &program, !opts.ignore_interrupt);
         let stdout = out.join().unwrap_or_default();
@@ -192,6 +195,26 @@ fn signal_group(pgid: i32, signal: i32) {
     unsafe {
         libc::kill(-pgid, signal);
     }
+}
+
+fn read_lines(r: impl Read, mut on_line: Option<&mut (dyn FnMut(&str) + Send)>) -> String {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::new(r);
+    let (mut all, mut line) = (String::new(), Vec::new());
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                if let Some(f) = on_line.as_mut() {
+                    f(text.trim_end());
+                }
+                all.push_str(&text);
+            }
+        }
+    }
+    all
 }
 
 fn read_all(mut r: impl Read) -> String {

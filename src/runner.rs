@@ -183,6 +183,7 @@ impl<'a> Runner<'a> {
             match attempt {
                 Ok(report) => {
                     record.facts = report.facts;
+                    record.setup.extend(report.setup);
                     record.notes.extend(report.notes);
                     record.samples = report.samples;
                     record.series = report.series;
@@ -232,7 +233,7 @@ impl<'a> Runner<'a> {
         let mark = self.ledger.mark();
         self.ledger.record(Resource::Dir { path: run_dir.clone() })?;
         std::fs::create_dir_all(&run_dir)?;
-        let outcome = self.suite.envs[env].item.preflight(self.ledger, &run_dir);
+        let outcome = self.suite.envs[env].item.preflight(self.ledger, &run_dir, &self.workdir);
         self.ledger.release_to(mark)?;
         let verdict = match outcome {
             Ok(()) => None,
@@ -251,9 +252,10 @@ impl<'a> Runner<'a> {
         let run_dir = self.workdir.join("run").join(format!("{}-{}", self.ledger.token(), self.runs_started));
         self.ledger.record(Resource::Dir { path: run_dir.clone() })?;
         std::fs::create_dir_all(&run_dir)?;
-        let volume = self.suite.volumes[cell.volume]
-            .item
-            .provision(ProvisionContext { ledger: self.ledger, run_dir: &run_dir })?;
+        let volume_entry = &self.suite.volumes[cell.volume];
+        let attach = volume_entry.attach.as_ref();
+        let block = env.wants_block(attach);
+        let volume = volume_entry.item.provision(ProvisionContext { ledger: self.ledger, run_dir: &run_dir, block })?;
         record.setup.extend(volume.facts.clone());
         if record.setup.get("runtime.ignores_o_direct").is_some_and(|v| v == "true")
             && spec.workload().describe().get("fio.direct").is_some_and(|v| v == "true")
@@ -269,7 +271,15 @@ impl<'a> Runner<'a> {
             scratch_dir: env.scratch_dir(&run_dir),
         };
         let timeout = spec.workload().expected_duration() * 3 + Duration::from_secs(180);
-        env.run_agent(Launch { request: &request, volume: &volume, run_dir: &run_dir, timeout, ledger: self.ledger })
+        env.run_agent(Launch {
+            request: &request,
+            volume: &volume,
+            run_dir: &run_dir,
+            timeout,
+            ledger: self.ledger,
+            workdir: &self.workdir,
+            attach,
+        })
     }
 }
 

@@ -5,6 +5,7 @@ pub mod host;
 pub mod oci;
 pub mod podman;
 pub mod rootfs;
+pub mod vm;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,10 @@ pub struct Launch<'a> {
     /// The agent must have reported by then.
     pub timeout: Duration,
     pub ledger: &'a mut Ledger,
+    /// isobench's work directory (caches live under it).
+    pub workdir: &'a Path,
+    /// How the suite asks this volume to be attached, where the environment has a choice (VMs).
+    pub attach: Option<&'a vm::attach::Attach>,
 }
 
 pub trait Environment {
@@ -41,8 +46,12 @@ pub trait Environment {
     fn scratch_dir(&self, run_dir: &Path) -> PathBuf;
     /// Checked once per run of a suite, before the environment's first cell: a runtime that
     /// cannot start anything fails its cells with that one reason instead of run by run.
-    fn preflight(&self, _ledger: &mut Ledger, _run_dir: &Path) -> Result<()> {
+    fn preflight(&self, _ledger: &mut Ledger, _run_dir: &Path, _workdir: &Path) -> Result<()> {
         Ok(())
+    }
+    /// Whether the volume must be handed over as an unmounted block device (virtio-blk).
+    fn wants_block(&self, _attach: Option<&vm::attach::Attach>) -> bool {
+        false
     }
     /// Runs the agent once and returns its report.
     fn run_agent(&self, launch: Launch) -> Result<agent::Report>;
@@ -54,7 +63,7 @@ pub struct Kind {
     pub parse: fn(&mut Fields) -> Result<Box<dyn Environment>, SuiteError>,
 }
 
-pub const KINDS: &[Kind] = &[host::KIND, oci::KIND, podman::PODMAN, podman::DOCKER];
+pub const KINDS: &[Kind] = &[host::KIND, oci::KIND, podman::PODMAN, podman::DOCKER, vm::KIND];
 
 pub fn kind(name: &str) -> Option<&'static Kind> {
     KINDS.iter().find(|k| k.name == name)

@@ -280,7 +280,7 @@ impl Environment for Oci {
         PathBuf::from(SCRATCH_PATH)
     }
 
-    fn preflight(&self, ledger: &mut Ledger, run_dir: &Path) -> Result<()> {
+    fn preflight(&self, ledger: &mut Ledger, run_dir: &Path, _workdir: &Path) -> Result<()> {
         self.smoke_test(ledger, run_dir)
     }
 

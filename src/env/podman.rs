@@ -255,7 +255,7 @@ impl Environment for Engine {
         PathBuf::from(SCRATCH_PATH)
     }
 
-    fn preflight(&self, ledger: &mut crate::ledger::Ledger, run_dir: &Path) -> Result<()> {
+    fn preflight(&self, ledger: &mut crate::ledger::Ledger, run_dir: &Path, _workdir: &Path) -> Result<()> {
         let (mut cmd, token) = self.command(ledger, run_dir, None, &["/bin/true"])?;
         ledger.record(Resource::Processes { token: token.clone() })?;
         let options = process::Options {

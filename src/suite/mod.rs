@@ -34,6 +34,9 @@ pub struct Named<T> {
     pub item: T,
     /// What an hour of it costs (environments only): `cost_per_hour`, or the `[cost]` table.
     pub cost_per_hour: Option<f64>,
+    /// How a VM attaches it (volumes only): `attach = "9p" | "virtiofs" | "virtio-blk"`, with
+    /// its options; overrides the VM environment's own choice.
+    pub attach: Option<crate::env::vm::attach::Attach>,
 }
 
 pub struct WorkloadEntry {
@@ -250,8 +253,9 @@ fn named<T>(
     if cost_per_hour.is_some_and(|c| c < 0.0) {
         return Err(f.error_at("cost_per_hour", "must not be negative"));
     }
+    let attach = if section == "volume" { crate::env::vm::attach::Attach::parse(&mut f, None)? } else { None };
     let item = parse(&kind, &mut f)?;
-    Ok(Named { name, kind, item, cost_per_hour })
+    Ok(Named { name, kind, item, cost_per_hour, attach })
 }
 
 /// A workload table expands into one variant per combination of its list-valued keys (and of

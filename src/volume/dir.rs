@@ -31,6 +31,9 @@ impl Volume for Dir {
     }
 
     fn provision(&self, ctx: ProvisionContext) -> Result<Provisioned> {
+        if ctx.block {
+            return Err(super::no_block("dir"));
+        }
         // The outermost directory we create is recorded, so teardown removes exactly what we made.
         let mut first_missing = None;
         for ancestor in self.path.ancestors() {
@@ -47,6 +50,7 @@ impl Volume for Dir {
         ctx.ledger.record(Resource::Dir { path: work.clone() })?;
         std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
         Ok(Provisioned {
+            block: None,
             facts: BTreeMap::from([
                 ("volume.kind".into(), "dir".into()),
                 ("volume.path".into(), self.path.display().to_string()),

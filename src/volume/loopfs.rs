@@ -2,6 +2,7 @@
 //! filesystem that isobench can make and destroy on any machine.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
@@ -77,6 +78,17 @@ impl Volume for LoopFs {
             .to_string();
         let (mkfs, args) = self.mkfs_command(&device);
         process::command_output(&mkfs, &args.iter().map(String::as_str).collect::<Vec<_>>())?;
+        let facts = BTreeMap::from([
+            ("volume.kind".into(), "loop".into()),
+            ("volume.fs".into(), self.fs.clone()),
+            ("volume.size".into(), units::fio_size(self.size)),
+            ("volume.device".into(), device.clone()),
+            ("volume.loop_direct_io".into(), self.direct_io.to_string()),
+        ]);
+        if ctx.block {
+            // Formatted, not mounted: whoever attaches the device mounts it.
+            return Ok(Provisioned { path: PathBuf::from(&device), block: Some(PathBuf::from(&device)), facts });
+        }
         let target = mount_point(&mut ctx)?;
         let mut mount_args = vec!["-t", &self.fs];
         if let Some(o) = &self.mount_options {
@@ -85,15 +97,6 @@ impl Volume for LoopFs {
         let target_text = target.to_string_lossy().into_owned();
         mount_args.extend([device.as_str(), target_text.as_str()]);
         process::command_output("mount", &mount_args)?;
-        Ok(Provisioned {
-            path: target,
-            facts: BTreeMap::from([
-                ("volume.kind".into(), "loop".into()),
-                ("volume.fs".into(), self.fs.clone()),
-                ("volume.size".into(), units::fio_size(self.size)),
-                ("volume.device".into(), device),
-                ("volume.loop_direct_io".into(), self.direct_io.to_string()),
-            ]),
-        })
+        Ok(Provisioned { path: target, block: None, facts })
     }
 }

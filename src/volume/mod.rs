@@ -18,8 +18,11 @@ use crate::suite::tree::{Fields, SuiteError};
 /// A volume ready for a run.
 #[derive(Debug, Clone)]
 pub struct Provisioned {
-    /// Where the volume is usable on the host (a mount point or a directory).
+    /// Where the volume is usable on the host (a mount point or a directory); for a block
+    /// volume, the device.
     pub path: PathBuf,
+    /// The unmounted block device holding the volume's filesystem, when one was asked for.
+    pub block: Option<PathBuf>,
     /// What it is: kind, filesystem, device, mount options.
     pub facts: BTreeMap<String, String>,
 }
@@ -28,6 +31,8 @@ pub struct ProvisionContext<'a> {
     pub ledger: &'a mut Ledger,
     /// A host directory private to this run, on the work directory's filesystem.
     pub run_dir: &'a Path,
+    /// Hand the volume over as a formatted but unmounted block device (virtio-blk).
+    pub block: bool,
 }
 
 pub trait Volume {
@@ -54,6 +59,11 @@ pub fn kind_names() -> Vec<&'static str> {
 /// Mounting needs root (CAP_SYS_ADMIN); say so plainly instead of failing in mount(8).
 pub fn needs_root() -> Option<String> {
     (!nix::unistd::geteuid().is_root()).then(|| "needs root to mount (run isobench as root)".to_string())
+}
+
+/// The refusal of a volume kind that cannot be a block device.
+pub fn no_block(kind: &str) -> anyhow::Error {
+    anyhow::anyhow!("a {kind} volume cannot be attached as a block device (virtio-blk); use kind = \"loop\"")
 }
 
 /// Creates the mount point `run_dir/mnt` and records the mount before it is made.

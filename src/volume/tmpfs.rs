@@ -28,6 +28,9 @@ impl Volume for Tmpfs {
     }
 
     fn provision(&self, mut ctx: ProvisionContext) -> Result<Provisioned> {
+        if ctx.block {
+            return Err(super::no_block("tmpfs"));
+        }
         let target = mount_point(&mut ctx)?;
         let options = format!("size={},mode=1777", units::fio_size(self.size));
         process::command_output(
@@ -35,6 +38,7 @@ impl Volume for Tmpfs {
             &["-t", "tmpfs", "-o", &options, "isobench-tmpfs", &target.to_string_lossy()],
         )?;
         Ok(Provisioned {
+            block: None,
             path: target,
             facts: BTreeMap::from([
                 ("volume.kind".into(), "tmpfs".into()),

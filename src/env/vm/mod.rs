@@ -1,0 +1,434 @@
+//! QEMU guests: the Kata path. The guest's root is the host's own `/`, read-only over 9p, so
+//! there is no image to build; isobench writes the initramfs (busybox, modules, an /init script)
+//! and the volume under test crosses into the guest by 9p, virtio-fs or virtio-blk. The agent's
+//! report comes back over a virtio-serial port; the console only times the boot and explains
+//! failures. KVM is used where it really boots a guest (probed once), TCG otherwise, and the
+//! accelerator is recorded with every run: TCG and KVM numbers are not comparable.
+
+pub mod attach;
+pub mod cpio;
+pub mod guest;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use attach::{Attach, Virtiofsd};
+use guest::Kernel;
+
+use super::{Environment, Kind, Launch, agent_binary};
+use crate::agent;
+use crate::ledger::{Ledger, Resource};
+use crate::process::{self, find_program};
+use crate::store::{RawFile, Sample};
+use crate::suite::tree::{Fields, SuiteError};
+use crate::units;
+use crate::volume::Provisioned;
+
+pub const KIND: Kind = Kind { name: "vm", parse };
+
+const QEMU: &str = "qemu-system-x86_64";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accel {
+    Kvm,
+    Tcg,
+}
+
+impl Accel {
+    fn name(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+}
+
+pub struct Vm {
+    vcpus: u64,
+    memory: u64,
+    /// None: auto (KVM if a probe guest boots, else TCG).
+    accel: Option<Accel>,
+    microvm: bool,
+    kernel: Option<Kernel>,
+    initrd: Option<PathBuf>,
+    attach: Attach,
+    boot_timeout: Duration,
+    /// The accelerator in use and why, settled by the first preflight.
+    resolved: OnceLock<(Accel, String)>,
+}
+
+fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
+    let vcpus = f.count("vcpus")?.unwrap_or(1);
+    let memory = f.size("memory")?.unwrap_or(1 << 30);
+    let accel = match f.choice("accel", &["auto", "kvm", "tcg"])?.as_deref() {
+        Some("kvm") => Some(Accel::Kvm),
+        Some("tcg") => Some(Accel::Tcg),
+        _ => None,
+    };
+    let microvm = f.choice("machine", &["q35", "microvm"])?.is_some_and(|m| m == "microvm");
+    let kernel = match f.str("kernel")? {
+        Some(path) => {
+            let modules = f.str("modules")?;
+            if !Path::new(&path).exists() {
+                return Err(f.error_at("kernel", format!("{path} does not exist")));
+            }
+            Some(Kernel::given(Path::new(&path), modules.as_deref().map(Path::new)))
+        }
+        None => {
+            f.str("modules")?;
+            None
+        }
+    };
+    let initrd = f.str("initrd")?.map(PathBuf::from);
+    let attach = Attach::parse(f, Some("9p"))?.expect("a default was given");
+    let boot_timeout = f.duration("boot_timeout")?.unwrap_or(Duration::from_secs(120));
+    f.finish()?;
+    Ok(Box::new(Vm { vcpus, memory, accel, microvm, kernel, initrd, attach, boot_timeout, resolved: OnceLock::new() }))
+}
+
+impl Vm {
+    fn kernel(&self) -> Option<Kernel> {
+        self.kernel.clone().or_else(Kernel::installed)
+    }
+
+    /// A device name for this machine: PCI on q35, MMIO on microvm.
+    fn dev(&self, base: &str) -> String {
+        format!("{base}-{}", if self.microvm { "device" } else { "pci" })
+    }
+
+    fn machine_args(&self, accel: Accel) -> Vec<String> {
+        let machine = if self.microvm { "microvm,pit=on,pic=on,rtc=on" } else { "q35" };
+        let cpu = if accel == Accel::Kvm { "host" } else { "max" };
+        vec![
+            "-nodefaults".into(),
+            "-no-user-config".into(),
+            "-display".into(),
+            "none".into(),
+            "-no-reboot".into(),
+            "-machine".into(),
+            format!("{machine},accel={}", accel.name()),
+            "-cpu".into(),
+            cpu.into(),
+            "-serial".into(),
+            "stdio".into(),
+        ]
+    }
+
+    /// The accelerator: KVM only where a probe guest really boots with it (here /dev/kvm opens
+    /// but guests hang: the host offers PVM, not VT-x/SVM), TCG otherwise. Probed once per boot
+    /// of the host and cached under `cache_dir`.
+    fn resolve_accel(&self, ledger: &mut Ledger, run_dir: &Path, cache_dir: &Path) -> Result<(Accel, String)> {
+        if let Some(r) = self.resolved.get() {
+            return Ok(r.clone());
+        }
+        let resolved = match self.accel {
+            Some(Accel::Tcg) => (Accel::Tcg, "accel = tcg".to_string()),
+            choice => {
+                let probed = if Path::new("/dev/kvm").exists() {
+                    probe_kvm(self, ledger, run_dir, cache_dir)?
+                } else {
+                    Err("there is no /dev/kvm".to_string())
+                };
+                match (choice, probed) {
+                    (_, Ok(())) => (Accel::Kvm, "a KVM probe guest booted".to_string()),
+                    (Some(Accel::Kvm), Err(why)) => bail!("accel = kvm, but KVM cannot run a guest here: {why}"),
+                    (_, Err(why)) => (
+                        Accel::Tcg,
+                        format!("KVM unusable ({why}); TCG software emulation: not comparable with KVM numbers"),
+                    ),
+                }
+            }
+        };
+        let _ = self.resolved.set(resolved.clone());
+        Ok(resolved)
+    }
+
+    fn boot(&self, launch: &mut Launch, accel: Accel, attach: &Attach) -> Result<agent::Report> {
+        let kernel = self.kernel().ok_or_else(|| anyhow::anyhow!("no guest kernel"))?;
+        let run_dir = launch.run_dir;
+        let cache_dir = launch.workdir.join("cache");
+        let fs = launch.volume.facts.get("volume.fs").map(String::as_str);
+        let mut modules: Vec<&str> = vec!["virtio_pci", "virtio_console", "9pnet_virtio", "9p", "overlay"];
+        if self.microvm {
+            modules.push("virtio_mmio");
+        }
+        modules.extend(attach.modules(fs));
+        let init = guest::init_script(&attach.guest_mount(fs), &agent_binary()?);
+        let mut initrd = match &self.initrd {
+            Some(extra) => std::fs::read(extra).with_context(|| format!("reading {}", extra.display()))?,
+            None => Vec::new(),
+        };
+        initrd.extend(std::fs::read(guest::base_initramfs(&kernel, &cache_dir)?)?);
+        initrd.extend(guest::run_initramfs(
+            &init,
+            &guest::module_list(&kernel, &modules)?,
+            &serde_json::to_vec(launch.request)?,
+        ));
+        let initrd_path = run_dir.join("initrd.cpio");
+        std::fs::write(&initrd_path, initrd)?;
+        let result = run_dir.join("result.txt");
+        std::fs::write(&result, b"")?;
+        let token = launch.ledger.new_process_token();
+        launch.ledger.record(Resource::Processes { token: token.clone() })?;
+
+        let mut args = self.machine_args(accel);
+        args.extend(["-smp".into(), self.vcpus.to_string(), "-m".into(), format!("{}M", self.memory >> 20)]);
+        args.extend([
+            "-kernel".into(),
+            kernel.image.display().to_string(),
+            "-initrd".into(),
+            initrd_path.display().to_string(),
+        ]);
+        args.extend(["-append".into(), "console=ttyS0 panic=-1 loglevel=4".into()]);
+        args.extend([
+            "-fsdev".into(),
+            "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap".into(),
+            "-device".into(),
+            format!("{},fsdev=hostroot,mount_tag=hostroot", self.dev("virtio-9p")),
+        ]);
+        args.extend([
+            "-device".into(),
+            format!("{},id=vser", self.dev("virtio-serial")),
+            "-chardev".into(),
+            format!("file,id=result,path={}", result.display()),
+            "-device".into(),
+            "virtserialport,bus=vser.0,chardev=result,name=isobench".into(),
+        ]);
+        let mut virtiofsd = None;
+        match attach {
+            Attach::NineP { .. } => args.extend([
+                "-fsdev".into(),
+                format!("local,id=data,path={},security_model=none,multidevs=remap", launch.volume.path.display()),
+                "-device".into(),
+                format!("{},fsdev=data,mount_tag=data", self.dev("virtio-9p")),
+            ]),
+            Attach::VirtioFs { cache, .. } => {
+                let daemon = Virtiofsd::find().ok_or_else(|| anyhow::anyhow!("no virtiofsd"))?;
+                let socket = run_dir.join("virtiofs.sock");
+                let child =
+                    daemon.spawn(&socket, &launch.volume.path, cache, &token, &run_dir.join("virtiofsd.log"))?;
+                virtiofsd = Some(child);
+                args.extend([
+                    "-chardev".into(),
+                    format!("socket,id=vfs,path={}", socket.display()),
+                    "-device".into(),
+                    format!("{},chardev=vfs,tag=data", self.dev("vhost-user-fs")),
+                    // vhost-user needs the guest's memory shared with the daemon.
+                    "-object".into(),
+                    format!("memory-backend-memfd,id=mem,size={}M,share=on", self.memory >> 20),
+                    "-numa".into(),
+                    "node,memdev=mem".into(),
+                ]);
+            }
+            Attach::VirtioBlk { cache, aio } => {
+                let device =
+                    launch.volume.block.as_ref().ok_or_else(|| {
+                        anyhow::anyhow!("attach = \"virtio-blk\" needs a block volume (kind = \"loop\")")
+                    })?;
+                args.extend([
+                    "-drive".into(),
+                    format!("file={},format=raw,if=none,id=data,cache={cache},aio={aio}", device.display()),
+                    "-device".into(),
+                    format!("{},drive=data", self.dev("virtio-blk")),
+                ]);
+            }
+        }
+
+        let started = Instant::now();
+        let booted: Arc<Mutex<Option<f64>>> = Arc::default();
+        // The boot watchdog: a guest that has not reached /init in time is killed right away.
+        let qemu_done = Arc::new(AtomicBool::new(false));
+        let watchdog = {
+            let (booted, done, token, limit) =
+                (Arc::clone(&booted), Arc::clone(&qemu_done), token.clone(), self.boot_timeout);
+            std::thread::spawn(move || {
+                while started.elapsed() < limit {
+                    if booted.lock().expect("not poisoned").is_some() || done.load(Ordering::Relaxed) {
+                        return false;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                let hung = booted.lock().expect("not poisoned").is_none();
+                if hung {
+                    process::kill_by_token(&token);
+                }
+                hung
+            })
+        };
+        let seen = Arc::clone(&booted);
+        let mut on_line = move |line: &str| {
+            if line.contains(guest::BOOTED) {
+                seen.lock().expect("not poisoned").get_or_insert(started.elapsed().as_secs_f64());
+            }
+        };
+        let finished = process::run(
+            Command::new(QEMU).args(&args),
+            process::Options {
+                token: Some(&token),
+                timeout: Some(launch.timeout + self.boot_timeout),
+                on_stdout_line: Some(&mut on_line),
+                ..Default::default()
+            },
+        );
+        if let Some(mut child) = virtiofsd {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        qemu_done.store(true, Ordering::Relaxed);
+        if watchdog.join().unwrap_or(false) {
+            let console = finished.as_ref().map(|f| f.stdout.clone()).unwrap_or_default();
+            bail!(
+                "the guest did not reach its init within {:?} (boot_timeout); it was stopped. Last console lines:\n{}",
+                self.boot_timeout,
+                console_tail(&console)
+            );
+        }
+        let finished = finished.map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let console = finished.stdout.clone();
+        let text = std::fs::read_to_string(&result).unwrap_or_default();
+        let Some(mut report) = agent::parse_output(&text) else {
+            if !finished.status.success() && !console.contains(guest::BOOTED) {
+                // QEMU itself refused (a bad kernel, a bad device option): its own words say why.
+                let said = process::tail_lines(&finished.stderr, 4);
+                bail!(
+                    "qemu could not start the guest ({}): {}",
+                    finished.status,
+                    said.lines().last().unwrap_or("no message")
+                );
+            }
+            let said: Vec<&str> = console.lines().filter(|l| l.contains("isobench-init:")).collect();
+            let why = said.last().copied().unwrap_or("the guest sent no report");
+            bail!("{why} (qemu: {}); last console lines:\n{}", finished.status, console_tail(&console));
+        };
+        if let Some(boot) = *booted.lock().expect("not poisoned") {
+            report.samples.push(Sample::new("vm_boot", boot, "s"));
+        }
+        report.raw.push(RawFile { name: "console.log".into(), content: console });
+        report.setup.extend(attach.describe());
+        report.setup.insert("vm.guest_kernel".into(), kernel.version.clone());
+        Ok(report)
+    }
+}
+
+/// The console's last lines for an error, or that it stayed silent.
+fn console_tail(console: &str) -> String {
+    let tail = process::tail_lines(console, 15);
+    if tail.is_empty() { "(the console stayed silent)".into() } else { tail }
+}
+
+/// Boots a guest that only prints a line, with KVM, under a short timeout. The outcome is
+/// cached per host boot (a hanging probe costs its whole timeout).
+fn probe_kvm(vm: &Vm, ledger: &mut Ledger, run_dir: &Path, cache_dir: &Path) -> Result<Result<(), String>> {
+    let kernel = vm.kernel().ok_or_else(|| anyhow::anyhow!("no guest kernel"))?;
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let cached = cache_dir.join(format!("kvm-probe-{}-{}.txt", kernel.version, boot_id.trim()));
+    if let Ok(verdict) = std::fs::read_to_string(&cached) {
+        return Ok(if verdict == "ok" { Ok(()) } else { Err(verdict) });
+    }
+    let initrd = run_dir.join("probe.cpio");
+    let mut bytes = std::fs::read(guest::base_initramfs(&kernel, cache_dir)?)?;
+    bytes.extend(guest::run_initramfs(&guest::probe_script(), &[], b"{}"));
+    std::fs::write(&initrd, bytes)?;
+    let token = ledger.new_process_token();
+    ledger.record(Resource::Processes { token: token.clone() })?;
+    let mut args = vm.machine_args(Accel::Kvm);
+    args.extend(["-m".into(), "256M".into(), "-kernel".into(), kernel.image.display().to_string()]);
+    args.extend(["-initrd".into(), initrd.display().to_string(), "-append".into(), "console=ttyS0 panic=-1".into()]);
+    let verdict = match process::run(
+        Command::new(QEMU).args(&args),
+        process::Options { token: Some(&token), timeout: Some(Duration::from_secs(20)), ..Default::default() },
+    ) {
+        Ok(f) if f.stdout.contains(guest::PROBE_OK) => "ok".to_string(),
+        Ok(f) => format!("the probe guest failed: {}", f.tail(2).replace('\n', " ")),
+        Err(e) if e.downcast_ref::<process::Interrupted>().is_some() => return Err(e),
+        Err(_) => "the probe guest did not boot within 20 s".to_string(),
+    };
+    std::fs::create_dir_all(cache_dir)?;
+    std::fs::write(&cached, &verdict)?;
+    Ok(if verdict == "ok" { Ok(()) } else { Err(verdict) })
+}
+
+impl Environment for Vm {
+    fn unavailable(&self) -> Option<String> {
+        if let Some(why) = crate::volume::needs_root() {
+            return Some(why);
+        }
+        if find_program(QEMU).is_none() {
+            return Some(format!("{QEMU} is not installed (apt-get install qemu-system-x86)"));
+        }
+        if self.kernel().is_none() {
+            return Some(format!(
+                "no guest kernel: scripts/setup.sh unpacks Debian's generic kernel into {}, or set kernel = \"...\"",
+                guest::GUEST_DIR
+            ));
+        }
+        if self.accel == Some(Accel::Kvm) && !Path::new("/dev/kvm").exists() {
+            return Some("accel = kvm, but there is no /dev/kvm".into());
+        }
+        self.attach.unavailable()
+    }
+
+    fn is_sandbox(&self) -> bool {
+        true
+    }
+
+    fn describe(&self) -> BTreeMap<String, String> {
+        let mut d = BTreeMap::from([
+            ("env.kind".to_string(), "vm".to_string()),
+            (
+                "vm.qemu".into(),
+                process::command_output(QEMU, &["--version"])
+                    .ok()
+                    .and_then(|v| v.lines().next().map(str::to_string))
+                    .unwrap_or_default(),
+            ),
+            ("vm.machine".into(), if self.microvm { "microvm" } else { "q35" }.into()),
+            ("vm.vcpus".into(), self.vcpus.to_string()),
+            ("vm.memory".into(), units::fio_size(self.memory)),
+        ]);
+        if let Some((accel, why)) = self.resolved.get() {
+            d.insert("vm.accel".into(), accel.name().into());
+            d.insert("vm.accel_reason".into(), why.clone());
+        }
+        if let Attach::VirtioFs { .. } = self.attach
+            && let Some(daemon) = Virtiofsd::find()
+        {
+            d.insert("vm.virtiofsd".into(), daemon.version());
+        }
+        d
+    }
+
+    fn wants_block(&self, attach: Option<&Attach>) -> bool {
+        attach.unwrap_or(&self.attach).needs_block()
+    }
+
+    fn data_dir(&self, _volume: &Provisioned) -> PathBuf {
+        PathBuf::from(super::rootfs::DATA_PATH)
+    }
+
+    fn scratch_dir(&self, _run_dir: &Path) -> PathBuf {
+        PathBuf::from(super::rootfs::SCRATCH_PATH)
+    }
+
+    fn preflight(&self, ledger: &mut Ledger, run_dir: &Path, workdir: &Path) -> Result<()> {
+        self.resolve_accel(ledger, run_dir, &workdir.join("cache")).map(|_| ())
+    }
+
+    fn run_agent(&self, mut launch: Launch) -> Result<agent::Report> {
+        let attach = launch.attach.cloned().unwrap_or_else(|| self.attach.clone());
+        if let Some(why) = attach.unavailable() {
+            bail!("{why}");
+        }
+        let cache_dir = launch.workdir.join("cache");
+        let (accel, why) = self.resolve_accel(launch.ledger, launch.run_dir, &cache_dir)?;
+        let mut report = self.boot(&mut launch, accel, &attach)?;
+        report.setup.insert("vm.accel".into(), accel.name().into());
+        report.setup.insert("vm.accel_reason".into(), why);
+        Ok(report)
+    }
+}
