@@ -134,9 +134,10 @@ pub fn run(cmd: &mut Command, mut opts: Options) -> Result<Finished> {
         let stderr = err.join().unwrap_or_default();
         let status = status.map_err(|e| match e.downcast_ref::<TimedOut>() {
             Some(_) => anyhow!(
-                "{program} did not finish within {:?}; it was killed. Last output:\n{}",
+                "{program} did not finish within {:?}; it was killed. Last output:\n{}{}",
                 opts.timeout.unwrap_or_default(),
-                tail_lines(if stderr.trim().is_empty() { &stdout } else { &stderr }, 15)
+                tail_lines(&stdout, 15),
+                if stderr.trim().is_empty() { String::new() } else { format!("\nand on stderr:\n{}", tail_lines(&stderr, 5)) }
             ),
             None => e,
         })?;

@@ -64,47 +64,6 @@ fn record(out: &Path, cell: &str) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
-/// Processes whose command line points into this test's sandbox (runtimes, their sandboxes and
-/// gofers, fio, agents).
-fn processes_in(sb: &Sandbox) -> Vec<String> {
-    let prefix = sb.path().to_string_lossy().into_owned();
-    let me = std::process::id().to_string();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| {
-            e.ok()?
-                .file_name()
-                .to_str()
-                .filter(|p| p.chars().all(|c| c.is_ascii_digit()) && *p != me)
-                .map(str::to_string)
-        })
-        .filter_map(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            cmd.contains(&prefix).then(|| format!("{pid}: {cmd}"))
-        })
-        .collect()
-}
-
-/// No mount, loop device, container state, runtime process or isobench container is left.
-fn assert_nothing_left(sb: &Sandbox) {
-    sb.assert_clean();
-    assert_eq!(processes_in(sb), Vec::<String>::new(), "processes left behind");
-    let run = sb.workdir().join("run");
-    let left: Vec<_> =
-        std::fs::read_dir(&run).map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect()).unwrap_or_default();
-    assert!(left.is_empty(), "run directories (with container state) left: {left:?}");
-    for (program, root) in [("runc", "/run/runc"), ("runsc", "/var/run/runsc")] {
-        if let Some(path) = runtime(program) {
-            let out = std::process::Command::new(path).args(["--root", root, "list"]).output().unwrap();
-            assert!(
-                !String::from_utf8_lossy(&out.stdout).contains("isobench-"),
-                "{program} lists an isobench container"
-            );
-        }
-    }
-}
-
 #[test]
 fn fio_runs_inside_each_runtime_and_the_facts_prove_where() {
     skip_if!(unable().is_some(), "{}", unable().unwrap());
@@ -151,7 +110,7 @@ fn fio_runs_inside_each_runtime_and_the_facts_prove_where() {
             assert_eq!(facts["kernel.release"], host["facts"]["kernel.release"], "{name} shares the host's kernel");
         }
     }
-    assert_nothing_left(&sb);
+    sb.assert_nothing_left();
 }
 
 #[test]
@@ -167,7 +126,7 @@ fn limits_are_applied_and_checked() {
     assert_eq!(run["facts"]["cpu.limit"], "1.5", "and its CPU quota");
     assert!(run["notes"].as_array().is_none_or(|n| n.is_empty()), "no limit went missing: {}", run["notes"]);
     assert_eq!(run["setup"]["limit.memory"], "512m");
-    assert_nothing_left(&sb);
+    sb.assert_nothing_left();
 }
 
 #[test]
@@ -196,7 +155,7 @@ fn podman_runs_fio_on_the_host_root_and_docker_without_an_engine_is_skipped() {
                 || docker["error"].as_str().unwrap().contains("docker is not installed")
         );
     }
-    assert_nothing_left(&sb);
+    sb.assert_nothing_left();
 }
 
 #[test]
@@ -238,7 +197,7 @@ fn wrong_runtime_specs_give_one_clear_error() {
         assert_eq!(run["status"], "skipped");
         assert!(run["error"].as_str().unwrap().contains("is not installed"), "{}", run["error"]);
     }
-    assert_nothing_left(&sb);
+    sb.assert_nothing_left();
 }
 
 #[test]
@@ -264,7 +223,7 @@ fn sigkill_during_a_runsc_container_then_cleanup_leaves_nothing() {
     loop {
         // The measured container's sandbox, not the once-per-env /bin/true smoke test's.
         let runsc: Vec<String> =
-            processes_in(&sb).into_iter().filter(|p| p.contains("runsc-sandbox") && !p.contains("preflight")).collect();
+            sb.processes().into_iter().filter(|p| p.contains("runsc-sandbox") && !p.contains("preflight")).collect();
         if !runsc.is_empty() && std::fs::read_dir(sb.workdir().join("run")).is_ok_and(|d| d.count() > 0) {
             std::thread::sleep(Duration::from_secs(3));
             break;
@@ -276,11 +235,11 @@ fn sigkill_during_a_runsc_container_then_cleanup_leaves_nothing() {
     child.wait().unwrap();
     eprintln!(
         "left by the killed run before cleanup: {} processes, {} mounts",
-        processes_in(&sb).len(),
+        sb.processes().len(),
         sb.mounts_left().len()
     );
     let o = sb.run(&["cleanup"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("removed container"), "{}", text(&o));
-    assert_nothing_left(&sb);
+    sb.assert_nothing_left();
 }

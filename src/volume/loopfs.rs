@@ -2,7 +2,6 @@
 //! filesystem that isobench can make and destroy on any machine.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
@@ -86,8 +85,13 @@ impl Volume for LoopFs {
             ("volume.loop_direct_io".into(), self.direct_io.to_string()),
         ]);
         if ctx.block {
-            // Formatted, not mounted: whoever attaches the device mounts it.
-            return Ok(Provisioned { path: PathBuf::from(&device), block: Some(PathBuf::from(&device)), facts });
+            // Formatted, not mounted, and the loop device let go: the file itself is the block
+            // volume, so a guest's I/O takes the path a VM disk takes (guest filesystem →
+            // virtio-blk → QEMU → file), with no loop driver stacked under QEMU.
+            process::command_output("losetup", &["-d", &device])?;
+            let mut facts = facts;
+            facts.insert("volume.device".into(), image.display().to_string());
+            return Ok(Provisioned { path: image.clone(), block: Some(image), facts });
         }
         let target = mount_point(&mut ctx)?;
         let mut mount_args = vec!["-t", &self.fs];

@@ -94,6 +94,48 @@ impl Sandbox {
         String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(&prefix)).map(str::to_string).collect()
     }
 
+    /// Processes whose command line points into this sandbox (runtimes and their sandboxes,
+    /// QEMU, virtiofsd, fio, agents).
+    pub fn processes(&self) -> Vec<String> {
+        let prefix = self.path().to_string_lossy().into_owned();
+        let me = std::process::id().to_string();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| {
+                e.ok()?
+                    .file_name()
+                    .to_str()
+                    .filter(|p| p.chars().all(|c| c.is_ascii_digit()) && *p != me)
+                    .map(str::to_string)
+            })
+            .filter_map(|pid| {
+                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                cmd.contains(&prefix).then(|| format!("{pid}: {cmd}"))
+            })
+            .collect()
+    }
+
+    /// Nothing of this test's is left: no mount, loop device, process, run directory (with
+    /// container state), or container that runc or runsc would list.
+    pub fn assert_nothing_left(&self) {
+        self.assert_clean();
+        assert_eq!(self.processes(), Vec::<String>::new(), "processes left behind");
+        let run = self.workdir().join("run");
+        let left: Vec<_> =
+            std::fs::read_dir(&run).map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect()).unwrap_or_default();
+        assert!(left.is_empty(), "run directories left: {left:?}");
+        for (program, root) in [("runc", "/run/runc"), ("runsc", "/var/run/runsc")] {
+            if let Some(path) = isobench::env::oci::Runtime::resolve(program).path {
+                let out = Command::new(path).args(["--root", root, "list"]).output().unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&out.stdout).contains("isobench-"),
+                    "{program} lists an isobench container"
+                );
+            }
+        }
+    }
+
     /// Asserts nothing of this test's remains mounted or attached.
     pub fn assert_clean(&self) {
         assert_eq!(self.mounts_left(), Vec::<String>::new(), "mounts left behind");

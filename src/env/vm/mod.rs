@@ -288,7 +288,7 @@ impl Vm {
                 console_tail(&console)
             );
         }
-        let finished = finished.map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let finished = finished?;
         let console = finished.stdout.clone();
         let text = std::fs::read_to_string(&result).unwrap_or_default();
         let Some(mut report) = agent::parse_output(&text) else {

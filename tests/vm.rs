@@ -1,0 +1,194 @@
+//! QEMU guests (TCG here, KVM where it works): fio over 9p, virtio-fs and virtio-blk, proof that
+//! a guest kernel ran, guests that never report, and nothing left after a SIGKILL.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{Sandbox, have, is_root, text};
+use isobench::env::vm::guest::Kernel;
+
+fn unable() -> Option<String> {
+    if !is_root() {
+        return Some("needs root (mounts, loop devices)".into());
+    }
+    for (program, package) in [("fio", "fio"), ("qemu-system-x86_64", "qemu-system-x86"), ("busybox", "busybox-static")]
+    {
+        if !have(program) {
+            return Some(format!("{program} is not installed (scripts/setup.sh installs {package})"));
+        }
+    }
+    if Kernel::installed().is_none() {
+        return Some("no guest kernel (scripts/setup.sh unpacks Debian's generic kernel)".into());
+    }
+    None
+}
+
+fn suite(envs: &str, runtime: &str) -> String {
+    format!(
+        r#"
+name = "vm"
+repeat = 1
+baseline = {{ env = "host" }}
+
+[[env]]
+name = "host"
+kind = "host"
+{envs}
+
+[[volume]]
+name = "ext4"
+kind = "loop"
+fs = "ext4"
+size = "512M"
+
+[[workload]]
+name = "fio"
+kind = "fio"
+rw = "randread"
+size = "32M"
+runtime = "{runtime}"
+direct = true
+ioengine = "libaio"
+iodepth = 4
+"#
+    )
+}
+
+fn vm(name: &str, extra: &str) -> String {
+    format!("\n[[env]]\nname = \"{name}\"\nkind = \"vm\"\nmemory = \"1G\"\n{extra}\n")
+}
+
+fn record(out: &std::path::Path, cell: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join(format!("runs/{cell}/1.json"))).unwrap()).unwrap()
+}
+
+#[test]
+fn fio_in_a_guest_over_9p_virtiofs_and_virtio_blk() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    let envs = [
+        vm("vm-9p", "attach = \"9p\"\ncache = \"none\""),
+        vm("vm-virtiofs", "attach = \"virtiofs\"\ncache = \"never\""),
+        vm("vm-blk", "attach = \"virtio-blk\"\naio = \"threads\""),
+    ]
+    .concat();
+    let (o, out) = sb.run_suite(&suite(&envs, "2s"), &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let host = record(&out, "host.ext4.fio");
+    for (env, source) in [("vm-9p", "9p data"), ("vm-virtiofs", "virtiofs data"), ("vm-blk", "/dev/vda")] {
+        let run = record(&out, &format!("{env}.ext4.fio"));
+        assert_eq!(run["status"], "ok", "{env}: {}", run["error"]);
+        let iops = run["samples"].as_array().unwrap().iter().find(|s| s["metric"] == "iops").unwrap()["value"]
+            .as_f64()
+            .unwrap();
+        assert!(iops > 0.0, "{env}: {iops}");
+        let boot =
+            run["samples"].as_array().unwrap().iter().find(|s| s["metric"] == "vm_boot").expect("boot time")["value"]
+                .as_f64()
+                .unwrap();
+        assert!(boot > 0.0 && boot < 120.0, "{env}: boot {boot}");
+        let facts = &run["facts"];
+        assert_ne!(facts["kernel.release"], host["facts"]["kernel.release"], "{env} ran the guest kernel");
+        assert_ne!(facts["boot_id"], host["facts"]["boot_id"], "{env} is another kernel instance");
+        assert!(
+            facts["data.mount_source"].as_str().unwrap().contains(source),
+            "{env}: {}",
+            facts["data.mount_source"]
+        );
+        let setup = &run["setup"];
+        assert!(["tcg", "kvm"].contains(&setup["vm.accel"].as_str().unwrap()), "{env}: the accelerator is recorded");
+        assert!(!setup["vm.accel_reason"].as_str().unwrap().is_empty());
+        assert_eq!(setup["attach"], env.trim_start_matches("vm-").replace("blk", "virtio-blk"));
+    }
+    sb.assert_nothing_left();
+}
+
+#[test]
+fn a_guest_that_never_reports_fails_its_cell_with_the_console_and_the_run_goes_on() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    let kernel = Kernel::installed().unwrap();
+    let envs = [
+        vm("not-a-kernel", "kernel = \"/etc/hostname\""),
+        vm("slow-boot", "boot_timeout = \"1s\""),
+        // The real kernel without its modules: no 9p, so /init cannot mount the host's root.
+        vm("no-modules", &format!("kernel = \"{}\"", kernel.image.display())),
+        vm("fine", ""),
+    ]
+    .concat();
+    let started = Instant::now();
+    let (o, out) = sb.run_suite(
+        &suite(&envs, "1s"),
+        &[
+            "--filter",
+            "env=not-a-kernel,volume=*",
+            "--filter",
+            "env=slow-boot",
+            "--filter",
+            "env=no-modules",
+            "--filter",
+            "env=fine",
+        ],
+    );
+    assert!(o.status.success(), "the run continues past failed cells: {}", text(&o));
+    let error = |env: &str| {
+        let run = record(&out, &format!("{env}.ext4.fio"));
+        assert_eq!(run["status"], "failed", "{env}");
+        run["error"].as_str().unwrap().to_string()
+    };
+    let e = error("not-a-kernel");
+    assert!(e.starts_with("qemu could not start the guest") && e.contains("kernel"), "{e}");
+    let e = error("slow-boot");
+    assert!(e.starts_with("the guest did not reach its init within 1s (boot_timeout)"), "{e}");
+    let e = error("no-modules");
+    assert!(e.starts_with("isobench-init: cannot mount the host's root over 9p"), "{e}");
+    assert!(
+        e.contains("last console lines:\nISOBENCH-BOOTED") && e.contains("No such device"),
+        "the console's own words: {e}"
+    );
+    assert_eq!(record(&out, "fine.ext4.fio")["status"], "ok");
+    assert!(started.elapsed() < Duration::from_secs(240), "failed guests fail fast");
+    sb.assert_nothing_left();
+}
+
+#[test]
+fn sigkill_during_a_guest_then_cleanup_leaves_no_qemu_or_virtiofsd() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    let text_ = suite(&vm("vm", "attach = \"virtiofs\""), "120s")
+        .replace("baseline = { env = \"host\" }", "baseline = { env = \"vm\" }")
+        .replace("[[env]]\nname = \"host\"\nkind = \"host\"\n", "");
+    let path = sb.write("s.toml", &text_);
+    let mut child = sb
+        .isobench()
+        .args(["run", path.to_str().unwrap(), "--out", sb.path().join("out").to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let procs = sb.processes();
+        let qemu = procs.iter().any(|p| p.contains("qemu-system") && p.contains("virtiofs.sock"));
+        let daemon = procs.iter().any(|p| p.contains("virtiofsd"));
+        if qemu && daemon {
+            std::thread::sleep(Duration::from_secs(5));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the guest never started: {procs:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    eprintln!(
+        "left by the killed run before cleanup: {} processes, {} mounts",
+        sb.processes().len(),
+        sb.mounts_left().len()
+    );
+    let o = sb.run(&["cleanup"]);
+    assert!(o.status.success(), "{}", text(&o));
+    sb.assert_nothing_left();
+    assert!(!sb.processes().iter().any(|p| p.contains("qemu") || p.contains("virtiofsd")));
+}
