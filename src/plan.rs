@@ -185,7 +185,7 @@ impl Plan {
                     CellRecord {
                         cell: c.id.clone(),
                         labels: c.labels.clone(),
-                        headline: workload.headline().iter().map(|s| s.to_string()).collect(),
+                        headline: suite.workloads[c.workload].headline(c.variant),
                         env_kind: env.kind.clone(),
                         sandbox: env.item.is_sandbox(),
                         workload_setup: workload.describe(),

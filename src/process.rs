@@ -137,7 +137,11 @@ pub fn run(cmd: &mut Command, mut opts: Options) -> Result<Finished> {
                 "{program} did not finish within {:?}; it was killed. Last output:\n{}{}",
                 opts.timeout.unwrap_or_default(),
                 tail_lines(&stdout, 15),
-                if stderr.trim().is_empty() { String::new() } else { format!("\nand on stderr:\n{}", tail_lines(&stderr, 5)) }
+                if stderr.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!("\nand on stderr:\n{}", tail_lines(&stderr, 5))
+                }
             ),
             None => e,
         })?;

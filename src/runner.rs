@@ -117,7 +117,7 @@ impl<'a> Runner<'a> {
             if mine.iter().any(|r| r.status == Status::Skipped) || self.unfit.contains_key(&i) {
                 continue;
             }
-            let headline = self.suite.workloads[cell.workload].variants[cell.variant].spec.workload().headline();
+            let headline = self.suite.workloads[cell.workload].headline(cell.variant);
             let metric = repeat.metric.clone().or_else(|| {
                 headline
                     .iter()

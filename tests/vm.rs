@@ -92,11 +92,7 @@ fn fio_in_a_guest_over_9p_virtiofs_and_virtio_blk() {
         let facts = &run["facts"];
         assert_ne!(facts["kernel.release"], host["facts"]["kernel.release"], "{env} ran the guest kernel");
         assert_ne!(facts["boot_id"], host["facts"]["boot_id"], "{env} is another kernel instance");
-        assert!(
-            facts["data.mount_source"].as_str().unwrap().contains(source),
-            "{env}: {}",
-            facts["data.mount_source"]
-        );
+        assert!(facts["data.mount_source"].as_str().unwrap().contains(source), "{env}: {}", facts["data.mount_source"]);
         let setup = &run["setup"];
         assert!(["tcg", "kvm"].contains(&setup["vm.accel"].as_str().unwrap()), "{env}: the accelerator is recorded");
         assert!(!setup["vm.accel_reason"].as_str().unwrap().is_empty());

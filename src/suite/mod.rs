@@ -42,6 +42,8 @@ pub struct Named<T> {
 pub struct WorkloadEntry {
     pub name: String,
     pub kind: String,
+    /// The metrics tables and charts lead with (`headline = [...]`); the kind's own otherwise.
+    pub headline: Option<Vec<String>>,
     /// One per combination of the workload's list-valued parameters.
     pub variants: Vec<Variant>,
 }
@@ -200,6 +202,16 @@ fn parse_repeat(top: &mut Fields) -> Result<Repeat, SuiteError> {
     Ok(Repeat { min, max, target_ci_pct: Some(target), metric })
 }
 
+impl WorkloadEntry {
+    /// The metrics a variant's tables and charts lead with.
+    pub fn headline(&self, variant: usize) -> Vec<String> {
+        match &self.headline {
+            Some(h) => h.clone(),
+            None => self.variants[variant].spec.workload().headline().iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
 /// Names become parts of directory names and labels: keep them plain.
 fn check_name(f: &Fields, key: &str, name: &str) -> Result<(), SuiteError> {
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
@@ -272,6 +284,7 @@ fn workload_entry(file: &str, table: &Table, origin: Origin, ctx: &ParseContext)
         }
     }
     let mut variants = Vec::new();
+    let mut headline = None;
     for combination in combinations(&axes) {
         let mut concrete = table.clone();
         let mut params = Vec::new();
@@ -282,10 +295,11 @@ fn workload_entry(file: &str, table: &Table, origin: Origin, ctx: &ParseContext)
         let mut f = Fields::new(file, what.clone(), &concrete, origin.clone());
         f.str("name")?;
         f.str("kind")?;
+        headline = f.str_list("headline")?;
         let spec = (kind.parse)(&mut f, ctx)?;
         variants.push(Variant { params, spec });
     }
-    Ok(WorkloadEntry { name: named_entry.name, kind: named_entry.kind, variants })
+    Ok(WorkloadEntry { name: named_entry.name, kind: named_entry.kind, headline, variants })
 }
 
 struct Axis {
@@ -296,7 +310,7 @@ struct Axis {
 fn axes_of(table: &Table, list_keys: &[&str]) -> Vec<Axis> {
     let mut axes = Vec::new();
     for (key, node) in &table.entries {
-        if list_keys.contains(&key.as_str()) {
+        if list_keys.contains(&key.as_str()) || key == "headline" {
             continue;
         }
         match &node.value {

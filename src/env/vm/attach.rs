@@ -15,11 +15,31 @@ use crate::suite::tree::{Fields, SuiteError};
 #[derive(Clone, Debug, PartialEq)]
 pub enum Attach {
     NineP { cache: String, msize: u64 },
-    VirtioFs { cache: String, dax: bool },
+    VirtioFs { cache: String, dax: Dax },
     VirtioBlk { cache: String, aio: String },
 }
 
 const KINDS: &[&str] = &["9p", "virtiofs", "virtio-blk"];
+
+/// virtio-fs's DAX window: the guest maps file pages straight from the host's page cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dax {
+    Off,
+    On,
+    /// On where this QEMU has a DAX window, off elsewhere (recorded either way).
+    Auto,
+}
+
+impl Dax {
+    /// Whether the window is used on this machine.
+    pub fn active(self) -> bool {
+        match self {
+            Dax::Off => false,
+            Dax::On => true,
+            Dax::Auto => qemu_has_dax_window(),
+        }
+    }
+}
 
 impl Attach {
     /// Reads `attach` and its options (`cache`, `msize`, `dax`, `aio`); `None` when the table
@@ -34,7 +54,15 @@ impl Attach {
             return Ok(None);
         };
         let cache = f.str("cache")?;
-        let (msize, dax, aio) = (f.size("msize")?, f.bool("dax")?, f.str("aio")?);
+        let dax = match f.node("dax").map(|n| &n.value) {
+            None => None,
+            Some(crate::suite::tree::Value::Bool(b)) => Some(if *b { Dax::On } else { Dax::Off }),
+            Some(crate::suite::tree::Value::Str(s)) if s == "auto" => Some(Dax::Auto),
+            Some(_) => {
+                return Err(f.error_at("dax", "use true, false or \"auto\" (a DAX window where this QEMU has one)"));
+            }
+        };
+        let (msize, aio) = (f.size("msize")?, f.str("aio")?);
         let only =
             |key: &str, allowed_for: &str| f.error_at(key, format!("applies only to attach = \"{allowed_for}\""));
         let check = |value: &str, allowed: &[&str]| {
@@ -70,7 +98,7 @@ impl Attach {
                 }
                 Attach::VirtioFs {
                     cache: check(cache.as_deref().unwrap_or("auto"), &["never", "auto", "always"])?,
-                    dax: dax.unwrap_or(false),
+                    dax: dax.unwrap_or(Dax::Off),
                 }
             }
             _ => {
@@ -113,7 +141,9 @@ impl Attach {
             Attach::VirtioFs { cache, dax } => {
                 d.insert("attach".into(), "virtiofs".into());
                 d.insert("attach.cache".into(), cache.clone());
-                d.insert("attach.dax".into(), dax.to_string());
+                let used = if dax.active() { "on" } else { "off" };
+                let note = if *dax == Dax::Auto { " (auto: this QEMU's DAX window decides)" } else { "" };
+                d.insert("attach.dax".into(), format!("{used}{note}"));
             }
             Attach::VirtioBlk { cache, aio } => {
                 d.insert("attach".into(), "virtio-blk".into());
@@ -143,7 +173,7 @@ impl Attach {
             Attach::NineP { cache, msize } => {
                 format!("mount -t 9p -o trans=virtio,version=9p2000.L,cache={cache},msize={msize} data /newroot/data")
             }
-            Attach::VirtioFs { dax: true, .. } => "mount -t virtiofs -o dax data /newroot/data".into(),
+            Attach::VirtioFs { dax, .. } if dax.active() => "mount -t virtiofs -o dax data /newroot/data".into(),
             Attach::VirtioFs { .. } => "mount -t virtiofs data /newroot/data".into(),
             Attach::VirtioBlk { .. } => format!("mount -t {} /dev/vda /newroot/data", fs.unwrap_or("ext4")),
         }
@@ -158,7 +188,7 @@ impl Attach {
                         "no virtiofsd (Debian's qemu ships /usr/lib/qemu/virtiofsd; or cargo install virtiofsd)".into(),
                     );
                 }
-                (*dax && !qemu_has_dax_window()).then(|| {
+                (*dax == Dax::On && !qemu_has_dax_window()).then(|| {
                     "dax = true, but this QEMU has no virtio-fs DAX window (vhost-user-fs-pci has no cache-size property; upstream QEMU 7.2 lacks it)".into()
                 })
             }

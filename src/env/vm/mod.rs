@@ -207,7 +207,7 @@ impl Vm {
                 "-device".into(),
                 format!("{},fsdev=data,mount_tag=data", self.dev("virtio-9p")),
             ]),
-            Attach::VirtioFs { cache, .. } => {
+            Attach::VirtioFs { cache, dax } => {
                 let daemon = Virtiofsd::find().ok_or_else(|| anyhow::anyhow!("no virtiofsd"))?;
                 let socket = run_dir.join("virtiofs.sock");
                 let child =
@@ -217,7 +217,11 @@ impl Vm {
                     "-chardev".into(),
                     format!("socket,id=vfs,path={}", socket.display()),
                     "-device".into(),
-                    format!("{},chardev=vfs,tag=data", self.dev("vhost-user-fs")),
+                    format!(
+                        "{},chardev=vfs,tag=data{}",
+                        self.dev("vhost-user-fs"),
+                        if dax.active() { ",cache-size=1G" } else { "" }
+                    ),
                     // vhost-user needs the guest's memory shared with the daemon.
                     "-object".into(),
                     format!("memory-backend-memfd,id=mem,size={}M,share=on", self.memory >> 20),
