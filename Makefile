@@ -10,10 +10,12 @@ DEMO_SET := --set workload.fio.runtime=1s --set workload.fio.size=128M
 .PHONY: demo test build setup-demo setup-test lint clean
 
 demo: setup-demo build
+	$(BIN) server fetch cassandra
 	$(BIN) run examples/quick.toml $(DEMO_SET)
 
 test: setup-test
 	cargo build --release
+	$(BIN) server fetch cassandra
 	cargo test --release -- --test-threads=2
 
 build:

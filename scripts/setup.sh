@@ -104,11 +104,17 @@ vms() {
   depmod -b "$GUEST_DIR/$version" "$version"
 }
 
+# Cassandra runs on Java 17 (Debian 12's newest); Maven fetches it from Maven Central
+# (`isobench server fetch cassandra`, which the Makefile runs after the build).
+databases() {
+  apt_install openjdk-17-jre-headless maven
+}
+
 need_root
 check_rust
 case "$stage" in
-  demo) core ;;
-  test) core; report_tools; runtimes; vms ;;
+  demo) core; databases ;;
+  test) core; report_tools; runtimes; vms; databases ;;
   *) log "unknown stage '$stage' (demo | test)"; exit 2 ;;
 esac
 log "ready ($stage)"

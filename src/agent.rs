@@ -23,6 +23,9 @@ pub struct Request {
     pub data_dir: PathBuf,
     /// Temporary files go here, off the volume under test.
     pub scratch_dir: PathBuf,
+    /// Run this database server (loaded from the host) instead of the workload.
+    #[serde(default)]
+    pub serve: Option<crate::server::serve::Serve>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
@@ -51,7 +54,10 @@ pub fn execute(request: &Request) -> Report {
     let ctx = workload::RunContext { data_dir: &request.data_dir, scratch_dir: &request.scratch_dir };
     let result = std::fs::create_dir_all(&request.scratch_dir)
         .with_context(|| format!("creating {}", request.scratch_dir.display()))
-        .and_then(|_| request.workload.workload().run(&ctx, &mut out));
+        .and_then(|_| match &request.serve {
+            Some(serve) => crate::server::serve::serve(serve, &request.data_dir, &mut out),
+            None => request.workload.workload().run(&ctx, &mut out),
+        });
     if let Err(e) = result {
         report.unfit = e.downcast_ref::<Unfit>().is_some();
         report.error = Some(format!("{e:#}"));

@@ -70,11 +70,63 @@ enum Command {
     Doctor,
     /// Remove what killed runs left behind: mounts, loop devices, processes, files.
     Cleanup,
+    /// Start, stop or list database servers isobench runs (Cassandra from Maven Central).
+    Server {
+        #[command(subcommand)]
+        action: ServerAction,
+    },
+    /// Load a CQL database with cassandra-stress's command line (`isobench cql help`), or
+    /// merge HDR logs (`isobench cql merge a.hdr b.hdr`).
+    #[command(disable_help_flag = true)]
+    Cql {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// (internal) Run a workload inside an environment and print one framed JSON report.
     #[command(hide = true)]
     Agent {
         #[arg(long, default_value = "-")]
         request: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum ServerAction {
+    /// Fetch (once, into ~/.cache/isobench) and start a node; returns when it answers CQL.
+    Start {
+        /// cassandra
+        kind: String,
+        /// Its data, commit log, configuration and logs (default: <workdir>/cassandra-<port>).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// The JVM heap.
+        #[arg(long, default_value = "1G")]
+        heap: String,
+        /// The CQL port (on 127.0.0.1).
+        #[arg(long, default_value_t = 9042)]
+        port: u16,
+        /// The cassandra-all version on Maven Central.
+        #[arg(long, env = "ISOBENCH_CASSANDRA_VERSION", default_value = crate::server::cassandra::DEFAULT_VERSION)]
+        version: String,
+        /// C1 JIT only: starts in half the time, runs at half the speed (for tests, not measurements).
+        #[arg(long)]
+        quick_jit: bool,
+    },
+    /// Stop a node (SIGTERM, SIGKILL after 45 s): the one on --port, or all.
+    Stop {
+        /// cassandra
+        kind: String,
+        #[arg(long)]
+        port: Option<u16>,
+    },
+    /// The nodes isobench started, and whether they answer CQL.
+    Status,
+    /// Fetch a server's distribution into the cache (once), without starting it.
+    Fetch {
+        /// cassandra
+        kind: String,
+        #[arg(long, env = "ISOBENCH_CASSANDRA_VERSION", default_value = crate::server::cassandra::DEFAULT_VERSION)]
+        version: String,
     },
 }
 
@@ -115,10 +167,15 @@ pub fn main() -> ExitCode {
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
+    // The load generator needs no state directory (and may run as any user).
+    let command = match cli.command {
+        Command::Cql { args } => return Ok(ExitCode::from(crate::cql::main(&args) as u8)),
+        other => other,
+    };
     // Mount points are compared with /proc/self/mountinfo, which holds absolute, resolved paths.
     std::fs::create_dir_all(&cli.workdir).map_err(|e| anyhow::anyhow!("--workdir {}: {e}", cli.workdir.display()))?;
     let workdir = std::fs::canonicalize(&cli.workdir)?;
-    match cli.command {
+    match command {
         Command::Run(args) => run(&workdir, args),
         Command::Report { dir, format, png } => {
             let set = ResultSet::open(&dir)?;
@@ -163,6 +220,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Cleanup => cleanup(&workdir),
+        Command::Cql { .. } => unreachable!("handled above"),
+        Command::Server { action } => server(&workdir, action),
         Command::Agent { request } => {
             crate::agent::main(&request)?;
             Ok(ExitCode::SUCCESS)
@@ -332,4 +391,70 @@ fn cleanup(workdir: &Path) -> Result<ExitCode> {
         println!("nothing to clean up");
     }
     Ok(if report.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn server(workdir: &Path, action: ServerAction) -> Result<ExitCode> {
+    use crate::server;
+    match action {
+        ServerAction::Start { kind, data, heap, port, version, quick_jit } => {
+            let node = server::start(workdir, &kind, &server::StartOptions { data, heap, port, version, quick_jit })?;
+            println!(
+                "Cassandra {} answers CQL on {}:{} after {:.1} s (pid {}, data {}, log {})",
+                node.release_version,
+                node.config.address,
+                node.config.native_port,
+                node.ready_after.as_secs_f64(),
+                node.pid,
+                node.config.data.display(),
+                node.config.log().display()
+            );
+        }
+        ServerAction::Stop { kind, port } => {
+            let stopped = server::stop(workdir, &kind, port)?;
+            if stopped.is_empty() {
+                println!(
+                    "no Cassandra isobench started is recorded{}",
+                    port.map(|p| format!(" on port {p}")).unwrap_or_default()
+                );
+            }
+            for (node, took) in stopped {
+                println!(
+                    "stopped Cassandra on port {} (pid {}) in {:.1} s",
+                    node.config.native_port,
+                    node.pid,
+                    took.as_secs_f64()
+                );
+            }
+        }
+        ServerAction::Fetch { kind, version } => {
+            let dist = server::fetch(&kind, &version)?;
+            println!("Cassandra {version} is in {}", dist.lib().display());
+        }
+        ServerAction::Status => {
+            let nodes = server::status(workdir)?;
+            if nodes.is_empty() {
+                println!("no servers started by isobench");
+            }
+            let mut all_up = true;
+            for (node, answer) in nodes {
+                match answer {
+                    Ok(version) => println!(
+                        "cassandra {version} on {}:{}: up (pid {}, data {})",
+                        node.config.address,
+                        node.config.native_port,
+                        node.pid,
+                        node.config.data.display()
+                    ),
+                    Err(e) => {
+                        all_up = false;
+                        println!("cassandra on {}:{}: {e:#}", node.config.address, node.config.native_port);
+                    }
+                }
+            }
+            if !all_up {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod cli;
 pub mod compare;
+pub mod cql;
 pub mod doctor;
 pub mod env;
 pub mod facts;
@@ -14,6 +15,7 @@ pub mod process;
 pub mod proof;
 pub mod report;
 pub mod runner;
+pub mod server;
 pub mod stats;
 pub mod store;
 pub mod suite;

@@ -131,6 +131,13 @@ impl Plan {
     /// what those runs measured).
     pub fn new(suite: &Suite, filters: &[Selector]) -> Result<Plan, String> {
         let all = cells_of(suite);
+        if all.is_empty() || !all.iter().any(|c| suite.baseline.contains(&c.labels)) {
+            return Err(format!(
+                "{}: `cells` leaves out the baseline; keep a selector that matches it, e.g. \"env={}\"",
+                suite.file,
+                suite.baseline.env.as_deref().unwrap_or("*")
+            ));
+        }
         for f in filters {
             let unknown = f.unknown_keys(&all);
             if !unknown.is_empty() {
@@ -220,7 +227,16 @@ fn cells_of(suite: &Suite) -> Vec<Cell> {
                         workload: w.name.clone(),
                         params: variant.params.clone(),
                     };
-                    cells.push(Cell { id: labels.cell_id(), labels, env: ei, volume: oi, workload: wi, variant: vi });
+                    if suite.cells.is_empty() || suite.cells.iter().any(|s| s.matches(&labels)) {
+                        cells.push(Cell {
+                            id: labels.cell_id(),
+                            labels,
+                            env: ei,
+                            volume: oi,
+                            workload: wi,
+                            variant: vi,
+                        });
+                    }
                 }
             }
         }

@@ -15,10 +15,16 @@ use crate::ledger::{Ledger, Resource};
 use crate::plan::{Plan, Slot};
 use crate::process::{self, Interrupted};
 use crate::proof;
+use crate::server::cassandra::{Distribution, free_port};
+use crate::server::serve::{Control, Ready, Serve};
+use crate::server::{STOP_TIMEOUT, ServerSpec};
 use crate::store::{RawFile, ResultSet, RunRecord, Status, utc_now};
 use crate::suite::Suite;
 use crate::units;
 use crate::volume::ProvisionContext;
+use crate::workload::cql::{Cql, Target};
+use crate::workload::{self, Spec, Workload};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub struct Runner<'a> {
     pub suite: &'a Suite,
@@ -265,10 +271,20 @@ impl<'a> Runner<'a> {
                     .into(),
             );
         }
+        let mut spec = spec.clone();
+        match (&self.suite.server, &mut spec) {
+            (Some(ServerSpec::Managed { version, heap, quick_jit, start_timeout, jvm_args }), Spec::Cql(cql)) => {
+                let managed = Managed { version, heap, quick_jit: *quick_jit, start_timeout: *start_timeout, jvm_args };
+                return self.served(slot, &managed, cql, &volume, &run_dir, record);
+            }
+            (Some(ServerSpec::External(target)), Spec::Cql(cql)) => cql.target = Some(target.clone()),
+            _ => {}
+        }
         let request = agent::Request {
             workload: spec.clone(),
             data_dir: env.data_dir(&volume),
             scratch_dir: env.scratch_dir(&run_dir),
+            serve: None,
         };
         let timeout = spec.workload().expected_duration() * 3 + Duration::from_secs(180);
         env.run_agent(Launch {
@@ -279,8 +295,130 @@ impl<'a> Runner<'a> {
             ledger: self.ledger,
             workdir: &self.workdir,
             attach,
+            forward: &[],
         })
     }
+}
+
+/// A managed server's settings from the suite.
+struct Managed<'s> {
+    version: &'s str,
+    heap: &'s str,
+    quick_jit: bool,
+    start_timeout: Duration,
+    jvm_args: &'s [String],
+}
+
+impl Runner<'_> {
+    /// A CQL cell with a managed server: the agent runs the node inside the environment with its
+    /// data on the volume, while this thread's helper loads it from the host, over the network
+    /// the environment gives, and then tells the agent to stop it.
+    fn served(
+        &mut self,
+        slot: Slot,
+        managed: &Managed,
+        cql: &Cql,
+        volume: &crate::volume::Provisioned,
+        run_dir: &std::path::Path,
+        record: &mut RunRecord,
+    ) -> Result<agent::Report> {
+        let cell = &self.plan.cells[slot.cell];
+        let env_entry = &self.suite.envs[cell.env];
+        let env = &env_entry.item;
+        let reach = env.reach().map_err(|why| anyhow::anyhow!("env \"{}\": {why}", env_entry.name))?;
+        let distribution = Distribution::fetch(managed.version, &mut |m| eprintln!("isobench: {m}"))?;
+        let mut ports = Vec::new();
+        while ports.len() < 4 {
+            let p = free_port()?;
+            if !ports.contains(&p) {
+                ports.push(p);
+            }
+        }
+        let measured = cql.phase(&cql.args)?;
+        let serve = Serve {
+            keyspace: measured.schema.keyspace.clone(),
+            table: crate::cql::schema::table(measured.command.ops[0].0).into(),
+            distribution,
+            heap: managed.heap.to_string(),
+            quick_jit: managed.quick_jit,
+            jvm_args: managed.jvm_args.to_vec(),
+            listen: reach.inside.clone(),
+            native_port: ports[0],
+            storage_port: ports[1],
+            jmx_port: ports[2],
+            control_port: ports[3],
+            start_timeout: managed.start_timeout,
+        };
+        let mut load = cql.clone();
+        load.target =
+            Some(Target { nodes: vec![reach.host.clone()], port: serve.native_port, user: None, password: None });
+        let request = agent::Request {
+            workload: Spec::Cql(load.clone()),
+            data_dir: env.data_dir(volume),
+            scratch_dir: env.scratch_dir(run_dir),
+            serve: Some(serve.clone()),
+        };
+        let timeout = managed.start_timeout + STOP_TIMEOUT + load.expected_duration() * 3 + Duration::from_secs(120);
+        let control = format!("{}:{}", reach.host, serve.control_port);
+        let forward = [serve.native_port, serve.control_port];
+        let agent_done = AtomicBool::new(false);
+        let ledger = &mut *self.ledger;
+        let workdir = &self.workdir;
+        let attach = self.suite.volumes[cell.volume].attach.as_ref();
+        let (report, loaded) = std::thread::scope(|scope| {
+            let loader = scope.spawn(|| drive_load(&control, &load, managed.start_timeout, &agent_done));
+            let report = env.run_agent(Launch {
+                request: &request,
+                volume,
+                run_dir,
+                timeout,
+                ledger,
+                workdir,
+                attach,
+                forward: &forward,
+            });
+            agent_done.store(true, Ordering::Relaxed);
+            (report, loader.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the load panicked"))))
+        });
+        let mut report = report?;
+        record.setup.insert("server.kind".into(), "cassandra".into());
+        record.setup.insert("server.heap".into(), managed.heap.to_string());
+        if report.error.is_some() {
+            // The agent's error has the server's log; the load only saw its symptom.
+            return Ok(report);
+        }
+        match loaded {
+            Ok((ready, out)) => {
+                record.setup.insert("server.version".into(), ready.release_version);
+                report.samples.extend(out.samples);
+                report.series.extend(out.series);
+                report.notes.extend(out.notes);
+            }
+            Err(e) => report.error = Some(format!("{e:#}")),
+        }
+        Ok(report)
+    }
+}
+
+/// The host's side of a served cell: wait for the node, run the load phases, read the
+/// server's own statistics, and always tell the agent to stop.
+fn drive_load(
+    control: &str,
+    load: &Cql,
+    start_timeout: Duration,
+    agent_done: &AtomicBool,
+) -> Result<(Ready, workload::Output)> {
+    let mut control = Control::connect(control, agent_done)?;
+    let ready = control.ready(start_timeout)?;
+    let mut out = workload::Output::default();
+    let scratch = std::env::temp_dir();
+    let ctx = workload::RunContext { data_dir: &scratch, scratch_dir: &scratch };
+    let result = load.run(&ctx, &mut out);
+    if result.is_ok() {
+        out.samples.extend(crate::server::stats::after_run(load));
+    }
+    control.stop();
+    result.map(|()| (ready, out))
 }
 
 /// A line above the progress bar; plain stderr when there is no terminal to draw the bar on
@@ -297,7 +435,7 @@ fn progress_line(i: u64, total: u64, r: &RunRecord) -> String {
     let head = format!("[{i}/{total}] {} #{}", r.cell, r.rep);
     match r.status {
         Status::Ok => {
-            let shown: Vec<String> = ["iops", "bw"]
+            let shown: Vec<String> = ["iops", "bw", "op_rate", "latency_p99"]
                 .iter()
                 .filter_map(|m| r.samples.iter().find(|s| s.metric == *m))
                 .map(|s| format!("{} {}", s.metric, units::human(s.value, &s.unit)))

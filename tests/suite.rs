@@ -90,7 +90,7 @@ fn unknown_key_names_file_line_key_and_allowed_keys() {
 #[test]
 fn unknown_top_level_key() {
     let e = load(&format!("repeats = 3\n{BASE}")).err().expect("rejected");
-    assert!(e.starts_with("suite.toml:1: the suite: key \"repeats\": unknown key; allowed keys are: baseline, bound, cost, env, name, repeat, volume, workload"), "{e}");
+    assert!(e.starts_with("suite.toml:1: the suite: key \"repeats\": unknown key; allowed keys are: baseline, bound, cells, cost, env, name, repeat, server, volume, workload"), "{e}");
 }
 
 #[test]
@@ -313,4 +313,40 @@ fn a_baseline_naming_only_the_env_compares_each_volume_with_itself() {
     assert_eq!(ids, ["host.ext4.fio.rw=read.numjobs=1", "runc.ext4.fio.rw=read.numjobs=1"]);
     let e = error_with("baseline = { env = \"host\", volume = \"tmpfs\" }", "baseline = { }");
     assert!(e.contains("name the baseline env, volume or both"), "{e}");
+}
+
+const CQL: &str = "\n[[workload]]\nname = \"db\"\nkind = \"cql\"\nargs = \"read n=1000 -rate threads=8\"\n";
+
+#[test]
+fn a_server_is_validated_and_its_password_never_stored() {
+    let external =
+        "\n[[server]]\nkind = \"external\"\nnodes = [\"10.0.1.25\"]\nuser = \"bench\"\npassword = \"s3cret\"\n";
+    let suite = load(&format!("{BASE}{CQL}{external}")).unwrap();
+    assert!(matches!(suite.server, Some(isobench::server::ServerSpec::External(_))));
+    assert!(!suite.resolved.contains("s3cret") && suite.resolved.contains("REDACTED"), "{}", suite.resolved);
+    let in_args = CQL.replace("threads=8", "threads=8 -mode user=u password=hunter2");
+    assert!(!load(&format!("{BASE}{in_args}")).unwrap().resolved.contains("hunter2"));
+    let e = load(&format!("{BASE}{CQL}\n[[server]]\nkind = \"external\"\n")).err().expect("rejected");
+    assert!(e.contains("nodes") && e.contains("10.0.1.25"), "{e}");
+    let e = load(&format!("{BASE}{CQL}\n[[server]]\nkind = \"scylla\"\n")).err().expect("rejected");
+    assert!(e.contains("allowed kinds are: cassandra, external"), "{e}");
+    let e =
+        load(&format!("{BASE}{CQL}\n[[server]]\nkind = \"cassandra\"\nheap_size = \"1G\"\n")).err().expect("rejected");
+    assert!(e.contains("heap_size"), "{e}");
+    let e =
+        load(&format!("{BASE}\n[[workload]]\nname = \"db\"\nkind = \"cql\"\nargs = \"read n=1000 -rate thread=8\"\n"))
+            .err()
+            .expect("rejected");
+    assert!(e.contains("args"), "a bad cassandra-stress line is named by key: {e}");
+}
+
+#[test]
+fn cells_keep_only_the_pairings_asked_for_and_the_baseline() {
+    let with = |cells: &str| BASE.replacen("repeat = 2\n", &format!("repeat = 2\ncells = {cells}\n"), 1);
+    let suite = load(&format!("{}{CQL}", with(r#"["workload=fio", "workload=db,volume=tmpfs"]"#))).unwrap();
+    let plan = Plan::new(&suite, &[]).unwrap();
+    assert_eq!(plan.cells.len(), 16 + 1, "fio on both volumes, the database on tmpfs only");
+    let suite = load(&with(r#"["volume=ext4"]"#)).unwrap();
+    let e = Plan::new(&suite, &[]).err().expect("rejected");
+    assert!(e.contains("leaves out the baseline"), "{e}");
 }

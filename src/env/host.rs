@@ -44,6 +44,10 @@ impl Environment for Host {
         run_dir.join("scratch")
     }
 
+    fn reach(&self) -> Result<super::Reach, String> {
+        Ok(super::Reach::loopback())
+    }
+
     fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
         let token = launch.ledger.new_process_token();
         run_agent_process(Command::new(agent_binary()?).args(["agent", "--request", "-"]), launch, &token)

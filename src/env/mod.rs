@@ -31,6 +31,24 @@ pub struct Launch<'a> {
     pub workdir: &'a Path,
     /// How the suite asks this volume to be attached, where the environment has a choice (VMs).
     pub attach: Option<&'a vm::attach::Attach>,
+    /// TCP ports a server listens on inside, which the host must reach (see `reach`).
+    pub forward: &'a [u16],
+}
+
+/// Where a server inside an environment listens, and where the host connects to it.
+#[derive(Clone, Debug)]
+pub struct Reach {
+    /// The address to listen on inside.
+    pub inside: String,
+    /// The address the host connects to.
+    pub host: String,
+}
+
+impl Reach {
+    /// Environments that share the host's network: loopback on both sides.
+    pub fn loopback() -> Reach {
+        Reach { inside: "127.0.0.1".into(), host: "127.0.0.1".into() }
+    }
 }
 
 pub trait Environment {
@@ -52,6 +70,12 @@ pub trait Environment {
     /// Whether the volume must be handed over as an unmounted block device (virtio-blk).
     fn wants_block(&self, _attach: Option<&vm::attach::Attach>) -> bool {
         false
+    }
+    /// How the host reaches TCP ports a server listens on inside (the same port numbers
+    /// inside and out, forwarded by the environment where it must: `Launch::forward`), or why
+    /// it cannot.
+    fn reach(&self) -> Result<Reach, String> {
+        Err("isobench cannot reach a server inside this kind of environment yet".into())
     }
     /// Runs the agent once and returns its report.
     fn run_agent(&self, launch: Launch) -> Result<agent::Report>;

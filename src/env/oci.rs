@@ -284,6 +284,14 @@ impl Environment for Oci {
         self.smoke_test(ledger, run_dir)
     }
 
+    fn reach(&self) -> Result<super::Reach, String> {
+        if self.host_network {
+            Ok(super::Reach::loopback())
+        } else {
+            Err("a [[server]] inside this environment is loaded from the host over the network: give the env network = \"host\"".into())
+        }
+    }
+
     fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
         let args = [AGENT_PATH, "agent", "--request", "-"];
         let (mut cmd, token) = self.prepare(launch.ledger, launch.run_dir, Some(&launch.volume.path), &args)?;

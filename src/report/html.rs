@@ -10,7 +10,7 @@ use super::{Report, diff_text, headline, metric_title, runs_text, settings, stat
 use crate::compare::{self, CellResult, HOURS_PER_MONTH, Verdict};
 use crate::units::{self, human};
 
-const STYLE: &str = r#"
+pub const STYLE: &str = r#"
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; margin: 0; background: #fafafa; }
 main { max-width: 1280px; margin: 0 auto; padding: 8px 24px 48px; }
 h1 { font-size: 22px; margin: 18px 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }

@@ -24,6 +24,11 @@ pub struct Suite {
     pub volumes: Vec<Named<Box<dyn Volume>>>,
     pub workloads: Vec<WorkloadEntry>,
     pub bounds: Vec<Bound>,
+    /// `cells = ["env=host", "env=vm-*,volume=ext4"]`: the env × volume × workload cells to
+    /// keep, when not every pairing makes sense (empty: all).
+    pub cells: Vec<Selector>,
+    /// The database the CQL workloads load (`[[server]]`), if any.
+    pub server: Option<crate::server::ServerSpec>,
     /// The suite after overrides, secrets redacted: what the result set keeps.
     pub resolved: String,
 }
@@ -105,6 +110,19 @@ impl Suite {
             .into_iter()
             .map(|(t, origin)| workload_entry(file, t, origin, &ctx))
             .collect::<Result<Vec<_>, _>>()?;
+        let server = match optional_sections(&mut top, "server")?.as_slice() {
+            [] => None,
+            [(table, origin)] => {
+                Some(crate::server::ServerSpec::parse(&mut Fields::new(file, "[[server]]", table, origin.clone()))?)
+            }
+            _ => return Err(top.error_at("server", "one [[server]] per suite: the CQL workloads all load it")),
+        };
+        let cells = top
+            .str_list("cells")?
+            .unwrap_or_default()
+            .iter()
+            .map(|text| Selector::parse(text).map_err(|e| top.error_at("cells", e)))
+            .collect::<Result<Vec<_>, _>>()?;
         let bounds = optional_sections(&mut top, "bound")?
             .into_iter()
             .map(|(t, origin)| bound(file, t, origin))
@@ -138,6 +156,8 @@ impl Suite {
             volumes,
             workloads,
             bounds,
+            cells,
+            server,
             resolved: tree::to_toml(&resolved_tree),
         })
     }
@@ -495,6 +515,10 @@ fn redact(table: &mut Table) {
                 }
             }
             _ if is_secret_key(key) => node.value = Value::Str("REDACTED".into()),
+            // cassandra-stress command lines carry `-mode password=…`.
+            Value::Str(text) if text.to_ascii_lowercase().contains("password") => {
+                *text = crate::cql::redacted(std::slice::from_ref(text));
+            }
             _ => {}
         }
     }

@@ -1,6 +1,7 @@
 //! What is measured. Each kind is one file; its configuration is parsed from the suite on the
 //! host and travels to the agent inside the sandbox as a `Spec`, where `run` executes it.
 
+pub mod cql;
 pub mod fio;
 
 use std::collections::BTreeMap;
@@ -61,12 +62,14 @@ pub trait Workload {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Spec {
     Fio(fio::Fio),
+    Cql(cql::Cql),
 }
 
 impl Spec {
     pub fn workload(&self) -> &dyn Workload {
         match self {
             Spec::Fio(w) => w,
+            Spec::Cql(w) => w,
         }
     }
 }
@@ -90,7 +93,7 @@ pub struct Kind {
     pub parse: fn(&mut Fields, &ParseContext) -> Result<Spec, SuiteError>,
 }
 
-pub const KINDS: &[Kind] = &[fio::KIND];
+pub const KINDS: &[Kind] = &[fio::KIND, cql::KIND];
 
 pub fn kind(name: &str) -> Option<&'static Kind> {
     KINDS.iter().find(|k| k.name == name)

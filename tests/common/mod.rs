@@ -2,6 +2,8 @@
 //! binary, and checks that nothing of a test's was left on the machine.
 #![allow(dead_code)]
 
+pub mod cassandra;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

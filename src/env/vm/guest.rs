@@ -18,6 +18,7 @@ pub const MODULES: &[&str] = &[
     "virtio_mmio",
     "virtio_console",
     "virtio_blk",
+    "virtio_net",
     "9pnet_virtio",
     "9p",
     "virtiofs",
@@ -174,7 +175,14 @@ pub const PROBE_OK: &str = "ISOBENCH-PROBE-OK";
 /// (which makes it writable, /tmp included, without touching the host),
 /// mount the volume under test at /data, run the agent in that root with its report going to
 /// the virtio-serial port named "isobench", power off. Any failure is said on the console.
-pub fn init_script(data_mount: &str, agent: &Path) -> String {
+/// With `network`, eth0 is configured for QEMU's user network (ports forwarded to a server).
+pub fn init_script(data_mount: &str, agent: &Path, network: bool) -> String {
+    // QEMU's user network: the guest is 10.0.2.15, the host's forwarded ports arrive there.
+    let network = if network {
+        "ip link set lo up; ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2 || fail \"cannot configure eth0\""
+    } else {
+        ":"
+    };
     format!(
         r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -191,6 +199,7 @@ mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work root /ne
 mkdir -p /newroot/data /newroot/proc /newroot/sys /newroot/dev /newroot/tmp
 mount -t proc proc /newroot/proc && mount -t sysfs sysfs /newroot/sys && mount -t devtmpfs devtmpfs /newroot/dev
 {data_mount} || fail "cannot mount the volume under test: {data_mount}"
+{network}
 cp /request.json /newroot/tmp/isobench-request.json
 PORT=""
 for p in /sys/class/virtio-ports/*; do [ "$(cat $p/name 2>/dev/null)" = isobench ] && PORT=/dev/$(basename $p); done

@@ -29,6 +29,9 @@ use crate::suite::tree::{Fields, SuiteError};
 use crate::units;
 use crate::volume::Provisioned;
 
+/// The guest's address on QEMU's user network, where forwarded ports arrive.
+const GUEST_ADDRESS: &str = "10.0.2.15";
+
 pub const KIND: Kind = Kind { name: "vm", parse };
 
 const QEMU: &str = "qemu-system-x86_64";
@@ -158,7 +161,11 @@ impl Vm {
             modules.push("virtio_mmio");
         }
         modules.extend(attach.modules(fs));
-        let init = guest::init_script(&attach.guest_mount(fs), &agent_binary()?);
+        let network = !launch.forward.is_empty();
+        if network {
+            modules.push("virtio_net");
+        }
+        let init = guest::init_script(&attach.guest_mount(fs), &agent_binary()?, network);
         let mut initrd = match &self.initrd {
             Some(extra) => std::fs::read(extra).with_context(|| format!("reading {}", extra.display()))?,
             None => Vec::new(),
@@ -199,6 +206,17 @@ impl Vm {
             "-device".into(),
             "virtserialport,bus=vser.0,chardev=result,name=isobench".into(),
         ]);
+        if network {
+            // Only the forwarded ports, on the host's loopback: the guest reaches nothing else.
+            let forwards: String =
+                launch.forward.iter().map(|p| format!(",hostfwd=tcp:127.0.0.1:{p}-{GUEST_ADDRESS}:{p}")).collect();
+            args.extend([
+                "-netdev".into(),
+                format!("user,id=net0,restrict=on{forwards}"),
+                "-device".into(),
+                format!("{},netdev=net0", self.dev("virtio-net")),
+            ]);
+        }
         let mut virtiofsd = None;
         match attach {
             Attach::NineP { .. } => args.extend([
@@ -421,6 +439,12 @@ impl Environment for Vm {
 
     fn preflight(&self, ledger: &mut Ledger, run_dir: &Path, workdir: &Path) -> Result<()> {
         self.resolve_accel(ledger, run_dir, &workdir.join("cache")).map(|_| ())
+    }
+
+    fn reach(&self) -> Result<super::Reach, String> {
+        // Listening on every interface of the guest, a server is reached through the ports
+        // forwarded to GUEST_ADDRESS, and must advertise the host's end of them.
+        Ok(super::Reach { inside: "0.0.0.0".into(), host: "127.0.0.1".into() })
     }
 
     fn run_agent(&self, mut launch: Launch) -> Result<agent::Report> {

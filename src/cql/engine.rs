@@ -1,0 +1,570 @@
+//! The load itself: one driver session (token-aware, one connection pool), prepared
+//! statements, `threads` tasks each with one operation in flight, an optional rate schedule,
+//! and measurements recorded per operation into sharded HDR histograms.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use scylla::client::PoolSize;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::deserialize::row::ColumnIterator;
+use scylla::frame::Compression;
+use scylla::policies::retry::FallthroughRetryPolicy;
+use scylla::serialize::SerializationError;
+use scylla::serialize::row::{RowSerializationContext, SerializeRow};
+use scylla::serialize::writers::RowWriter;
+use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::{Consistency, SerialConsistency};
+use scylla::value::{Counter, CqlValue};
+
+use super::data::RowGenerator;
+use super::dist::Dist;
+use super::metrics::{Measurement, Nanos, Recorder};
+use super::random::JavaRandom;
+use super::schema;
+use super::settings::{Op, Population, Settings};
+
+/// How long connecting may take before the run gives up with the nodes' names.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(8);
+
+fn consistency(name: &str) -> Consistency {
+    match name {
+        "ANY" => Consistency::Any,
+        "ONE" => Consistency::One,
+        "TWO" => Consistency::Two,
+        "THREE" => Consistency::Three,
+        "QUORUM" => Consistency::Quorum,
+        "ALL" => Consistency::All,
+        "LOCAL_QUORUM" => Consistency::LocalQuorum,
+        "EACH_QUORUM" => Consistency::EachQuorum,
+        "SERIAL" => Consistency::Serial,
+        "LOCAL_SERIAL" => Consistency::LocalSerial,
+        _ => Consistency::LocalOne,
+    }
+}
+
+/// Connects to the nodes of `-node` (on `-port native=`), within [`CONNECT_TIMEOUT`].
+pub async fn connect(settings: &Settings) -> Result<Session> {
+    let nodes: Vec<String> =
+        settings
+            .nodes
+            .iter()
+            .map(|n| {
+                if n.contains(':') && !n.starts_with('[') { n.clone() } else { format!("{n}:{}", settings.native_port) }
+            })
+            .collect();
+    let mut builder = SessionBuilder::new()
+        .known_nodes(&nodes)
+        .connection_timeout(Duration::from_secs(5))
+        .pool_size(PoolSize::PerHost(
+            std::num::NonZeroUsize::new(settings.mode.connections_per_host as usize).expect("at least 1"),
+        ))
+        .compression(match settings.mode.compression.as_deref() {
+            Some("lz4") => Some(Compression::Lz4),
+            Some("snappy") => Some(Compression::Snappy),
+            _ => None,
+        });
+    if let Some(user) = &settings.mode.user {
+        builder = builder.user(user, settings.mode.password.clone().unwrap_or_default());
+    }
+    let list = nodes.join(", ");
+    match tokio::time::timeout(CONNECT_TIMEOUT, builder.build()).await {
+        Ok(Ok(session)) => Ok(session),
+        Ok(Err(e)) => bail!(
+            "cannot connect to {list}: {e}\nIs a CQL server listening there? Name the nodes with -node a,b,c and the port with -port native=N."
+        ),
+        Err(_) => bail!(
+            "cannot connect to {list}: no answer within {} s\nIs a CQL server listening there? Name the nodes with -node a,b,c and the port with -port native=N.",
+            CONNECT_TIMEOUT.as_secs()
+        ),
+    }
+}
+
+/// The "Connected to cluster" lines cassandra-stress prints.
+pub async fn describe(session: &Session, settings: &Settings) -> String {
+    let name = match session.query_unpaged("SELECT cluster_name FROM system.local", ()).await {
+        Ok(r) => r
+            .into_rows_result()
+            .ok()
+            .and_then(|rows| rows.maybe_first_row::<(Option<String>,)>().ok().flatten())
+            .and_then(|(n,)| n)
+            .unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    let mut o = format!(
+        "Connected to cluster: {name}, max pending requests per connection {}, max connections per host {}\n",
+        settings.mode.max_pending.unwrap_or(128),
+        settings.mode.connections_per_host
+    );
+    for node in session.get_cluster_state().get_nodes_info() {
+        o.push_str(&format!(
+            "Datacenter: {}; Host: /{}; Rack: {}\n",
+            node.datacenter.as_deref().unwrap_or("null"),
+            node.address,
+            node.rack.as_deref().unwrap_or("null")
+        ));
+    }
+    o
+}
+
+/// Creates the keyspace and the tables the command uses.
+pub async fn create_schema(session: &Session, settings: &Settings) -> Result<()> {
+    let mut statements = vec![
+        schema::create_keyspace(&settings.schema),
+        schema::create_table(&settings.schema, &settings.columns, false),
+    ];
+    if settings.command.ops.iter().any(|(op, _)| matches!(op, Op::CounterWrite | Op::CounterRead)) {
+        statements.push(schema::create_table(&settings.schema, &settings.columns, true));
+    }
+    for cql in statements {
+        session
+            .query_unpaged(cql.as_str(), ())
+            .await
+            .with_context(|| format!("Encountered exception creating schema: {cql}"))?;
+    }
+    Ok(())
+}
+
+pub async fn truncate(session: &Session, settings: &Settings) -> Result<()> {
+    let mut tables: Vec<&str> = settings.command.ops.iter().map(|(op, _)| schema::table(*op)).collect();
+    tables.dedup();
+    for table in tables {
+        let cql = schema::truncate(&settings.schema.keyspace, table);
+        session.query_unpaged(cql.as_str(), ()).await.with_context(|| format!("truncating: {cql}"))?;
+    }
+    Ok(())
+}
+
+/// The prepared statement of each operation of the command, in the command's order.
+pub async fn prepare(session: &Session, settings: &Settings) -> Result<Vec<PreparedStatement>> {
+    let mut out = Vec::new();
+    for (op, _) in &settings.command.ops {
+        let cql = schema::statement(*op, &settings.schema.keyspace, &settings.columns);
+        let mut p = session.prepare(cql.as_str()).await.with_context(|| format!("preparing {cql}"))?;
+        p.set_consistency(consistency(&settings.command.consistency));
+        p.set_serial_consistency(Some(if settings.command.serial_consistency == "LOCAL_SERIAL" {
+            SerialConsistency::LocalSerial
+        } else {
+            SerialConsistency::Serial
+        }));
+        p.set_request_timeout(Some(settings.mode.request_timeout));
+        // Retries are counted by `-errors retries=`, as cassandra-stress counts them.
+        p.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
+        p.set_is_idempotent(!matches!(op, Op::CounterWrite));
+        p.set_use_cached_result_metadata(true);
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// When to stop issuing operations.
+pub enum Work {
+    Count(u64),
+    /// Until told to stop (duration or uncertainty).
+    Open,
+}
+
+/// Operations on a schedule: operation i is meant to start at `start + i / rate`.
+struct Schedule {
+    start: AtomicU64,
+    interval: u64,
+    next: AtomicU64,
+}
+
+/// What all tasks of one run share.
+pub struct Load {
+    session: Arc<Session>,
+    statements: Arc<Vec<PreparedStatement>>,
+    settings: Arc<Settings>,
+    epoch: Instant,
+    pub recorder: Recorder,
+    work: Work,
+    issued: AtomicU64,
+    stop: AtomicBool,
+    failed: AtomicBool,
+    sequence_next: AtomicU64,
+    schedule: Option<Schedule>,
+    errors_printed: AtomicU64,
+    /// Warm-up runs say nothing about errors.
+    quiet: bool,
+}
+
+/// How many error messages go to stderr before the rest are only counted.
+const ERRORS_PRINTED: u64 = 20;
+
+impl Load {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        session: Arc<Session>,
+        statements: Arc<Vec<PreparedStatement>>,
+        settings: Arc<Settings>,
+        epoch: Instant,
+        work: Work,
+        shards: usize,
+        quiet: bool,
+        scheduled: bool,
+    ) -> Arc<Load> {
+        let fixed = settings.rate.fixed.is_some();
+        let rate = if scheduled { settings.rate.ops_per_second() } else { None };
+        Arc::new(Load {
+            session,
+            statements,
+            schedule: rate.map(|r| Schedule {
+                start: AtomicU64::new(0),
+                interval: 1_000_000_000 / r.max(1),
+                next: AtomicU64::new(0),
+            }),
+            settings,
+            epoch,
+            recorder: Recorder::new(shards, fixed),
+            work,
+            issued: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            sequence_next: AtomicU64::new(0),
+            errors_printed: AtomicU64::new(0),
+            quiet,
+        })
+    }
+
+    pub fn now(&self) -> Nanos {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Starts the schedule's clock: call before the tasks start.
+    pub fn start(&self) {
+        if let Some(s) = &self.schedule {
+            s.start.store(self.now(), Ordering::Relaxed);
+        }
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    fn take_work(&self) -> bool {
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        match self.work {
+            Work::Count(n) => self.issued.fetch_add(1, Ordering::Relaxed) < n,
+            Work::Open => true,
+        }
+    }
+
+    fn report_error(&self, message: &str) {
+        if self.quiet {
+            return;
+        }
+        let n = self.errors_printed.fetch_add(1, Ordering::Relaxed);
+        if n < ERRORS_PRINTED {
+            eprintln!("{message}");
+        } else if n == ERRORS_PRINTED {
+            eprintln!("(further errors are counted in the output, not printed)");
+        }
+    }
+}
+
+/// One task's generators and buffers.
+struct Worker {
+    index: usize,
+    rows: RowGenerator,
+    key: Vec<u8>,
+    cells: Vec<Vec<u8>>,
+    population: Option<Dist>,
+    add: Dist,
+    /// `mixed`: which operation, and how many more of it in a row.
+    mix_rng: JavaRandom,
+    clustering: Dist,
+    current: usize,
+    remaining: i64,
+}
+
+impl Worker {
+    fn new(index: usize, settings: &Settings, seed: i64) -> Worker {
+        let population = match &settings.population {
+            Population::Distribution(spec) => Some(spec.sampler(seed.wrapping_add(index as i64 * 7919))),
+            Population::Sequence { .. } => None,
+        };
+        Worker {
+            index,
+            rows: RowGenerator::new(settings.command.key_size, &settings.columns.names, &settings.columns.size),
+            key: Vec::with_capacity(settings.command.key_size),
+            cells: vec![Vec::new(); settings.columns.names.len()],
+            population,
+            add: settings.command.add.sampler(seed ^ index as i64),
+            mix_rng: JavaRandom::new(seed.wrapping_mul(31).wrapping_add(index as i64)),
+            clustering: settings.command.clustering.sampler(seed.wrapping_add(index as i64)),
+            current: 0,
+            remaining: 0,
+        }
+    }
+
+    /// The next operation (an index into the command's operations).
+    fn next_op(&mut self, ops: &[(Op, f64)]) -> usize {
+        if ops.len() == 1 {
+            return 0;
+        }
+        if self.remaining <= 0 {
+            let total: f64 = ops.iter().map(|(_, w)| w).sum();
+            let mut pick = self.mix_rng.next_double() * total;
+            self.current = ops.len() - 1;
+            for (i, (_, w)) in ops.iter().enumerate() {
+                if pick < *w {
+                    self.current = i;
+                    break;
+                }
+                pick -= w;
+            }
+            self.remaining = self.clustering.sample().max(1);
+        }
+        self.remaining -= 1;
+        self.current
+    }
+
+    /// The next partition's seed, or None when a sequence without wrap is used up.
+    fn next_seed(&mut self, load: &Load) -> Option<i64> {
+        if let Some(d) = &mut self.population {
+            return Some(d.sample());
+        }
+        let Population::Sequence { start, end, wrap } = load.settings.population else { unreachable!("sequence") };
+        let span = (end - start + 1) as u64;
+        let i = load.sequence_next.fetch_add(1, Ordering::Relaxed);
+        if !wrap && i >= span {
+            return None;
+        }
+        Some(start + (i % span) as i64)
+    }
+}
+
+/// How one operation ended.
+struct Outcome {
+    partitions: u64,
+    rows: u64,
+    /// Why it failed (after its retries), as cassandra-stress words it.
+    error: Option<String>,
+}
+
+fn validation_error(settings: &Settings, expected: &[Vec<u8>], row: Option<ColumnIterator<'_, '_>>) -> Option<String> {
+    let Some(row) = row else {
+        let bytes: usize = expected.iter().map(Vec::len).sum();
+        let n = expected.len();
+        let names = &settings.columns.names;
+        let preview = if n == 0 { "[]".to_string() } else { format!("[{}..{}]", names[0], names[n - 1]) };
+        return Some(format!(
+            "Data returned was not validated: row empty/missing (expected 1 row(s) with {n} column(s) {preview}, {bytes} bytes total ({n}x{}); got 0 rows)",
+            bytes.checked_div(n).unwrap_or(0)
+        ));
+    };
+    let mut seen = 0;
+    for column in row {
+        let column = match column {
+            Ok(c) => c,
+            Err(e) => return Some(format!("Data returned was not validated: {e}")),
+        };
+        let Some(j) = settings.columns.names.iter().position(|n| n == column.spec.name()) else { continue };
+        seen += 1;
+        let actual = column.slice.map(|s| s.as_slice());
+        let want = expected[j].as_slice();
+        if actual != Some(want) {
+            let diff = match actual {
+                None => format!("got null (expected {} bytes)", want.len()),
+                Some(a) if a.len() != want.len() => format!("expected {} bytes, got {} bytes", want.len(), a.len()),
+                Some(a) => format!(
+                    "same size ({} bytes) but content differs; expected[0..{}]={}, got[0..{}]={}",
+                    want.len(),
+                    want.len().min(16) - 1,
+                    hex(want),
+                    a.len().min(16) - 1,
+                    hex(a)
+                ),
+            };
+            return Some(format!(
+                "Data returned was not validated: row 0, column {j} ({}): {diff}",
+                settings.columns.names[j]
+            ));
+        }
+    }
+    if seen != expected.len() {
+        return Some(format!(
+            "Data returned was not validated: row 0 column count mismatch (expected {} column(s); got {seen})",
+            expected.len()
+        ));
+    }
+    None
+}
+
+/// A write's bound values, the cells then the key, serialised without building a list first.
+struct WriteRow<'a> {
+    cells: &'a [Vec<u8>],
+    key: &'a [u8],
+}
+
+impl SerializeRow for WriteRow<'_> {
+    fn serialize(&self, ctx: &RowSerializationContext<'_>, writer: &mut RowWriter) -> Result<(), SerializationError> {
+        if ctx.columns().len() != self.cells.len() + 1 {
+            return Err(SerializationError::new(std::io::Error::other(format!(
+                "the statement binds {} values, the row has {}",
+                ctx.columns().len(),
+                self.cells.len() + 1
+            ))));
+        }
+        for value in self.cells.iter().map(Vec::as_slice).chain(std::iter::once(self.key)) {
+            writer.make_cell_writer().set_value(value).map_err(SerializationError::new)?;
+        }
+        Ok(())
+    }
+
+    fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut s: String = "0x".into();
+    for b in bytes.iter().take(16) {
+        s.push_str(&format!("{b:02x}"));
+    }
+    if bytes.len() > 16 {
+        s.push_str("...");
+    }
+    s
+}
+
+impl Load {
+    /// Runs one operation with its retries.
+    async fn execute(&self, w: &mut Worker, op: Op, statement: &PreparedStatement, seed: i64) -> (Outcome, u32) {
+        let settings = &*self.settings;
+        let row_seed = w.rows.key(seed, &mut w.key);
+        let generate = matches!(op, Op::Write) || (matches!(op, Op::Read) && !settings.errors.skip_read_validation);
+        if generate {
+            for (c, cell) in w.cells.iter_mut().enumerate() {
+                w.rows.cell(c, row_seed, cell);
+            }
+        }
+        let counters: Vec<CqlValue> = if matches!(op, Op::CounterWrite) {
+            let mut v: Vec<CqlValue> = (0..w.cells.len()).map(|_| CqlValue::Counter(Counter(w.add.sample()))).collect();
+            v.push(CqlValue::Blob(w.key.clone()));
+            v
+        } else {
+            Vec::new()
+        };
+        let tries = settings.errors.retries + 1;
+        let mut last_error = String::new();
+        for attempt in 1..=tries {
+            let result = match op {
+                Op::Write => self.session.execute_unpaged(statement, WriteRow { cells: &w.cells, key: &w.key }).await,
+                Op::CounterWrite => self.session.execute_unpaged(statement, &counters).await,
+                Op::Read | Op::CounterRead => self.session.execute_unpaged(statement, (w.key.as_slice(),)).await,
+            };
+            let result = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    last_error = format!("Error executing: {e}");
+                    if self.stop.load(Ordering::Relaxed) && self.failed() {
+                        return (Outcome { partitions: 0, rows: 0, error: Some(last_error) }, attempt);
+                    }
+                    continue;
+                }
+            };
+            let outcome = match op {
+                Op::Write | Op::CounterWrite => Outcome { partitions: 1, rows: 1, error: None },
+                Op::Read | Op::CounterRead => match result.into_rows_result() {
+                    Err(e) => {
+                        Outcome { partitions: 0, rows: 0, error: Some(format!("Data returned was not validated: {e}")) }
+                    }
+                    Ok(rows) => {
+                        let n = rows.rows_num() as u64;
+                        let error = if matches!(op, Op::CounterRead) || settings.errors.skip_read_validation {
+                            (n == 0).then(|| "Data returned was not validated".to_string())
+                        } else {
+                            match rows.rows::<ColumnIterator>() {
+                                Err(e) => Some(format!("Data returned was not validated: {e}")),
+                                Ok(mut it) => match it.next() {
+                                    None => validation_error(settings, &w.cells, None),
+                                    Some(Err(e)) => Some(format!("Data returned was not validated: {e}")),
+                                    Some(Ok(row)) => validation_error(settings, &w.cells, Some(row)),
+                                },
+                            }
+                        };
+                        Outcome { partitions: n, rows: n, error }
+                    }
+                },
+            };
+            // A validation failure is an answer, not a transient error: no retry.
+            return (outcome, attempt);
+        }
+        (Outcome { partitions: 0, rows: 0, error: Some(last_error) }, tries)
+    }
+
+    /// One task: operations until the work, the population or the run ends.
+    pub async fn task(self: Arc<Load>, index: usize, seed: i64) {
+        let settings = self.settings.clone();
+        let statements = self.statements.clone();
+        let mut w = Worker::new(index, &settings, seed);
+        let ops = &settings.command.ops;
+        while self.take_work() {
+            let Some(partition) = w.next_seed(&self) else {
+                self.stop();
+                break;
+            };
+            let which = w.next_op(ops);
+            let op = ops[which].0;
+            let intended = self
+                .schedule
+                .as_ref()
+                .map(|s| s.start.load(Ordering::Relaxed) + s.next.fetch_add(1, Ordering::Relaxed) * s.interval);
+            if let Some(at) = intended {
+                let now = self.now();
+                if at > now {
+                    tokio::time::sleep(Duration::from_nanos(at - now)).await;
+                }
+            }
+            let started = self.now();
+            let (outcome, tries) = self.execute(&mut w, op, &statements[which], partition).await;
+            let ended = self.now();
+            self.recorder.record(
+                w.index,
+                op.name(),
+                &Measurement {
+                    intended,
+                    started,
+                    ended,
+                    partitions: outcome.partitions,
+                    rows: outcome.rows,
+                    error: outcome.error.is_some(),
+                },
+            );
+            if let Some(error) = outcome.error {
+                let key = String::from_utf8_lossy(&w.key).into_owned();
+                self.report_error(&format!("Operation x{tries} on key(s) [{key}]: {error}"));
+                if !settings.errors.ignore {
+                    self.failed.store(true, Ordering::Relaxed);
+                    self.stop();
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// A population's seeds for warm-up differ from the run's, as cassandra-stress's fresh generators do.
+pub fn task_seed(run: u64) -> i64 {
+    (run as i64).wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64) ^ std::process::id() as i64
+}
+
+/// Warm-up iterations, as cassandra-stress counts them.
+pub fn warmup_iterations(settings: &Settings) -> u64 {
+    let per_node = match settings.command.count() {
+        Some(n) => 50_000.min((n as f64 * 0.25) as u64),
+        None => 50_000,
+    };
+    per_node * settings.nodes.len() as u64
+}

@@ -1,0 +1,174 @@
+//! The CQL load generator: cassandra-stress's command lines, data and output, on the ScyllaDB
+//! Rust driver. `isobench cql <cassandra-stress arguments>` and `isobench cql merge a.hdr …`.
+
+pub mod data;
+pub mod dist;
+pub mod engine;
+pub mod graph;
+pub mod hdrlog;
+pub mod metrics;
+pub mod output;
+pub mod random;
+pub mod schema;
+pub mod settings;
+pub mod stress;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use self::output::Out;
+use self::settings::{ArgError, Settings};
+use self::stress::Report;
+
+const USAGE: &str = "\
+Usage: isobench cql <command> [options]      (cassandra-stress's syntax)
+       isobench cql merge <a.hdr> <b.hdr> …  (one summary of several loaders' HDR logs)
+
+Commands: write (insert), read, mixed ratio(read=1,write=1), counter_write, counter_read;
+          each with n=N | duration=Ns|m|h | err<0.02, cl=, no-warmup, truncate=
+Options:  -rate threads=N [throttle=R/s | fixed=R/s] | auto threads>=A threads<=B
+          -pop seq=A..B | dist=uniform|gaussian|exp|extreme|fixed(...)
+          -schema keyspace= replication(strategy=,factor=) compaction(strategy=,…) compression=
+          -col n=FIXED(k) size=DIST   -mode user= password= compression=lz4 connectionsPerHost=
+          -node a,b,c   -port native=N   -log interval=Ns hdrfile= file=   -errors ignore retries=N
+          -graph file= revision= title=
+Example:  isobench cql write n=1M -rate threads=64 -node 127.0.0.1
+";
+
+/// The command line as shown in reports and graphs: secrets replaced by REDACTED.
+pub fn redacted(args: &[String]) -> String {
+    settings::tokens(args)
+        .into_iter()
+        .map(|t| match t.to_ascii_lowercase().find("password=") {
+            Some(at) => format!("{}password=REDACTED", &t[..at]),
+            None => t,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Parses, runs and reports a cassandra-stress command line; the exit code.
+pub fn main(args: &[String]) -> i32 {
+    match args.first().map(String::as_str) {
+        None | Some("help" | "-h" | "--help") => {
+            print!("{USAGE}");
+            return if args.is_empty() { 1 } else { 0 };
+        }
+        Some("merge") => {
+            let paths: Vec<PathBuf> = args[1..].iter().map(PathBuf::from).collect();
+            return match hdrlog::merge(&paths) {
+                Ok(text) => {
+                    print!("{text}");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("isobench cql merge: {e:#}");
+                    1
+                }
+            };
+        }
+        _ => {}
+    }
+    let settings = match settings::parse(args) {
+        Ok(s) => s,
+        Err(e @ ArgError::Ignored(_)) => {
+            print!("{e}");
+            return 1;
+        }
+        Err(e) => {
+            eprint!("{e}");
+            eprintln!("Run `isobench cql help` for the syntax.");
+            return 1;
+        }
+    };
+    match run(settings, &redacted(args), true) {
+        Ok(report) if report.success => 0,
+        Ok(_) => 1,
+        Err(e) => {
+            eprintln!("{e:#}");
+            1
+        }
+    }
+}
+
+/// One runtime thread per 128 operations in flight, at most one per core: a single thread
+/// drives 128 in-flight requests with the least CPU per operation (no work stealing, no
+/// cross-thread wake-ups), and more threads only pay off when one core cannot keep up.
+fn runtime_threads(in_flight: u32) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (in_flight as usize).div_ceil(128).clamp(1, cores)
+}
+
+/// Runs parsed settings to the end (printing cassandra-stress's output when `print`), writes the
+/// graph if asked, and returns what was measured.
+pub fn run(settings: Settings, command_line: &str, print: bool) -> Result<Report> {
+    for w in &settings.warnings {
+        eprintln!("WARNING: {w}");
+    }
+    let file = match &settings.log.file {
+        Some(path) => Some(
+            std::fs::File::create(path).with_context(|| format!("-log file={}: cannot create it", path.display()))?,
+        ),
+        None => None,
+    };
+    let mut out = if print { Out::new(file) } else { Out::quiet() };
+    let settings = Arc::new(settings);
+    let workers = std::env::var("ISOBENCH_CQL_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| runtime_threads(settings.rate.threads.unwrap_or(settings.rate.max_threads)));
+    let mut builder = if workers <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(workers);
+        b
+    };
+    let runtime = builder.enable_all().build().context("starting the async runtime")?;
+    let report = runtime.block_on(stress::stress(settings.clone(), &mut out));
+    // The session's background tasks end with the runtime; nothing may outlive the run.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            out.line("FAILURE");
+            return Err(e);
+        }
+    };
+    if let Some(g) = &settings.graph {
+        for r in &report.runs {
+            let revision = if report.runs.len() > 1 {
+                format!("{} ({} threads)", g.revision, r.threads)
+            } else {
+                g.revision.clone()
+            };
+            graph::Graph::append(
+                &g.file,
+                g.title.as_deref(),
+                graph::Revision {
+                    revision,
+                    command: command_line.to_string(),
+                    op: g.op.clone().map(|o| o.to_ascii_uppercase()).unwrap_or_else(|| "total".into()),
+                    intervals: r.intervals.clone(),
+                    summary: r.summary(),
+                },
+            )?;
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_the_command_line_shown() {
+        let args: Vec<String> =
+            "write n=1 -mode native cql3 user=u password = s3cret".split(' ').map(str::to_string).collect();
+        let shown = redacted(&args);
+        assert_eq!(shown, "write n=1 -mode native cql3 user=u password=REDACTED");
+    }
+}

@@ -1,0 +1,377 @@
+//! The sequence of a cassandra-stress invocation: settings, connection, schema, warm-up, the run
+//! (or the series of runs over thread counts), interval lines while it goes, the summary after,
+//! END or FAILURE.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Result, bail};
+use scylla::client::session::Session;
+use scylla::statement::prepared::PreparedStatement;
+
+use super::engine::{self, Load, Work};
+use super::hdrlog::HdrLog;
+use super::metrics::{ByOp, Figures, Interval, Uncertainty};
+use super::output::{self, Out};
+use super::settings::{Settings, Stop, Truncate};
+
+/// One run at one thread count.
+pub struct RunResult {
+    pub threads: u32,
+    pub total: Interval,
+    pub by_op: ByOp,
+    /// The graphed series: `-graph op=`'s operation, or the total.
+    pub intervals: Vec<Figures>,
+    pub uncertainty: Uncertainty,
+    pub success: bool,
+    pub interrupted: bool,
+}
+
+impl RunResult {
+    pub fn summary(&self) -> Figures {
+        Figures::of(&self.total, self.total.run_time_ms() as f64 / 1000.0)
+    }
+}
+
+/// Everything an invocation did.
+pub struct Report {
+    pub success: bool,
+    pub runs: Vec<RunResult>,
+}
+
+struct Context {
+    session: Arc<Session>,
+    statements: Arc<Vec<PreparedStatement>>,
+    settings: Arc<Settings>,
+    epoch: Instant,
+    hdr: Option<HdrLog>,
+    runs: u64,
+}
+
+/// The shards measurements are recorded into: a few per runtime thread.
+fn shards() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()) * 4
+}
+
+fn description(settings: &Settings) -> String {
+    if settings.command.is_mixed() {
+        format!("[{}]", settings.command.ops.iter().map(|(op, _)| op.name()).collect::<Vec<_>>().join(", "))
+    } else {
+        settings.command.ops[0].0.name().to_string()
+    }
+}
+
+fn stop_text(settings: &Settings, count: Option<u64>) -> String {
+    match (&settings.command.stop, count) {
+        (_, Some(n)) => format!("for {n} iteration"),
+        (Stop::Duration(d, unit), None) => {
+            let per = match *unit {
+                "minutes" => 60,
+                "hours" => 3600,
+                _ => 1,
+            };
+            format!("{} {unit}", d.as_secs() / per)
+        }
+        (Stop::Uncertainty { target, .. }, None) => format!("until stderr of mean < {target}"),
+        (Stop::Count(_), None) => unreachable!("counts are passed"),
+    }
+}
+
+impl Context {
+    /// One run of `threads` tasks. `count` limits it to that many operations (warm-up, `n=`).
+    async fn run(&mut self, threads: u32, count: Option<u64>, out: &mut Out, warmup: bool) -> Result<RunResult> {
+        let settings = self.settings.clone();
+        out.line(&format!("Running {} with {threads} threads {}", description(&settings), stop_text(&settings, count)));
+        let fixed = settings.rate.fixed.is_some();
+        let work = match count {
+            Some(n) => Work::Count(n),
+            None => Work::Open,
+        };
+        self.runs += 1;
+        let load = Load::new(
+            self.session.clone(),
+            self.statements.clone(),
+            settings.clone(),
+            self.epoch,
+            work,
+            shards(),
+            warmup,
+            !warmup,
+        );
+        out.line(&output::header(""));
+        load.start();
+        let start = load.now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..threads as usize {
+            tasks.spawn(load.clone().task(i, engine::task_seed(self.runs * 1000 + i as u64)));
+        }
+        let interval = (settings.log.interval.as_nanos() as u64).max(1_000_000);
+        let deadline = match (&settings.command.stop, count) {
+            (Stop::Duration(d, _), None) => Some(start + d.as_nanos() as u64),
+            _ => None,
+        };
+        let uncertainty_stop = match (&settings.command.stop, count) {
+            (Stop::Uncertainty { target, min, max }, None) => Some((*target, *min, *max)),
+            _ => None,
+        };
+        let mut r = RunResult {
+            threads,
+            total: Interval::new(fixed),
+            by_op: ByOp::new(),
+            intervals: Vec::new(),
+            uncertainty: Uncertainty::default(),
+            success: true,
+            interrupted: false,
+        };
+        let mut current = ByOp::new();
+        let mut current_total = Interval::new(fixed);
+        let (mut last, mut next) = (start, start + interval);
+        let done = async {
+            while let Some(joined) = tasks.join_next().await {
+                if let Err(e) = joined {
+                    eprintln!("a load task ended abnormally: {e}");
+                }
+            }
+        };
+        tokio::pin!(done);
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        loop {
+            let wake = tokio::time::Instant::from_std(self.epoch + Duration::from_nanos(next));
+            let finished = tokio::select! {
+                _ = &mut done => true,
+                _ = tokio::time::sleep_until(wake) => false,
+                _ = &mut ctrl_c, if !r.interrupted => {
+                    eprintln!("Interrupted: finishing the operations in flight, then the summary.");
+                    r.interrupted = true;
+                    load.stop();
+                    continue;
+                }
+            };
+            let (end, length) = if finished { (load.now(), load.now() - last) } else { (next, interval) };
+            let mut fresh = ByOp::new();
+            load.recorder.drain(&mut fresh);
+            for (op, i) in fresh {
+                current.entry(op).or_insert_with(|| Interval::new(fixed)).add(&i);
+            }
+            for (op, i) in current.iter_mut() {
+                (i.start, i.end) = (end - length, end);
+                r.by_op.entry(op).or_insert_with(|| Interval::new(fixed)).add(i);
+                current_total.add(i);
+            }
+            (current_total.start, current_total.end) = (end - length, end);
+            r.total.add(&current_total);
+            r.uncertainty.update(current_total.adjusted_row_rate());
+            if current_total.operations() != 0 && !warmup {
+                let u = r.uncertainty.value();
+                if current.len() > 1 {
+                    for (op, i) in &current {
+                        out.line(&output::row("", op, i, &r.by_op[op], u));
+                    }
+                }
+                if let Some(hdr) = &mut self.hdr {
+                    for (op, i) in &current {
+                        hdr.write(&format!("{op}-st"), i.start, i.end, &i.service)?;
+                        hdr.write(&format!("{op}-rt"), i.start, i.end, &i.response)?;
+                        hdr.write(&format!("{op}-wt"), i.start, i.end, &i.wait)?;
+                    }
+                    hdr.flush()?;
+                }
+                out.line(&output::row("", "total", &current_total, &r.total, u));
+            }
+            let graphed = settings
+                .graph
+                .as_ref()
+                .and_then(|g| g.op.as_deref())
+                .and_then(|op| current.get(op.to_ascii_uppercase().as_str()));
+            r.intervals.push(Figures::of(graphed.unwrap_or(&current_total), (end - start) as f64 / 1e9));
+            for i in current.values_mut() {
+                i.reset();
+            }
+            current_total.reset();
+            if finished {
+                break;
+            }
+            (last, next) = (next, next + interval);
+            if deadline.is_some_and(|d| next > d + interval / 2) {
+                load.stop();
+            }
+            if let Some((target, min, max)) = uncertainty_stop {
+                let u = &r.uncertainty;
+                if (u.value() < target && u.measurements() >= min) || u.measurements() >= max {
+                    load.stop();
+                }
+            }
+        }
+        r.success = !load.failed() && !r.interrupted;
+        if !warmup {
+            out.text(&output::results(&r.total, &r.by_op));
+        }
+        Ok(r)
+    }
+
+    /// cassandra-stress's thread-count series: 4, 104 … (+100 to 500, ×1.2 to 1500, ×1.1 after)
+    /// up to `threads<=`; with `auto`, until three runs bring no improvement.
+    async fn run_series(&mut self, out: &mut Out) -> Result<(bool, Vec<RunResult>)> {
+        let settings = self.settings.clone();
+        let target = match settings.command.stop {
+            Stop::Uncertainty { target, .. } => {
+                out.line("WARNING: uncertainty mode (err<) results in uneven workload between thread runs, so should be used for high level analysis only");
+                target
+            }
+            _ => -1.0,
+        };
+        let mut results: Vec<RunResult> = Vec::new();
+        let (mut previous, mut threads) = (0u32, settings.rate.min_threads.max(1));
+        loop {
+            out.line("");
+            out.line(&format!("Running with {threads} threadCount"));
+            if settings.command.truncate == Truncate::Always {
+                engine::truncate(&self.session, &settings).await?;
+            }
+            let r = self.run(threads, settings.command.count(), out, false).await?;
+            let (ok, interrupted) = (r.success, r.interrupted);
+            results.push(r);
+            if !ok {
+                return Ok((false, results));
+            }
+            if previous > 0 {
+                out.line(&format!(
+                    "Improvement over {previous} threadCount: {}%",
+                    output::java_float(100.0 * average_improvement(&results, 1), 0, false)
+                ));
+            }
+            if interrupted {
+                break;
+            }
+            previous = threads;
+            threads = if threads < 500 {
+                threads + 100
+            } else if threads < 1500 {
+                (threads as f64 * 1.2) as u32
+            } else {
+                (threads as f64 * 1.1) as u32
+            };
+            if threads > settings.rate.max_threads {
+                break;
+            }
+            if settings.command.updates() {
+                out.line("Sleeping for 15s");
+                tokio::time::sleep(Duration::from_secs(15)).await;
+            }
+            let improving =
+                |count: usize, min: f64| results.len() < count + 1 || average_improvement(&results, count) >= min;
+            if settings.rate.auto && !(improving(3, 0.0) && improving(5, target)) {
+                break;
+            }
+        }
+        let ids: Vec<String> = results.iter().map(|r| format!("{} threadCount", r.threads)).collect();
+        let width = ids.iter().map(String::len).max().unwrap_or(2);
+        out.line(&output::header(&format!("{:>width$}, ", "id")));
+        for (id, r) in ids.iter().zip(&results) {
+            let prefix = format!("{id:>width$}, ");
+            for (op, i) in &r.by_op {
+                out.line(&output::row(&prefix, op, i, i, r.uncertainty.value()));
+            }
+            out.line(&output::row(&prefix, "total", &r.total, &r.total, r.uncertainty.value()));
+        }
+        Ok((true, results))
+    }
+}
+
+fn average_improvement(results: &[RunResult], count: usize) -> f64 {
+    let n = results.len();
+    let mut sum = 0.0;
+    for i in n - count..n {
+        let (previous, current) = (results[i - 1].total.op_rate(), results[i].total.op_rate());
+        sum += (current - previous) / previous;
+    }
+    sum / count as f64
+}
+
+/// Runs a parsed command line to the end. Errors before the load starts (connection, schema)
+/// are returned; failures during it are in the report.
+pub async fn stress(settings: Arc<Settings>, out: &mut Out) -> Result<Report> {
+    if !settings.log.no_settings {
+        out.text(&settings.dump());
+    }
+    let session = Arc::new(engine::connect(&settings).await?);
+    out.text(&engine::describe(&session, &settings).await);
+    engine::create_schema(&session, &settings).await?;
+    out.line(&format!("Created keyspaces. Sleeping {}s for propagation.", settings.nodes.len()));
+    tokio::time::sleep(Duration::from_secs(settings.nodes.len() as u64)).await;
+    if settings.command.count() == Some(0) {
+        out.line("N=0: SCHEMA CREATED, NOTHING ELSE DONE.");
+        return Ok(Report { success: true, runs: Vec::new() });
+    }
+    out.line("Sleeping 2s...");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let statements = Arc::new(engine::prepare(&session, &settings).await?);
+    let epoch = Instant::now();
+    let hdr = match &settings.log.hdrfile {
+        Some(path) => Some(HdrLog::create(path, SystemTime::now(), settings.rate.fixed.is_some())?),
+        None => None,
+    };
+    let mut ctx = Context {
+        session: session.clone(),
+        statements: statements.clone(),
+        settings: settings.clone(),
+        epoch,
+        hdr,
+        runs: 0,
+    };
+    if !settings.command.no_warmup {
+        warm_up(&mut ctx, out).await?;
+    }
+    let threads = settings.rate.threads;
+    if settings.command.truncate == Truncate::Once
+        || (threads.is_some() && settings.command.truncate == Truncate::Always)
+    {
+        engine::truncate(&session, &settings).await?;
+    }
+    let (success, runs) = match threads {
+        None => {
+            out.line("Thread count was not specified");
+            ctx.run_series(out).await?
+        }
+        Some(t) => {
+            let r = ctx.run(t, settings.command.count(), out, false).await?;
+            (r.success, vec![r])
+        }
+    };
+    if let Some(hdr) = &mut ctx.hdr {
+        hdr.flush()?;
+    }
+    out.line(if success { "END" } else { "FAILURE" });
+    Ok(Report { success, runs })
+}
+
+/// cassandra-stress's warm-up: each operation type alone, 25% of n (at most 50,000) per node,
+/// at most 100 threads, nothing printed but the announcement.
+async fn warm_up(ctx: &mut Context, out: &mut Out) -> Result<()> {
+    let iterations = engine::warmup_iterations(&ctx.settings);
+    if iterations == 0 {
+        return Ok(());
+    }
+    let full = ctx.settings.clone();
+    let all_statements = ctx.statements.clone();
+    let threads = full.rate.threads.unwrap_or(full.rate.max_threads).clamp(1, 100);
+    for (i, (op, _)) in full.command.ops.iter().enumerate() {
+        out.line(&format!("Warming up {} with {iterations} iterations...", op.name()));
+        let mut single = (*full).clone();
+        single.command.ops = vec![(*op, 1.0)];
+        single.command.word = op.name().to_ascii_lowercase();
+        single.graph = None;
+        ctx.settings = Arc::new(single);
+        ctx.statements = Arc::new(vec![all_statements[i].clone()]);
+        let hdr = ctx.hdr.take();
+        let r = ctx.run(threads, Some(iterations), &mut Out::quiet(), true).await;
+        ctx.hdr = hdr;
+        if !r?.success {
+            (ctx.settings, ctx.statements) = (full, all_statements);
+            bail!("Failed to execute warmup");
+        }
+    }
+    (ctx.settings, ctx.statements) = (full, all_statements);
+    Ok(())
+}

@@ -1,0 +1,255 @@
+//! A managed server inside a cell's environment, loaded from the host. The agent starts
+//! Cassandra in the sandbox with its data on the volume under test and listens on a control
+//! port; the host connects there over the environment's network, learns when the node answers
+//! CQL (or why it never will), runs the load, and says "stop". The agent then stops the node,
+//! measures what it left on the volume, and reports the usual way.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use super::STOP_TIMEOUT;
+use super::cassandra::{Distribution, Node, NodeConfig, Start};
+use crate::store::Sample;
+use crate::workload::Output;
+
+/// What the agent needs to run a node: the distribution (its jars are on the host's root, which
+/// every sandbox here sees read-only), the JVM's heap, and the ports, the same inside and out.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Serve {
+    pub distribution: Distribution,
+    pub heap: String,
+    pub quick_jit: bool,
+    pub jvm_args: Vec<String>,
+    /// The address the node and the control port listen on inside the environment.
+    pub listen: String,
+    pub native_port: u16,
+    pub storage_port: u16,
+    pub jmx_port: u16,
+    pub control_port: u16,
+    /// How long the node may take to answer CQL.
+    pub start_timeout: Duration,
+    /// The load's keyspace and table, whose SSTables are counted after the run.
+    pub keyspace: String,
+    pub table: String,
+}
+
+/// The agent's one message to the host.
+#[derive(Serialize, Deserialize, Debug)]
+enum Message {
+    Ready { pid: i32, ready_after_s: f64, release_version: String },
+    Failed(String),
+}
+
+/// What the host learns when the node is up.
+#[derive(Debug)]
+pub struct Ready {
+    pub ready_after: Duration,
+    pub release_version: String,
+}
+
+/// The agent's first line on a control connection: through a forwarded port (QEMU's user
+/// network) a connect succeeds before anything listens inside, and only this line tells a
+/// connection that reached the agent from one that will be closed.
+const HELLO: &[u8] = b"isobench-serve\n";
+
+/// How long the host may take to connect to the control port after the agent started.
+const CONNECT_WINDOW: Duration = Duration::from_secs(120);
+
+/// Inside the environment: runs the node until the host says stop (or goes away), then
+/// stops it and records what it cost. The node's own failure is the run's error, with the
+/// end of its log.
+pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
+    let listener = TcpListener::bind((s.listen.as_str(), s.control_port))
+        .with_context(|| format!("listening on the control port {}:{}", s.listen, s.control_port))?;
+    let mut control = accept_within(&listener, CONNECT_WINDOW)?;
+    let _ = control.write_all(HELLO);
+    let config = NodeConfig {
+        data: data_dir.join("cassandra"),
+        heap: s.heap.clone(),
+        address: s.listen.clone(),
+        native_port: s.native_port,
+        storage_port: s.storage_port,
+        jmx_port: s.jmx_port,
+        quick_jit: s.quick_jit,
+        jvm_args: s.jvm_args.clone(),
+    };
+    let started =
+        Node::start(&s.distribution, &config, Start { token: None, detached: false, timeout: s.start_timeout });
+    let mut node = match started {
+        Ok(node) => node,
+        Err(e) => {
+            send(&mut control, &Message::Failed(format!("{e:#}")));
+            return Err(e);
+        }
+    };
+    send(
+        &mut control,
+        &Message::Ready {
+            pid: node.pid,
+            ready_after_s: node.ready_after.as_secs_f64(),
+            release_version: node.release_version.clone(),
+        },
+    );
+    // "stop", or the end of the stream when the host is gone: either way the node stops.
+    let mut line = String::new();
+    let _ = BufReader::new(&control).read_line(&mut line);
+    let rss = rss_bytes(node.pid);
+    let stop_took = node.stop(STOP_TIMEOUT)?;
+    out.samples.push(Sample::new("server_startup", node.ready_after.as_secs_f64(), "s"));
+    out.samples.push(Sample::new("server_stop", stop_took.as_secs_f64(), "s"));
+    if let Some(rss) = rss {
+        out.samples.push(Sample::new("server_rss", rss as f64, "B"));
+    }
+    let (files, bytes) = tree_size(&config.data.join("data"));
+    out.samples.push(Sample::new("server_data_size", bytes as f64, "B"));
+    out.samples.push(Sample::new(
+        "server_sstables",
+        sstables(&config.data.join("data"), &s.keyspace, &s.table) as f64,
+        "files",
+    ));
+    out.samples.push(Sample::new("server_commitlog_size", tree_size(&config.data.join("commitlog")).1 as f64, "B"));
+    out.notes.push(format!(
+        "server: Cassandra {} ran inside this environment as pid {} with its data in {} ({files} files, {bytes} bytes after the run)",
+        node.release_version,
+        node.pid,
+        config.data.display()
+    ));
+    Ok(())
+}
+
+fn accept_within(listener: &TcpListener, window: Duration) -> Result<TcpStream> {
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + window;
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false)?;
+                return Ok(stream);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() > deadline {
+                    bail!("the host did not connect to the control port within {} s", window.as_secs());
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e).context("accepting the host's control connection"),
+        }
+    }
+}
+
+fn send(stream: &mut TcpStream, message: &Message) {
+    // A host that went away hears nothing; the node is stopped all the same.
+    let _ = writeln!(stream, "{}", serde_json::to_string(message).expect("serialisable"));
+}
+
+fn rss_bytes(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: u64 =
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The table's SSTables: its directories are `<keyspace>/<table>-<id>/`, one `*-Data.db` each.
+fn sstables(data: &Path, keyspace: &str, table: &str) -> usize {
+    let prefix = format!("{table}-");
+    let Ok(dirs) = std::fs::read_dir(data.join(keyspace)) else { return 0 };
+    dirs.flatten()
+        .filter(|d| d.file_name().to_string_lossy().starts_with(&prefix))
+        .filter_map(|d| std::fs::read_dir(d.path()).ok())
+        .flat_map(|files| files.flatten())
+        .filter(|f| f.file_name().to_string_lossy().ends_with("-Data.db"))
+        .count()
+}
+
+/// Files and bytes under `dir` (allocated blocks are what the volume holds; sizes are what
+/// the database wrote: sizes, as `du --apparent-size`).
+fn tree_size(dir: &Path) -> (u64, u64) {
+    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
+    let (mut files, mut bytes) = (0, 0);
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for entry in entries.flatten() {
+            match entry.metadata() {
+                Ok(m) if m.is_dir() => stack.push(entry.path()),
+                Ok(m) => {
+                    files += 1;
+                    bytes += m.len();
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    (files, bytes)
+}
+
+/// Whether the agent said hello on `stream` (an end of stream means nothing was listening).
+fn greeted(stream: &TcpStream) -> bool {
+    let mut hello = [0u8; HELLO.len()];
+    let _ = stream.set_read_timeout(Some(CONNECT_WINDOW));
+    std::io::Read::read_exact(&mut &*stream, &mut hello).is_ok() && hello == HELLO
+}
+
+/// The host's end of the control connection.
+pub struct Control {
+    stream: TcpStream,
+}
+
+impl Control {
+    /// Connects to the agent's control port; gives up when the agent has finished (it failed
+    /// before listening) or the window has passed.
+    pub fn connect(address: &str, agent_done: &AtomicBool) -> Result<Control> {
+        let deadline = Instant::now() + CONNECT_WINDOW;
+        loop {
+            if let Ok(stream) = TcpStream::connect(address)
+                && greeted(&stream)
+            {
+                return Ok(Control { stream });
+            }
+            if agent_done.load(Ordering::Relaxed) {
+                bail!("the agent ended before it listened on {address}");
+            }
+            if Instant::now() > deadline || crate::process::interrupted() {
+                bail!("could not reach the agent's control port {address} within {} s", CONNECT_WINDOW.as_secs());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits for the node to answer CQL inside the environment.
+    pub fn ready(&mut self, start_timeout: Duration) -> Result<Ready> {
+        self.stream.set_read_timeout(Some(start_timeout + Duration::from_secs(30)))?;
+        let mut line = String::new();
+        BufReader::new(&self.stream).read_line(&mut line).context("waiting for the server to start")?;
+        match serde_json::from_str::<Message>(line.trim()) {
+            Ok(Message::Ready { ready_after_s, release_version, .. }) => {
+                Ok(Ready { ready_after: Duration::from_secs_f64(ready_after_s), release_version })
+            }
+            // The agent's report carries the same error with the node's log.
+            Ok(Message::Failed(e)) => bail!("{e}"),
+            Err(_) => bail!("the agent ended before the server was ready"),
+        }
+    }
+
+    /// Asks the agent to stop the node (dropping the connection would too).
+    pub fn stop(mut self) {
+        let _ = self.stream.write_all(b"stop\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip() {
+        let m = Message::Ready { pid: 7, ready_after_s: 6.5, release_version: "5.0.9".into() };
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(matches!(serde_json::from_str::<Message>(&text).unwrap(), Message::Ready { pid: 7, .. }));
+    }
+}

@@ -1,0 +1,209 @@
+//! CQL load with isobench's cassandra-stress-compatible generator (`isobench cql`), as a suite
+//! workload: `args` is the measured phase in cassandra-stress's syntax, `load` an optional phase
+//! run first and not measured (`load = "write n=100000"`, then `args = "read duration=30s"`).
+//! Which nodes it talks to comes from the suite's `[[server]]`, or from `-node` in `args`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+
+use super::{Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload};
+use crate::cql::{self, settings, settings::Settings, stress::RunResult};
+use crate::store::{Sample, Series};
+use crate::suite::tree::{Fields, SuiteError};
+
+pub const KIND: Kind = Kind { name: "cql", list_keys: &[], parse };
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Cql {
+    pub args: String,
+    pub load: Option<String>,
+    /// The nodes to load, when the suite names a server; otherwise `-node` in `args`.
+    #[serde(default)]
+    pub target: Option<Target>,
+}
+
+/// Where the database is and how to log in. The password travels to the agent but is never
+/// shown: `Debug` and every description redact it.
+#[derive(Serialize, Deserialize, Clone, Default)]
+pub struct Target {
+    pub nodes: Vec<String>,
+    pub port: u16,
+    pub user: Option<String>,
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("nodes", &self.nodes)
+            .field("port", &self.port)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "REDACTED"))
+            .finish()
+    }
+}
+
+fn parse(f: &mut Fields, _ctx: &ParseContext) -> Result<Spec, SuiteError> {
+    let args = f.str("args")?.ok_or_else(|| {
+        f.error_at("args", "the measured phase is required, e.g. args = \"read duration=30s -rate threads=32\"")
+    })?;
+    let load = f.str("load")?;
+    for (key, text) in [("args", Some(&args)), ("load", load.as_ref())] {
+        if let Some(text) = text {
+            parse_phase(text, None).map_err(|e| f.error_at(key, e.to_string()))?;
+        }
+    }
+    f.finish()?;
+    Ok(Spec::Cql(Cql { args, load, target: None }))
+}
+
+/// One phase's settings; the target's nodes, port and login take the place of `-node`,
+/// `-port` and `-mode user=/password=`.
+fn parse_phase(text: &str, target: Option<&Target>) -> Result<Settings> {
+    let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+    let mut settings = settings::parse(&words).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
+    if settings.graph.is_some() || settings.log.file.is_some() || settings.log.hdrfile.is_some() {
+        bail!(
+            "-graph and -log file=/hdrfile= write files on the machine that runs the load; in a suite, the report has the series"
+        );
+    }
+    if let Some(t) = target {
+        settings.nodes = t.nodes.clone();
+        settings.native_port = t.port;
+        if t.user.is_some() {
+            settings.mode.user = t.user.clone();
+            settings.mode.password = t.password.clone();
+        }
+    }
+    Ok(settings)
+}
+
+/// A phase as reports show it: passwords replaced.
+fn shown(phase: &str) -> String {
+    cql::redacted(std::slice::from_ref(&phase.to_string()))
+}
+
+impl Cql {
+    pub fn phase(&self, text: &str) -> Result<Settings> {
+        parse_phase(text, self.target.as_ref())
+    }
+}
+
+impl Workload for Cql {
+    fn programs(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+
+    fn headline(&self) -> Vec<&'static str> {
+        vec!["op_rate", "latency_mean", "latency_p99", "errors"]
+    }
+
+    fn describe(&self) -> BTreeMap<String, String> {
+        let mut d = BTreeMap::from([("cql.args".to_string(), shown(&self.args))]);
+        if let Some(load) = &self.load {
+            d.insert("cql.load".into(), shown(load));
+        }
+        if let Ok(s) = self.phase(&self.args) {
+            d.insert("cql.threads".into(), s.rate.threads.map_or("auto".into(), |t| t.to_string()));
+            d.insert(
+                "cql.latency".into(),
+                if s.rate.fixed.is_some() { "response time (fixed rate)" } else { "service time" }.into(),
+            );
+        }
+        d
+    }
+
+    fn expected_duration(&self) -> Duration {
+        let phase = |text: &str| {
+            self.phase(text).ok().map_or(Duration::from_secs(60), |s| match s.command.stop {
+                settings::Stop::Duration(d, _) => d + Duration::from_secs(15),
+                // No rate to go by before the run: assume a slow node (5k op/s) and warm-up.
+                _ => Duration::from_secs(15 + s.command.count().unwrap_or(100_000) / 5_000),
+            })
+        };
+        phase(&self.args) + self.load.as_deref().map_or(Duration::ZERO, phase)
+    }
+
+    fn run(&self, _ctx: &RunContext, out: &mut Output) -> Result<()> {
+        if let Some(load) = &self.load {
+            let report = cql::run(self.phase(load)?, &shown(load), false)?;
+            let last = report.runs.last().ok_or_else(|| anyhow!("the load phase ran nothing"))?;
+            if !report.success {
+                bail!("the load phase ({load}) failed: {} errors", last.total.errors);
+            }
+            out.samples.push(Sample::new("load_op_rate", last.summary().op_rate, "op/s"));
+        }
+        let report = cql::run(self.phase(&self.args)?, &shown(&self.args), false).map_err(|e| {
+            // A node that cannot be reached fails every repetition the same way.
+            if format!("{e:#}").contains("cannot connect to") { anyhow::Error::new(Unfit(format!("{e:#}"))) } else { e }
+        })?;
+        let run = report.runs.last().ok_or_else(|| anyhow!("the measured phase ran nothing"))?;
+        out.samples.extend(samples(run));
+        out.series.extend(series(run));
+        if !report.success {
+            bail!(
+                "{} of {} operations failed ({})",
+                run.total.errors,
+                run.total.operations() + run.total.errors,
+                self.args
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The summary figures, as cassandra-stress's Results block has them (latencies in µs).
+pub fn samples(run: &RunResult) -> Vec<Sample> {
+    let s = run.summary();
+    let us = |ms: f64| ms * 1000.0;
+    vec![
+        Sample::new("op_rate", s.op_rate, "op/s"),
+        Sample::new("partition_rate", s.partition_rate, "pk/s"),
+        Sample::new("row_rate", s.row_rate, "row/s"),
+        Sample::new("latency_mean", us(s.mean_ms), "us"),
+        Sample::new("latency_p50", us(s.median_ms), "us"),
+        Sample::new("latency_p95", us(s.p95_ms), "us"),
+        Sample::new("latency_p99", us(s.p99_ms), "us"),
+        Sample::new("latency_p999", us(s.p999_ms), "us"),
+        Sample::new("latency_max", us(s.max_ms), "us"),
+        Sample::new("errors", s.errors as f64, "errors"),
+    ]
+}
+
+fn series(run: &RunResult) -> Vec<Series> {
+    let of = |metric: &str, unit: &str, value: fn(&cql::metrics::Figures) -> f64| Series {
+        metric: metric.into(),
+        unit: unit.into(),
+        points: run.intervals.iter().map(|f| (f.time, value(f))).collect(),
+    };
+    vec![
+        of("op_rate", "op/s", |f| f.op_rate),
+        of("latency_mean", "us", |f| f.mean_ms * 1000.0),
+        of("latency_p99", "us", |f| f.p99_ms * 1000.0),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_target_replaces_nodes_port_and_login() {
+        let target =
+            Target { nodes: vec!["10.0.0.7".into()], port: 19042, user: Some("u".into()), password: Some("p".into()) };
+        let s = parse_phase("read n=10 -node 127.0.0.1 -port native=9042", Some(&target)).unwrap();
+        assert_eq!(s.nodes, ["10.0.0.7"]);
+        assert_eq!(s.native_port, 19042);
+        assert_eq!(s.mode.password.as_deref(), Some("p"));
+        assert!(!format!("{target:?}").contains("\"p\""));
+    }
+
+    #[test]
+    fn files_written_by_the_loader_are_refused_in_a_suite() {
+        let e = parse_phase("write n=10 -graph file=g.html", None).unwrap_err();
+        assert!(e.to_string().contains("-graph"), "{e}");
+    }
+}

@@ -1,0 +1,77 @@
+//! A real Cassandra for the tests: fetched from Maven Central (once, into the cache), started
+//! with C1 only (it starts twice as fast; the tests measure behaviour, not speed), its data under
+//! target/. One node serves the whole test binary; a test that must kill a node starts its own.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use isobench::server::cassandra::{Distribution, Node, NodeConfig, Start, default_version, free_port};
+
+/// Where a started node answers.
+#[derive(Clone, Debug)]
+pub struct TestNode {
+    pub port: u16,
+    pub pid: i32,
+    pub data: PathBuf,
+}
+
+impl TestNode {
+    /// cassandra-stress arguments that point at this node.
+    pub fn target(&self) -> Vec<String> {
+        ["-node", "127.0.0.1", "-port", &format!("native={}", self.port)].map(String::from).to_vec()
+    }
+}
+
+/// Why Cassandra cannot run here, if it cannot.
+fn unavailable() -> Option<String> {
+    if isobench::server::cassandra::java_feature_version().is_none() {
+        return Some("java is not installed (scripts/setup.sh test installs openjdk-17-jre-headless)".into());
+    }
+    None
+}
+
+/// Starts a node that lives as long as the test binary: it is started from a thread that never
+/// ends, because the kernel's parent-death signal, which kills it with the tests, fires when
+/// the *thread* that spawned it exits.
+pub fn start_node(name: &str) -> Result<TestNode, String> {
+    if let Some(why) = unavailable() {
+        return Err(why);
+    }
+    let (tx, rx) = mpsc::channel();
+    let name = name.to_string();
+    std::thread::spawn(move || {
+        let started = (|| -> anyhow::Result<TestNode> {
+            let dist = Distribution::fetch(&default_version(), &mut |m| eprintln!("{m}"))?;
+            let data =
+                PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cassandra-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&data);
+            let mut config = NodeConfig::local(&data, free_port()?)?;
+            config.quick_jit = true;
+            config.heap = "768M".into();
+            let node =
+                Node::start(&dist, &config, Start { token: None, detached: false, timeout: Duration::from_secs(240) })?;
+            eprintln!(
+                "test Cassandra {name} up on port {} after {:.1} s",
+                config.native_port,
+                node.ready_after.as_secs_f64()
+            );
+            Ok(TestNode { port: config.native_port, pid: node.pid, data })
+        })();
+        let failed = started.is_err();
+        let _ = tx.send(started.map_err(|e| format!("{e:#}")));
+        if !failed {
+            loop {
+                std::thread::park();
+            }
+        }
+    });
+    rx.recv().map_err(|_| "the thread starting Cassandra died".to_string())?
+}
+
+/// The node the tests share, started on first use.
+pub fn shared() -> Result<TestNode, String> {
+    static NODE: OnceLock<Result<TestNode, String>> = OnceLock::new();
+    NODE.get_or_init(|| start_node("shared")).clone()
+}

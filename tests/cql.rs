@@ -1,0 +1,272 @@
+//! `isobench cql` against a real Cassandra 5.0: data that validates, errors that count, latency
+//! measured from intended starts under a fixed rate, cassandra-stress's output formats, graphs
+//! with revisions, and failures (unreachable node, node killed mid-run) that end cleanly.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cassandra::{self, TestNode};
+use regex::Regex;
+
+fn node() -> Option<TestNode> {
+    match cassandra::shared() {
+        Ok(n) => Some(n),
+        Err(why) => {
+            eprintln!("SKIP: no Cassandra for the CQL tests: {why}");
+            None
+        }
+    }
+}
+
+fn signal(pid: i32, signal: i32) {
+    // SAFETY: kill(2) on the test's own Cassandra.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+}
+
+fn cql(node: &TestNode, args: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_isobench"));
+    c.arg("cql").args(args.split_whitespace()).args(node.target());
+    c
+}
+
+fn run(node: &TestNode, args: &str) -> (Output, String) {
+    let out = cql(node, args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out, stdout)
+}
+
+/// Reads a running loader's output up to its first interval row (the load is under way then).
+fn until_first_interval(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> String {
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen += &line;
+        seen.push('\n');
+        if line.starts_with("total,") {
+            break;
+        }
+    }
+    seen
+}
+
+/// The `Total errors` figure of a Results block.
+fn total_errors(stdout: &str) -> u64 {
+    let line =
+        stdout.lines().find(|l| l.starts_with("Total errors")).unwrap_or_else(|| panic!("no Results block:\n{stdout}"));
+    line.split(':').nth(1).unwrap().split_whitespace().next().unwrap().replace(',', "").parse().unwrap()
+}
+
+#[test]
+fn what_write_wrote_read_validates() {
+    let Some(node) = node() else { return };
+    let (out, stdout) = run(&node, "write n=20000 no-warmup -rate threads=32 -schema keyspace=t_roundtrip");
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(total_errors(&stdout), 0);
+    let (out, stdout) =
+        run(&node, "read n=20000 no-warmup -rate threads=32 -pop seq=1..20000 -schema keyspace=t_roundtrip");
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(total_errors(&stdout), 0, "{stdout}");
+    assert!(stdout.contains("Total partitions          :     20,000"), "{stdout}");
+    assert_eq!(stdout.lines().last(), Some("END"));
+}
+
+#[test]
+fn a_read_with_other_column_sizes_reports_validation_errors() {
+    let Some(node) = node() else { return };
+    let (out, _) = run(&node, "write n=2000 no-warmup -rate threads=16 -schema keyspace=t_columns");
+    assert!(out.status.success());
+    let mismatch =
+        "read n=2000 no-warmup -rate threads=16 -pop seq=1..2000 -col size=fixed(50) -schema keyspace=t_columns";
+    let (out, stdout) = run(&node, &format!("{mismatch} -errors ignore"));
+    assert!(out.status.success(), "-errors ignore counts and goes on");
+    assert_eq!(total_errors(&stdout), 2000, "{stdout}");
+    assert_eq!(stdout.lines().last(), Some("END"));
+    let (out, stdout) = run(&node, mismatch);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout.contains("FAILURE"), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Data returned was not validated"));
+}
+
+#[test]
+fn a_stalled_server_delays_every_queued_operation_under_a_fixed_rate() {
+    let Some(node) = node() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let hdr = dir.path().join("fixed.hdr");
+    let mut child = cql(&node, &format!("write duration=6s no-warmup -rate threads=100 fixed=1000/s -schema keyspace=t_fixed -log interval=1s hdrfile={}", hdr.display()))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Once the first interval is printed the load is at its rate: stall the server for 1 s.
+    let seen = until_first_interval(&mut lines);
+    let stalled_at = Instant::now();
+    signal(node.pid, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(1));
+    signal(node.pid, libc::SIGCONT);
+    let stall = stalled_at.elapsed();
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(child.wait().unwrap().success(), "{seen}{}", rest.join("\n"));
+    let histograms = isobench::cql::hdrlog::histograms(&hdr).unwrap();
+    let rt = &histograms["WRITE-rt"];
+    let slow = rt.count_between(500_000_000, rt.max());
+    assert!(slow >= 400, "{slow} operations at >= 500 ms after a {stall:?} stall (max {} ms)", rt.max() / 1_000_000);
+}
+
+#[test]
+fn interval_and_summary_lines_parse_as_cassandra_stress_output() {
+    let Some(node) = node() else { return };
+    let (out, stdout) = run(
+        &node,
+        "mixed ratio(write=1,read=1) n=6000 no-warmup -rate threads=8 -pop seq=1..3000 -schema keyspace=t_format -errors ignore",
+    );
+    assert!(out.status.success(), "{stdout}");
+    let header = "type       total ops,    op/s,    pk/s,   row/s,    mean,     med,     .95,     .99,    .999,     max,   time,   stderr, errors,  gc: #,  max ms,  sum ms,  sdv ms,      mb";
+    assert!(stdout.lines().any(|l| l == header), "{stdout}");
+    let num = r"\s*-?[0-9]+(\.[0-9]+)?";
+    let interval = Regex::new(&format!(
+        r"^(total|READ|WRITE),\s*[0-9]+,{n},{n},{n},{n},{n},{n},{n},{n},{n},{n},\s*(-?[0-9]+\.[0-9]{{5}}|NaN),\s*[0-9]+,\s*0,\s*0,\s*0,\s*0,\s*0$",
+        n = num
+    ))
+    .unwrap();
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("total,") || l.starts_with("READ,") || l.starts_with("WRITE,"))
+        .collect();
+    assert!(rows.len() >= 3, "{stdout}");
+    for row in &rows {
+        assert!(interval.is_match(row), "not a cassandra-stress interval row: {row:?}");
+        assert_eq!(row.len(), header.len(), "columns line up with the header: {row:?}");
+    }
+    let results = stdout.split("Results:\n").nth(1).unwrap();
+    let rate = r"\s*[0-9,]+";
+    let ms = r"\s*[0-9]+\.[0-9]";
+    let labels = [
+        format!(r"^Op rate                   :{rate} op/s  \[READ:{rate} op/s, WRITE:{rate} op/s\]$"),
+        format!(r"^Partition rate            :{rate} pk/s  \[READ:{rate} pk/s, WRITE:{rate} pk/s\]$"),
+        format!(r"^Row rate                  :{rate} row/s \[READ:{rate} row/s, WRITE:{rate} row/s\]$"),
+        format!(r"^Latency mean              :{ms} ms \[READ:{ms} ms, WRITE:{ms} ms\]$"),
+        format!(r"^Latency median            :{ms} ms \[READ:{ms} ms, WRITE:{ms} ms\]$"),
+        format!(r"^Latency 95th percentile   :{ms} ms \[READ:{ms} ms, WRITE:{ms} ms\]$"),
+        format!(r"^Latency 99th percentile   :{ms} ms \[READ:{ms} ms, WRITE:{ms} ms\]$"),
+        format!(r"^Latency 99.9th percentile :{ms} ms \[READ:{ms} ms, WRITE:{ms} ms\]$"),
+        format!(r"^Latency max               :{ms} ms \[READ:{ms} ms, WRITE:{ms} ms\]$"),
+        format!(r"^Total partitions          :{rate} \[READ:{rate}, WRITE:{rate}\]$"),
+        format!(r"^Total errors              :{rate} \[READ:{rate}, WRITE:{rate}\]$"),
+        r"^Total GC count            : 0$".into(),
+        r"^Total GC memory           : 0\.000 KiB$".into(),
+        r"^Total GC time             :    0\.0 seconds$".into(),
+        r"^Avg GC time               :    NaN ms$".into(),
+        r"^StdDev GC time            :    0\.0 ms$".into(),
+        r"^Total operation time      : [0-9]{2}:[0-9]{2}:[0-9]{2}$".into(),
+    ];
+    let lines: Vec<&str> = results.lines().collect();
+    for (line, pattern) in lines.iter().zip(&labels) {
+        assert!(Regex::new(pattern).unwrap().is_match(line), "{line:?} does not match {pattern}");
+    }
+    assert_eq!(stdout.lines().last(), Some("END"));
+}
+
+#[test]
+fn graphing_twice_into_one_file_keeps_both_revisions() {
+    let Some(node) = node() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("g.html");
+    for revision in ["first", "second"] {
+        let (out, stdout) = run(
+            &node,
+            &format!(
+                "write n=3000 no-warmup -rate threads=8 -schema keyspace=t_graph -graph file={} revision={revision} title=twice",
+                graph.display()
+            ),
+        );
+        assert!(out.status.success(), "{stdout}");
+    }
+    let html = std::fs::read_to_string(&graph).unwrap();
+    let data = html.split(r#"id="isobench-cql-graph">"#).nth(1).unwrap().split("</script>").next().unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(data).unwrap();
+    let revisions: Vec<&str> =
+        parsed["revisions"].as_array().unwrap().iter().map(|r| r["revision"].as_str().unwrap()).collect();
+    assert_eq!(revisions, ["first", "second"]);
+    assert!(!html.contains("src=") && !html.contains("href="), "self-contained: nothing to fetch");
+}
+
+#[test]
+fn an_unreachable_node_fails_fast_and_clearly() {
+    let port = isobench::server::cassandra::free_port().unwrap();
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_isobench"))
+        .args(["cql", "write", "n=10", "-node", "127.0.0.1", "-port"])
+        .arg(format!("native={port}"))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "the message names the node: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_node_killed_mid_run_ends_the_run_with_a_summary_and_a_failure() {
+    let victim = match cassandra::start_node("victim") {
+        Ok(n) => n,
+        Err(why) => return eprintln!("SKIP: no Cassandra to kill: {why}"),
+    };
+    let mut child = cql(&victim, "write duration=30s no-warmup -rate threads=16 -log interval=1s")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stdout = until_first_interval(&mut lines);
+    signal(victim.pid, libc::SIGKILL);
+    let killed_at = Instant::now();
+    for line in lines {
+        stdout += &line.unwrap();
+        stdout.push('\n');
+    }
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(killed_at.elapsed() < Duration::from_secs(40), "the run ended");
+    assert_eq!(status.code(), Some(1), "{stdout}{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stdout.contains("Results:"), "{stdout}");
+    assert!(total_errors(&stdout) > 0, "{stdout}");
+    assert!(stdout.ends_with("FAILURE\n"), "{stdout}");
+}
+
+#[test]
+fn two_loaders_hdr_logs_merge_into_one_summary() {
+    let Some(node) = node() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<_> = ["a", "b"].iter().map(|n| dir.path().join(format!("{n}.hdr"))).collect();
+    let ranges = ["1..2000", "2001..4000"];
+    let loaders: Vec<_> = logs
+        .iter()
+        .zip(ranges)
+        .map(|(log, range)| {
+            cql(
+                &node,
+                &format!(
+                    "write n=2000 no-warmup -rate threads=8 -pop seq={range} -schema keyspace=t_merge -log hdrfile={}",
+                    log.display()
+                ),
+            )
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for mut l in loaders {
+        assert!(l.wait().unwrap().success());
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_isobench")).arg("cql").arg("merge").args(&logs).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("Total operations          :      4,000 [WRITE: 4,000]"), "{text}");
+}

@@ -1,0 +1,189 @@
+//! `isobench server` and `[[server]]` suites with a real Cassandra 5.0 from Maven Central: start
+//! from the cache, stop leaving no java, failures that carry the server's log and leave nothing,
+//! and a managed node inside the host and inside gVisor, loaded from the host.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::{Sandbox, have, is_root, text};
+use isobench::server::cassandra::{free_port, java_feature_version};
+
+fn unable() -> Option<String> {
+    if !is_root() {
+        return Some("needs root (mounts)".into());
+    }
+    if java_feature_version().is_none() {
+        return Some("java is not installed (scripts/setup.sh installs openjdk-17-jre-headless)".into());
+    }
+    if !have("mvn") {
+        return Some("maven is not installed (scripts/setup.sh installs it)".into());
+    }
+    None
+}
+
+/// Java processes whose command line names this sandbox (their data or configuration).
+fn javas(sb: &Sandbox) -> Vec<String> {
+    sb.processes().into_iter().filter(|p| p.contains("java")).collect()
+}
+
+fn ok(out: &Output) -> String {
+    let all = text(out);
+    assert!(out.status.success(), "{all}");
+    all
+}
+
+#[test]
+fn start_from_the_cache_then_stop_leaves_no_java() {
+    if let Some(why) = unable() {
+        return eprintln!("SKIP: {why}");
+    }
+    let sb = Sandbox::new();
+    let port = free_port().unwrap().to_string();
+    let data = sb.path().join("node");
+    let start = ["server", "start", "cassandra", "--port", &port, "--data", data.to_str().unwrap(), "--heap", "768M"];
+    // The first start may download (once per machine) and writes the CDS archive on its stop.
+    let first = ok(&sb.run(&start));
+    assert!(first.contains(&format!("answers CQL on 127.0.0.1:{port}")), "{first}");
+    let status = ok(&sb.run(&["server", "status"]));
+    assert!(status.contains(": up (pid"), "{status}");
+    ok(&sb.run(&["server", "stop", "cassandra", "--port", &port]));
+    assert_eq!(javas(&sb), Vec::<String>::new(), "stop leaves no java");
+    let second = ok(&sb.run(&start));
+    let seconds: f64 = second.split(" after ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    eprintln!("second start, from the cache: CQL-ready after {seconds:.1} s");
+    assert!(data.join("data/system").is_dir(), "the data directory is the one asked for");
+    let stopped = ok(&sb.run(&["server", "stop", "cassandra"]));
+    assert!(stopped.contains(&format!("stopped Cassandra on port {port}")), "{stopped}");
+    assert_eq!(javas(&sb), Vec::<String>::new(), "stop leaves no java");
+    assert!(text(&sb.run(&["server", "status"])).contains("no servers started by isobench"));
+}
+
+#[test]
+fn a_taken_port_or_a_bad_heap_fails_with_the_servers_log() {
+    if let Some(why) = unable() {
+        return eprintln!("SKIP: {why}");
+    }
+    let sb = Sandbox::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let data = sb.path().join("node");
+    let out = sb.run(&["server", "start", "cassandra", "--port", &port, "--data", data.to_str().unwrap()]);
+    let err = text(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("The end of its log"), "the error carries the log: {err}");
+    assert!(err.to_lowercase().contains("address already in use"), "{err}");
+    assert_eq!(javas(&sb), Vec::<String>::new());
+
+    let port = free_port().unwrap().to_string();
+    let out =
+        sb.run(&["server", "start", "cassandra", "--port", &port, "--data", data.to_str().unwrap(), "--heap", "1Q"]);
+    let err = text(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("Invalid initial heap size") || err.contains("Invalid maximum heap size"), "{err}");
+    assert_eq!(javas(&sb), Vec::<String>::new());
+    assert!(text(&sb.run(&["server", "status"])).contains("no servers started by isobench"));
+}
+
+fn db_suite(envs: &str, volume: &str, heap: &str) -> String {
+    format!(
+        r#"
+name = "db"
+repeat = 1
+baseline = {{ env = "host", volume = "data" }}
+
+[[server]]
+kind = "cassandra"
+heap = "{heap}"
+quick_jit = true
+
+[[env]]
+name = "host"
+kind = "host"
+{envs}
+
+{volume}
+
+[[workload]]
+name = "cassandra"
+kind = "cql"
+load = "write n=5000 -rate threads=16"
+args = "read n=5000 -rate threads=16 -pop dist=uniform(1..5000)"
+"#
+    )
+}
+
+const TMPFS: &str = "[[volume]]\nname = \"data\"\nkind = \"tmpfs\"\nsize = \"1G\"";
+
+fn record(out: &Path, cell: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join(format!("runs/{cell}/1.json"))).unwrap()).unwrap()
+}
+
+fn sample(record: &serde_json::Value, metric: &str) -> f64 {
+    record["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metric"] == metric)
+        .unwrap_or_else(|| panic!("no {metric} in {record:#}"))["value"]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
+    if let Some(why) = unable() {
+        return eprintln!("SKIP: {why}");
+    }
+    let runsc = isobench::env::oci::Runtime::resolve("runsc").path.is_some();
+    if !runsc {
+        eprintln!("SKIP (part): no runsc; only the host cell runs");
+    }
+    let envs =
+        if runsc { "[[env]]\nname = \"runsc\"\nkind = \"oci\"\nruntime = \"runsc\"\nnetwork = \"host\"" } else { "" };
+    let sb = Sandbox::new();
+    let (out, dir) = sb.run_suite(&db_suite(envs, TMPFS, "768M"), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let cells: &[&str] =
+        if runsc { &["host.data.cassandra", "runsc.data.cassandra"] } else { &["host.data.cassandra"] };
+    for cell in cells {
+        let r = record(&dir, cell);
+        assert_eq!(r["status"], "ok", "{r:#}");
+        assert!(sample(&r, "op_rate") > 0.0);
+        assert_eq!(sample(&r, "errors"), 0.0);
+        assert!(sample(&r, "server_startup") > 0.0);
+        assert!(sample(&r, "server_rss") > 100e6, "a JVM with a heap");
+        assert!(sample(&r, "server_commitlog_size") > 0.0, "the writes reached the volume");
+        assert_eq!(r["setup"]["server.version"], "5.0.9");
+        let notes = r["notes"].to_string();
+        assert!(notes.contains("ran inside this environment") && notes.contains("/cassandra"), "{notes}");
+    }
+    if runsc {
+        // The agent's facts prove where it ran: gVisor reports its own kernel.
+        let r = record(&dir, "runsc.data.cassandra");
+        assert_ne!(
+            r["facts"]["kernel.release"],
+            record(&dir, "host.data.cassandra")["facts"]["kernel.release"],
+            "{r:#}"
+        );
+    }
+    sb.assert_nothing_left();
+    assert_eq!(javas(&sb), Vec::<String>::new());
+}
+
+#[test]
+fn a_server_that_cannot_start_fails_its_cell_with_its_log() {
+    if let Some(why) = unable() {
+        return eprintln!("SKIP: {why}");
+    }
+    let sb = Sandbox::new();
+    let (out, dir) = sb.run_suite(&db_suite("", TMPFS, "1Q"), &[]);
+    assert!(!out.status.success() || text(&out).contains("FAILED"));
+    let r = record(&dir, "host.data.cassandra");
+    assert_eq!(r["status"], "failed");
+    let error = r["error"].as_str().unwrap();
+    assert!(error.contains("The end of its log") && error.contains("heap size"), "{error}");
+    sb.assert_nothing_left();
+    assert_eq!(javas(&sb), Vec::<String>::new());
+}
