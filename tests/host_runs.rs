@@ -3,11 +3,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, have, is_root, samples, text};
+use common::{Sandbox, have, is_root, run_record, samples, text};
 
 fn suite(volumes: &str, workload: &str, extra: &str) -> String {
     format!(
@@ -50,10 +49,6 @@ fn unable() -> Option<String> {
 
 fn value(rows: &[Vec<String>], cell: &str, metric: &str) -> Vec<f64> {
     rows.iter().filter(|r| r[0] == cell && r[6] == metric).map(|r| r[7].parse().unwrap()).collect()
-}
-
-fn run_record(out: &Path, cell: &str, rep: u32) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join(format!("runs/{cell}/{rep}.json"))).unwrap()).unwrap()
 }
 
 #[test]

@@ -3,11 +3,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, have, is_root, text};
+use common::{Sandbox, have, is_root, run_record, text};
 
 fn unable() -> Option<String> {
     if !is_root() {
@@ -59,11 +58,6 @@ fn oci(name: &str, runtime: &str, extra: &str) -> String {
     format!("\n[[env]]\nname = \"{name}\"\nkind = \"oci\"\nruntime = \"{runtime}\"\n{extra}\n")
 }
 
-fn record(out: &Path, cell: &str) -> serde_json::Value {
-    let text = std::fs::read_to_string(out.join(format!("runs/{cell}/1.json"))).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
 #[test]
 fn fio_runs_inside_each_runtime_and_the_facts_prove_where() {
     skip_if!(unable().is_some(), "{}", unable().unwrap());
@@ -87,9 +81,9 @@ fn fio_runs_inside_each_runtime_and_the_facts_prove_where() {
     skip_if!(present.is_empty(), "no OCI runtime is installed");
     let (o, out) = sb.run_suite(&suite(&envs, ""), &[]);
     assert!(o.status.success(), "{}", text(&o));
-    let host = record(&out, "host.tmpfs.fio");
+    let host = run_record(&out, "host.tmpfs.fio", 1);
     for name in &present {
-        let run = record(&out, &format!("{name}.tmpfs.fio"));
+        let run = run_record(&out, &format!("{name}.tmpfs.fio"), 1);
         assert_eq!(run["status"], "ok", "{name}: {}", run["error"]);
         let iops = run["samples"].as_array().unwrap().iter().find(|s| s["metric"] == "iops").unwrap()["value"]
             .as_f64()
@@ -121,7 +115,7 @@ fn limits_are_applied_and_checked() {
     let (o, out) =
         sb.run_suite(&suite(&oci("runc", "runc", "cpus = 1.5\nmemory = \"512M\""), ""), &["--filter", "env=runc"]);
     assert!(o.status.success(), "{}", text(&o));
-    let run = record(&out, "runc.tmpfs.fio");
+    let run = run_record(&out, "runc.tmpfs.fio", 1);
     assert_eq!(run["facts"]["memory.limit_kib"], "524288", "the sandbox saw its memory limit");
     assert_eq!(run["facts"]["cpu.limit"], "1.5", "and its CPU quota");
     assert!(run["notes"].as_array().is_none_or(|n| n.is_empty()), "no limit went missing: {}", run["notes"]);
@@ -141,10 +135,10 @@ fn podman_runs_fio_on_the_host_root_and_docker_without_an_engine_is_skipped() {
     envs.push_str("\n[[env]]\nname = \"docker\"\nkind = \"docker\"\nimage = \"debian:12\"\n");
     let (o, out) = sb.run_suite(&suite(&envs, ""), &[]);
     assert!(o.status.success(), "{}", text(&o));
-    let run = record(&out, "podman.tmpfs.fio");
+    let run = run_record(&out, "podman.tmpfs.fio", 1);
     assert_eq!(run["status"], "ok", "{}", run["error"]);
-    assert_ne!(run["facts"]["ns.mnt"], record(&out, "host.tmpfs.fio")["facts"]["ns.mnt"]);
-    let docker = record(&out, "docker.tmpfs.fio");
+    assert_ne!(run["facts"]["ns.mnt"], run_record(&out, "host.tmpfs.fio", 1)["facts"]["ns.mnt"]);
+    let docker = run_record(&out, "docker.tmpfs.fio", 1);
     let engine_answers = std::process::Command::new("docker").arg("info").output().is_ok_and(|o| o.status.success());
     if engine_answers {
         eprintln!("SKIP part of {}: a Docker engine answers here; its image run is not checked", module_path!());
@@ -193,7 +187,7 @@ fn wrong_runtime_specs_give_one_clear_error() {
     let (o, out) = sb.run_suite(&suite(&oci("kata", "kata-runtime-not-here", ""), ""), &[]);
     if runtime("kata-runtime-not-here").is_none() {
         assert!(o.status.success(), "{}", text(&o));
-        let run = record(&out, "kata.tmpfs.fio");
+        let run = run_record(&out, "kata.tmpfs.fio", 1);
         assert_eq!(run["status"], "skipped");
         assert!(run["error"].as_str().unwrap().contains("is not installed"), "{}", run["error"]);
     }
@@ -211,7 +205,7 @@ fn sigkill_during_a_runsc_container_then_cleanup_leaves_nothing() {
         .replace("baseline = { env = \"host\", volume = \"tmpfs\" }", "baseline = { env = \"runsc\" }")
         .replace("[[env]]\nname = \"host\"\nkind = \"host\"\n", "");
     let path = sb.write("s.toml", &text_);
-    let mut child = sb
+    let child = sb
         .isobench()
         .args(["run", path.to_str().unwrap(), "--out", sb.path().join("out").to_str().unwrap()])
         .stdout(Stdio::null())
@@ -231,15 +225,7 @@ fn sigkill_during_a_runsc_container_then_cleanup_leaves_nothing() {
         assert!(Instant::now() < deadline, "the runsc sandbox never started");
         std::thread::sleep(Duration::from_millis(200));
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    eprintln!(
-        "left by the killed run before cleanup: {} processes, {} mounts",
-        sb.processes().len(),
-        sb.mounts_left().len()
-    );
-    let o = sb.run(&["cleanup"]);
-    assert!(o.status.success(), "{}", text(&o));
+    let o = sb.kill_then_cleanup(child);
     assert!(text(&o).contains("removed container"), "{}", text(&o));
     sb.assert_nothing_left();
 }

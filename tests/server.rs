@@ -4,10 +4,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Output;
 
-use common::{Sandbox, have, is_root, text};
+use common::{Sandbox, have, is_root, run_record, text};
 use isobench::server::cassandra::{free_port, java_feature_version};
 
 fn unable() -> Option<String> {
@@ -116,10 +115,6 @@ args = "read n=5000 -rate threads=16 -pop dist=uniform(1..5000)"
 
 const TMPFS: &str = "[[volume]]\nname = \"data\"\nkind = \"tmpfs\"\nsize = \"1G\"";
 
-fn record(out: &Path, cell: &str) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join(format!("runs/{cell}/1.json"))).unwrap()).unwrap()
-}
-
 fn sample(record: &serde_json::Value, metric: &str) -> f64 {
     record["samples"]
         .as_array()
@@ -148,7 +143,7 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
     let cells: &[&str] =
         if runsc { &["host.data.cassandra", "runsc.data.cassandra"] } else { &["host.data.cassandra"] };
     for cell in cells {
-        let r = record(&dir, cell);
+        let r = run_record(&dir, cell, 1);
         assert_eq!(r["status"], "ok", "{r:#}");
         assert!(sample(&r, "op_rate") > 0.0);
         assert_eq!(sample(&r, "errors"), 0.0);
@@ -161,10 +156,10 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
     }
     if runsc {
         // The agent's facts prove where it ran: gVisor reports its own kernel.
-        let r = record(&dir, "runsc.data.cassandra");
+        let r = run_record(&dir, "runsc.data.cassandra", 1);
         assert_ne!(
             r["facts"]["kernel.release"],
-            record(&dir, "host.data.cassandra")["facts"]["kernel.release"],
+            run_record(&dir, "host.data.cassandra", 1)["facts"]["kernel.release"],
             "{r:#}"
         );
     }
@@ -180,7 +175,7 @@ fn a_server_that_cannot_start_fails_its_cell_with_its_log() {
     let sb = Sandbox::new();
     let (out, dir) = sb.run_suite(&db_suite("", TMPFS, "1Q"), &[]);
     assert!(!out.status.success() || text(&out).contains("FAILED"));
-    let r = record(&dir, "host.data.cassandra");
+    let r = run_record(&dir, "host.data.cassandra", 1);
     assert_eq!(r["status"], "failed");
     let error = r["error"].as_str().unwrap();
     assert!(error.contains("The end of its log") && error.contains("heap size"), "{error}");

@@ -6,7 +6,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, have, is_root, text};
+use common::{Sandbox, have, is_root, run_record, text};
 use isobench::env::vm::guest::Kernel;
 
 fn unable() -> Option<String> {
@@ -60,10 +60,6 @@ fn vm(name: &str, extra: &str) -> String {
     format!("\n[[env]]\nname = \"{name}\"\nkind = \"vm\"\nmemory = \"1G\"\n{extra}\n")
 }
 
-fn record(out: &std::path::Path, cell: &str) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join(format!("runs/{cell}/1.json"))).unwrap()).unwrap()
-}
-
 #[test]
 fn fio_in_a_guest_over_9p_virtiofs_and_virtio_blk() {
     skip_if!(unable().is_some(), "{}", unable().unwrap());
@@ -76,9 +72,9 @@ fn fio_in_a_guest_over_9p_virtiofs_and_virtio_blk() {
     .concat();
     let (o, out) = sb.run_suite(&suite(&envs, "2s"), &[]);
     assert!(o.status.success(), "{}", text(&o));
-    let host = record(&out, "host.ext4.fio");
+    let host = run_record(&out, "host.ext4.fio", 1);
     for (env, source) in [("vm-9p", "9p data"), ("vm-virtiofs", "virtiofs data"), ("vm-blk", "/dev/vda")] {
-        let run = record(&out, &format!("{env}.ext4.fio"));
+        let run = run_record(&out, &format!("{env}.ext4.fio"), 1);
         assert_eq!(run["status"], "ok", "{env}: {}", run["error"]);
         let iops = run["samples"].as_array().unwrap().iter().find(|s| s["metric"] == "iops").unwrap()["value"]
             .as_f64()
@@ -130,7 +126,7 @@ fn a_guest_that_never_reports_fails_its_cell_with_the_console_and_the_run_goes_o
     );
     assert!(o.status.success(), "the run continues past failed cells: {}", text(&o));
     let error = |env: &str| {
-        let run = record(&out, &format!("{env}.ext4.fio"));
+        let run = run_record(&out, &format!("{env}.ext4.fio"), 1);
         assert_eq!(run["status"], "failed", "{env}");
         run["error"].as_str().unwrap().to_string()
     };
@@ -144,7 +140,7 @@ fn a_guest_that_never_reports_fails_its_cell_with_the_console_and_the_run_goes_o
         e.contains("last console lines:\nISOBENCH-BOOTED") && e.contains("No such device"),
         "the console's own words: {e}"
     );
-    assert_eq!(record(&out, "fine.ext4.fio")["status"], "ok");
+    assert_eq!(run_record(&out, "fine.ext4.fio", 1)["status"], "ok");
     assert!(started.elapsed() < Duration::from_secs(240), "failed guests fail fast");
     sb.assert_nothing_left();
 }
@@ -157,7 +153,7 @@ fn sigkill_during_a_guest_then_cleanup_leaves_no_qemu_or_virtiofsd() {
         .replace("baseline = { env = \"host\" }", "baseline = { env = \"vm\" }")
         .replace("[[env]]\nname = \"host\"\nkind = \"host\"\n", "");
     let path = sb.write("s.toml", &text_);
-    let mut child = sb
+    let child = sb
         .isobench()
         .args(["run", path.to_str().unwrap(), "--out", sb.path().join("out").to_str().unwrap()])
         .stdout(Stdio::null())
@@ -176,15 +172,7 @@ fn sigkill_during_a_guest_then_cleanup_leaves_no_qemu_or_virtiofsd() {
         assert!(Instant::now() < deadline, "the guest never started: {procs:?}");
         std::thread::sleep(Duration::from_millis(200));
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    eprintln!(
-        "left by the killed run before cleanup: {} processes, {} mounts",
-        sb.processes().len(),
-        sb.mounts_left().len()
-    );
-    let o = sb.run(&["cleanup"]);
-    assert!(o.status.success(), "{}", text(&o));
+    sb.kill_then_cleanup(child);
     sb.assert_nothing_left();
     assert!(!sb.processes().iter().any(|p| p.contains("qemu") || p.contains("virtiofsd")));
 }

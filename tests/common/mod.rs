@@ -118,6 +118,21 @@ impl Sandbox {
             .collect()
     }
 
+    /// SIGKILLs a running `isobench run` (no teardown can run), says what it left, and runs
+    /// `isobench cleanup`, which must succeed; its output.
+    pub fn kill_then_cleanup(&self, mut run: std::process::Child) -> Output {
+        run.kill().unwrap();
+        run.wait().unwrap();
+        eprintln!(
+            "left by the killed run before cleanup: {} processes, {} mounts",
+            self.processes().len(),
+            self.mounts_left().len()
+        );
+        let o = self.run(&["cleanup"]);
+        assert!(o.status.success(), "{}", text(&o));
+        o
+    }
+
     /// Nothing of this test's is left: no mount, loop device, process, run directory (with
     /// container state), or container that runc or runsc would list.
     pub fn assert_nothing_left(&self) {
@@ -147,6 +162,11 @@ impl Sandbox {
 
 pub fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Repetition `rep` of `cell` in a result set, as stored.
+pub fn run_record(out: &Path, cell: &str, rep: u32) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join(format!("runs/{cell}/{rep}.json"))).unwrap()).unwrap()
 }
 
 /// The rows of a result set's samples.csv, split on commas (no quoted fields in our tests).
