@@ -15,7 +15,7 @@ use crate::ledger::{Ledger, Resource};
 use crate::plan::{Plan, Slot};
 use crate::process::{self, Interrupted};
 use crate::proof;
-use crate::server::cassandra::{Distribution, free_port};
+use crate::server::cassandra::{Distribution, free_ports};
 use crate::server::serve::{Control, Ready, Serve};
 use crate::server::{STOP_TIMEOUT, ServerSpec};
 use crate::store::{RawFile, ResultSet, RunRecord, Status, utc_now};
@@ -327,13 +327,7 @@ impl Runner<'_> {
         let env = &env_entry.item;
         let reach = env.reach().map_err(|why| anyhow::anyhow!("env \"{}\": {why}", env_entry.name))?;
         let distribution = Distribution::fetch(managed.version, &mut |m| eprintln!("isobench: {m}"))?;
-        let mut ports = Vec::new();
-        while ports.len() < 4 {
-            let p = free_port()?;
-            if !ports.contains(&p) {
-                ports.push(p);
-            }
-        }
+        let ports = free_ports(4)?;
         let measured = cql.phase(&cql.args)?;
         let serve = Serve {
             keyspace: measured.schema.keyspace.clone(),

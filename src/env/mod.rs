@@ -49,6 +49,15 @@ impl Reach {
     pub fn loopback() -> Reach {
         Reach { inside: "127.0.0.1".into(), host: "127.0.0.1".into() }
     }
+
+    /// Containers: loopback when they share the host's network, unreachable otherwise.
+    pub fn host_network(shared: bool) -> Result<Reach, String> {
+        if shared {
+            Ok(Reach::loopback())
+        } else {
+            Err("a [[server]] inside this environment is loaded from the host over the network: give the env network = \"host\"".into())
+        }
+    }
 }
 
 pub trait Environment {

@@ -285,11 +285,7 @@ impl Environment for Oci {
     }
 
     fn reach(&self) -> Result<super::Reach, String> {
-        if self.host_network {
-            Ok(super::Reach::loopback())
-        } else {
-            Err("a [[server]] inside this environment is loaded from the host over the network: give the env network = \"host\"".into())
-        }
+        super::Reach::host_network(self.host_network)
     }
 
     fn run_agent(&self, launch: Launch) -> Result<agent::Report> {

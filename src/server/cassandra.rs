@@ -144,7 +144,12 @@ impl NodeConfig {
     /// A node on 127.0.0.1 with its data under `data`: 9042/7000/7199 for the default native
     /// port, free ports beside any other.
     pub fn local(data: &Path, native_port: u16) -> Result<NodeConfig> {
-        let (storage_port, jmx_port) = if native_port == 9042 { (7000, 7199) } else { (free_port()?, free_port()?) };
+        let (storage_port, jmx_port) = if native_port == 9042 {
+            (7000, 7199)
+        } else {
+            let ports = free_ports(2)?;
+            (ports[0], ports[1])
+        };
         Ok(NodeConfig {
             data: data.to_path_buf(),
             heap: "1G".into(),
@@ -243,8 +248,15 @@ disk_access_mode: mmap_index_only
 }
 
 pub fn free_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(listener.local_addr()?.port())
+    Ok(free_ports(1)?[0])
+}
+
+/// `n` distinct free ports: each stays bound until all are found, so none comes twice.
+pub fn free_ports(n: usize) -> Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port"))
+        .collect::<Result<Vec<_>>>()?;
+    listeners.iter().map(|l| Ok(l.local_addr()?.port())).collect()
 }
 
 /// The java command line (Cassandra 5.0's jvm17-server.options, trimmed to what matters here).
