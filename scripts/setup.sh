@@ -38,8 +38,16 @@ check_rust() {
 
 core() {
   # fio is the disk workload; e2fsprogs/xfsprogs/util-linux make and mount loop volumes;
-  # sysbench and iperf3 are the CPU/memory and network engines; time measures client CPU in bench/.
-  apt_install fio e2fsprogs xfsprogs util-linux mount sysbench iperf3 time procps
+  # sysbench and iperf3 are the CPU/memory and network engines; iproute2 makes the sandboxes'
+  # network namespaces; time measures client CPU in bench/.
+  apt_install fio e2fsprogs xfsprogs util-linux mount sysbench iperf3 iproute2 time procps
+}
+
+network_volumes() {
+  # nbdkit serves the storage nodes, qemu-storage-daemon (qemu-system-common) is the mirror's
+  # nexus and the FUSE exports; nbd-client and nvme-cli are the kernel's clients, used where the
+  # kernel has nbd and nvme-tcp.
+  apt_install nbdkit qemu-system-common nbd-client nvme-cli
 }
 
 report_tools() {
@@ -114,7 +122,7 @@ need_root
 check_rust
 case "$stage" in
   demo) core; databases ;;
-  test) core; report_tools; runtimes; vms; databases ;;
+  test) core; report_tools; runtimes; vms; network_volumes; databases ;;
   *) log "unknown stage '$stage' (demo | test)"; exit 2 ;;
 esac
 log "ready ($stage)"

@@ -3,10 +3,10 @@
 //! prints one framed JSON report. The same framing works over a pipe, a container's stdout or a
 //! VM's serial port, so an environment only has to start a process and carry bytes back.
 
-use std::io::Read;
+use std::io::BufRead;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::facts::{self, Facts};
@@ -21,12 +21,25 @@ pub struct Request {
     pub workload: workload::Spec,
     /// The volume under test, as seen inside the environment.
     pub data_dir: PathBuf,
+    /// A raw volume: the device or NBD export the workload uses, as seen inside the environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<crate::volume::RawTarget>,
+    /// The volume must not be written (a device the suite did not call destructive).
+    #[serde(default)]
+    pub read_only: bool,
     /// Temporary files go here, off the volume under test.
     pub scratch_dir: PathBuf,
     /// Run this database server (loaded from the host) instead of the workload.
     #[serde(default)]
     pub serve: Option<crate::server::serve::Serve>,
+    /// Started together with other sandboxes: say `READY` on stderr once running, then wait
+    /// for a "go" line on stdin before the workload starts.
+    #[serde(default)]
+    pub barrier: bool,
 }
+
+/// The line an agent started behind a barrier prints on stderr when it is up.
+pub const READY: &str = "ISOBENCH-READY";
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct Report {
@@ -51,7 +64,12 @@ pub struct Report {
 pub fn execute(request: &Request) -> Report {
     let mut report = Report { facts: facts::sandbox_facts(Some(&request.data_dir)), ..Default::default() };
     let mut out = workload::Output::default();
-    let ctx = workload::RunContext { data_dir: &request.data_dir, scratch_dir: &request.scratch_dir };
+    let ctx = workload::RunContext {
+        data_dir: &request.data_dir,
+        raw: request.raw.as_ref(),
+        read_only: request.read_only,
+        scratch_dir: &request.scratch_dir,
+    };
     let result = std::fs::create_dir_all(&request.scratch_dir)
         .with_context(|| format!("creating {}", request.scratch_dir.display()))
         .and_then(|_| match &request.serve {
@@ -69,16 +87,25 @@ pub fn execute(request: &Request) -> Report {
     report
 }
 
-/// The `agent` subcommand: the request comes from a file, or from stdin with "-".
+/// The `agent` subcommand: the request comes from a file, or from stdin with "-" (one line).
 pub fn main(request_path: &str) -> Result<()> {
+    let stdin = std::io::stdin();
     let text = if request_path == "-" {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).context("reading the request from stdin")?;
+        stdin.lock().read_line(&mut s).context("reading the request from stdin")?;
         s
     } else {
         std::fs::read_to_string(request_path).with_context(|| format!("reading {request_path}"))?
     };
     let request: Request = serde_json::from_str(&text).context("the agent request is not valid")?;
+    if request.barrier {
+        eprintln!("{READY}");
+        let mut go = String::new();
+        stdin.lock().read_line(&mut go).context("waiting for the other sandboxes")?;
+        if go.trim() != "go" {
+            bail!("the sandboxes started with this one were called off before the workload began");
+        }
+    }
     let report = execute(&request);
     println!("{}", frame(&report)?);
     Ok(())

@@ -167,9 +167,14 @@ pub fn main() -> ExitCode {
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
-    // The load generator needs no state directory (and may run as any user).
+    // The load generator and the agent need no state directory: they may run as any user, and
+    // the agent inside a sandbox whose root is read-only.
     let command = match cli.command {
         Command::Cql { args } => return Ok(ExitCode::from(crate::cql::main(&args) as u8)),
+        Command::Agent { request } => {
+            crate::agent::main(&request)?;
+            return Ok(ExitCode::SUCCESS);
+        }
         other => other,
     };
     // Mount points are compared with /proc/self/mountinfo, which holds absolute, resolved paths.
@@ -220,12 +225,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Cleanup => cleanup(&workdir),
-        Command::Cql { .. } => unreachable!("handled above"),
+        Command::Cql { .. } | Command::Agent { .. } => unreachable!("handled above"),
         Command::Server { action } => server(&workdir, action),
-        Command::Agent { request } => {
-            crate::agent::main(&request)?;
-            Ok(ExitCode::SUCCESS)
-        }
     }
 }
 
@@ -237,6 +238,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         .map(|f| Selector::parse(f).map_err(|e| anyhow::anyhow!("--filter {f}: {e}")))
         .collect::<Result<Vec<_>>>()?;
     let plan = Plan::new(&suite, &selectors).map_err(anyhow::Error::msg)?;
+    crate::density::check(&suite, &plan).map_err(anyhow::Error::msg)?;
     for id in &plan.added_baselines {
         eprintln!("isobench: also running {id}: the filter left out the baseline the selected cells are compared with");
     }
@@ -267,9 +269,9 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
     };
     set.write_json("plan.json", &plan.record(&suite))?;
     process::install_interrupt_handler()?;
-    let mut ledger = Ledger::open(workdir)?;
-    crate::env::install_agent(&mut ledger, workdir)?;
-    let outcome = Runner::new(&suite, &plan, &set, &mut ledger, workdir.to_path_buf()).run_all();
+    let ledger = Ledger::open(workdir)?;
+    crate::env::install_agent(&ledger, workdir)?;
+    let outcome = Runner::new(&suite, &plan, &set, &ledger, workdir.to_path_buf()).run_all();
     let closed = ledger.close();
     if let Err(e) = &closed {
         // Said even when the run was interrupted: a leftover mount must never go unmentioned.
@@ -320,7 +322,7 @@ fn describe_plan(suite: &Suite, plan: &Plan) -> String {
         let volume = &suite.volumes[cell.volume];
         let workload = suite.workloads[cell.workload].variants[cell.variant].spec.workload();
         expected += workload.expected_duration() * suite.repeat.min;
-        match env.item.unavailable().or_else(|| volume.item.unavailable()) {
+        match crate::runner::skip_reason(env, volume) {
             Some(why) => out.push_str(&format!("  {}  (will be skipped: {why})\n", cell.id)),
             None => out.push_str(&format!("  {}\n", cell.id)),
         }

@@ -437,6 +437,7 @@ mod tests {
             notes: vec![],
             raw: vec![],
             origin: None,
+            sandboxes: Vec::new(),
         }
     }
 
@@ -455,6 +456,7 @@ mod tests {
                     sandbox: *e != "host",
                     workload_setup: Default::default(),
                     cost_per_hour: None,
+                    density: None,
                 })
                 .collect(),
             bounds: vec![BoundRecord { metric: "iops".into(), max_overhead_pct: bound, cells: None }],

@@ -27,6 +27,24 @@ pub fn checks(workdir: &Path) -> Vec<Check> {
     for fs in ["ext4", "xfs"] {
         add("volume", &format!("loop ({fs})"), root().and_then(|_| loop_fs(fs)));
     }
+    add(
+        "volume",
+        "block (raw device, slices)",
+        root().and_then(|_| loop_fs("ext4")).map(|_| "losetup --offset --sizelimit".into()),
+    );
+    add("volume", "nbd, mirror (nbdkit, qemu-storage-daemon)", network_volumes());
+    add("volume", "nbd access: kernel NBD client", kernel_nbd());
+    add("volume", "nbd access: FUSE export + loop", fuse());
+    add(
+        "volume",
+        "nvmeof (remote target)",
+        crate::volume::nvmeof::unavailable(false).map_or(Ok("nvme-cli, nvme-tcp".into()), Err),
+    );
+    add(
+        "volume",
+        "nvmeof (kernel nvmet target)",
+        crate::volume::nvmeof::unavailable(true).map_or(Ok("nvmet-tcp".into()), Err),
+    );
     add("workload", "fio", fio());
     for (tool, package) in [("sysbench", "sysbench"), ("iperf3", "iperf3")] {
         add("tool", tool, version_of(tool, package));
@@ -51,23 +69,48 @@ const SANDBOXES: &[(&str, &str)] = &[
 
 /// Each sandbox: its version, and whether it really runs `/bin/true` here.
 fn runtime_checks(workdir: &Path) -> Vec<Check> {
-    let mut ledger = match Ledger::open(workdir) {
+    let ledger = match Ledger::open(workdir) {
         Ok(l) => l,
         Err(e) => return vec![Check { area: "runtime", name: "all".into(), status: Err(format!("{e:#}")) }],
     };
-    let checks = SANDBOXES
+    let mut checks: Vec<Check> = SANDBOXES
         .iter()
         .map(|(name, text)| Check {
             area: "runtime",
             name: name.to_string(),
-            status: try_sandbox(&mut ledger, workdir, name, text),
+            status: try_sandbox(&ledger, workdir, name, text),
         })
         .collect();
+    checks.extend(network_checks(&ledger));
     let _ = ledger.close();
     checks
 }
 
-fn try_sandbox(ledger: &mut Ledger, workdir: &Path, name: &str, text: &str) -> Result<String, String> {
+/// The sandboxes' network paths, each made and removed for real.
+fn network_checks(ledger: &Ledger) -> Vec<Check> {
+    let try_path = |make: fn(&Ledger) -> anyhow::Result<env::net::NetPath>| {
+        let mark = ledger.mark();
+        let made = make(ledger);
+        let released = ledger.release_to(mark);
+        match (made, released) {
+            (Ok(path), Ok(())) => Ok(path.describe().remove("net.path").unwrap_or_default()),
+            (Err(e), _) => Err(format!("{e:#}")),
+            (_, Err(e)) => Err(format!("teardown failed: {e:#}")),
+        }
+    };
+    let vhost = if Path::new("/dev/vhost-net").exists() {
+        Ok("/dev/vhost-net: VMs' taps use vhost-net".to_string())
+    } else {
+        Err("no /dev/vhost-net: VMs use QEMU's user-mode network unless net = \"tap\" (then without vhost)".into())
+    };
+    vec![
+        Check { area: "network", name: "namespace + veth (containers)".into(), status: try_path(env::net::namespace) },
+        Check { area: "network", name: "tap (VMs)".into(), status: try_path(env::net::tap) },
+        Check { area: "network", name: "vhost-net".into(), status: vhost },
+    ]
+}
+
+fn try_sandbox(ledger: &Ledger, workdir: &Path, name: &str, text: &str) -> Result<String, String> {
     if name.starts_with('/') && !Path::new(name.split(' ').next().unwrap_or(name)).exists() {
         return Err("not installed".into());
     }
@@ -133,6 +176,27 @@ fn loop_fs(fs: &str) -> Result<String, String> {
     }
     let free = process::command_output("losetup", &["--find"]).map_err(|e| format!("no free loop device: {e:#}"))?;
     Ok(format!("free device {}", free.trim()))
+}
+
+fn network_volumes() -> Result<String, String> {
+    root()?;
+    let nbdkit = version_of("nbdkit", "nbdkit")?;
+    let qsd = version_of(crate::volume::remote::QSD, "qemu-system-common")?;
+    Ok(format!("{nbdkit}; {qsd}"))
+}
+
+fn kernel_nbd() -> Result<String, String> {
+    if !(Path::new("/sys/module/nbd").exists() || Path::new("/dev/nbd0").exists()) {
+        return Err("this kernel has no NBD client (no nbd module): volumes use fio's nbd engine or FUSE + loop".into());
+    }
+    version_of("nbd-client", "nbd-client")
+}
+
+fn fuse() -> Result<String, String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Err("there is no /dev/fuse".into());
+    }
+    Ok("/dev/fuse".into())
 }
 
 fn fio() -> Result<String, String> {

@@ -5,6 +5,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -22,12 +23,27 @@ pub enum Resource {
     File { path: PathBuf },
     /// A mount isobench made at `target`.
     Mount { target: PathBuf },
-    /// Loop devices backed by `backing` (the device name is only known once attached).
-    LoopDevice { backing: PathBuf },
+    /// Loop devices backed by `backing`, at `offset` when given (the device name is only known
+    /// once attached). Without an offset, every loop device on `backing`: a file isobench made.
+    LoopDevice {
+        backing: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        offset: Option<u64>,
+    },
     /// Every process carrying this token in its environment.
     Processes { token: String },
     /// A container, removed by running `delete` (`runc … delete --force ID`, `podman … rm -f ID`).
     Container { delete: Vec<String> },
+    /// A network namespace (`ip netns add NAME`).
+    NetNs { name: String },
+    /// A network link on the host: a veth pair's host end, or a tap device.
+    Link { name: String },
+    /// A kernel NBD client connection (`nbd-client HOST PORT /dev/nbdN`).
+    NbdClient { device: String },
+    /// The kernel's NVMe/TCP host connected to a subsystem (`nvme connect … -n NQN`).
+    NvmeConnection { nqn: String },
+    /// A kernel nvmet target made through configfs: a subsystem and its port.
+    NvmetTarget { root: PathBuf, nqn: String, port_id: u16 },
 }
 
 impl Resource {
@@ -42,12 +58,19 @@ impl Resource {
                 _ => Ok(()),
             },
             Resource::Mount { target } => unmount(target),
-            Resource::LoopDevice { backing } => detach_loops(backing),
+            Resource::LoopDevice { backing, offset } => detach_loops(backing, *offset),
             Resource::Processes { token } => {
                 process::kill_by_token(token);
                 Ok(())
             }
             Resource::Container { delete } => crate::env::oci::delete_container(delete),
+            Resource::NetNs { name } => crate::env::net::delete_netns(name),
+            Resource::Link { name } => crate::env::net::delete_link(name),
+            Resource::NbdClient { device } => crate::volume::remote::disconnect_nbd(device),
+            Resource::NvmeConnection { nqn } => crate::volume::nvmeof::disconnect(nqn),
+            Resource::NvmetTarget { root, nqn, port_id } => {
+                crate::volume::nvmeof::KernelTarget { root: root.clone(), nqn: nqn.clone(), port_id: *port_id }.remove()
+            }
         }
     }
 
@@ -56,11 +79,19 @@ impl Resource {
             Resource::Dir { path } => format!("directory {}", path.display()),
             Resource::File { path } => format!("file {}", path.display()),
             Resource::Mount { target } => format!("mount {}", target.display()),
-            Resource::LoopDevice { backing } => format!("loop device on {}", backing.display()),
+            Resource::LoopDevice { backing, offset: None } => format!("loop device on {}", backing.display()),
+            Resource::LoopDevice { backing, offset: Some(o) } => {
+                format!("loop device on {} at offset {o}", backing.display())
+            }
             Resource::Processes { token } => {
                 format!("processes marked {}={token}", process::TOKEN_VAR)
             }
             Resource::Container { delete } => format!("container ({})", delete.join(" ")),
+            Resource::NetNs { name } => format!("network namespace {name}"),
+            Resource::Link { name } => format!("network link {name}"),
+            Resource::NbdClient { device } => format!("NBD client on {device}"),
+            Resource::NvmeConnection { nqn } => format!("NVMe/TCP connection to {nqn}"),
+            Resource::NvmetTarget { nqn, port_id, .. } => format!("nvmet target {nqn} on port {port_id}"),
         }
     }
 }
@@ -152,16 +183,22 @@ fn unmount(target: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Loop devices attached to `backing`, from `losetup -j`.
-pub fn loops_of(backing: &Path) -> Vec<String> {
-    process::command_output("losetup", &["-j", &backing.to_string_lossy()])
+/// Loop devices attached to `backing` (at `offset`, when given), from `losetup -j`.
+pub fn loops_of(backing: &Path, offset: Option<u64>) -> Vec<String> {
+    let backing = backing.to_string_lossy();
+    let offset = offset.map(|o| o.to_string());
+    let mut args = vec!["-j", &backing];
+    if let Some(o) = &offset {
+        args.extend(["-o", o]);
+    }
+    process::command_output("losetup", &args)
         .map(|out| out.lines().filter_map(|l| l.split(':').next()).map(str::to_string).collect())
         .unwrap_or_default()
 }
 
-fn detach_loops(backing: &Path) -> Result<()> {
+fn detach_loops(backing: &Path, offset: Option<u64>) -> Result<()> {
     for attempt in 0..20 {
-        let devices = loops_of(backing);
+        let devices = loops_of(backing, offset);
         if devices.is_empty() {
             return Ok(());
         }
@@ -188,9 +225,15 @@ struct Entry {
     resource: Resource,
 }
 
-/// Everything one isobench process has created and not yet released.
+/// Everything one isobench process has created and not yet released. Shared by reference:
+/// sandboxes started at once (density) record from their own threads.
 pub struct Ledger {
     path: PathBuf,
+    token: String,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
     state: StateFile,
     next_id: u64,
 }
@@ -209,48 +252,63 @@ impl Ledger {
         let token = format!("{pid}-{start_time}");
         let ledger = Ledger {
             path: dir.join(format!("{token}.json")),
-            state: StateFile { pid, start_time, token, entries: Vec::new() },
-            next_id: 0,
+            token: token.clone(),
+            inner: Mutex::new(Inner { state: StateFile { pid, start_time, token, entries: Vec::new() }, next_id: 0 }),
         };
-        ledger.save()?;
+        ledger.save(&ledger.lock())?;
         Ok(ledger)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A thread that panicked while holding the lock left the entries as they were.
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// A token unique to this isobench process, for naming things it creates.
     pub fn token(&self) -> &str {
-        &self.state.token
+        &self.token
     }
 
     /// A fresh token for one group of processes (marked in their environment).
-    pub fn new_process_token(&mut self) -> String {
-        self.next_id += 1;
-        format!("{}-p{}", self.state.token, self.next_id)
+    pub fn new_process_token(&self) -> String {
+        format!("{}-p{}", self.token, self.next_id())
+    }
+
+    /// A number no other call on this ledger returns: for names of things isobench creates.
+    pub fn next_id(&self) -> u64 {
+        let mut inner = self.lock();
+        inner.next_id += 1;
+        inner.next_id
     }
 
     /// Records `resource` durably; call it before creating the resource.
-    pub fn record(&mut self, resource: Resource) -> Result<()> {
-        self.next_id += 1;
-        self.state.entries.push(Entry { id: self.next_id, resource });
-        self.save()
+    pub fn record(&self, resource: Resource) -> Result<()> {
+        let mut inner = self.lock();
+        inner.next_id += 1;
+        let id = inner.next_id;
+        inner.state.entries.push(Entry { id, resource });
+        self.save(&inner)
     }
 
     pub fn mark(&self) -> Mark {
-        Mark(self.state.entries.len())
+        Mark(self.lock().state.entries.len())
     }
 
     /// Releases, newest first, every resource recorded after `mark`. Every release is attempted;
     /// one that fails stays recorded (for `close` or `isobench cleanup` to retry) and the first
-    /// failure is returned.
-    pub fn release_to(&mut self, mark: Mark) -> Result<()> {
+    /// failure is returned. Call it when nothing records concurrently any more.
+    pub fn release_to(&self, mark: Mark) -> Result<()> {
         let mut first_error = None;
-        let mut i = self.state.entries.len();
+        let mut i = self.lock().state.entries.len();
         while i > mark.0 {
             i -= 1;
-            let resource = self.state.entries[i].resource.clone();
+            let resource = self.lock().state.entries[i].resource.clone();
+            // Not under the lock: a release may take seconds (a container's delete).
             match resource.release() {
                 Ok(()) => {
-                    self.state.entries.remove(i);
-                    self.save()?;
+                    let mut inner = self.lock();
+                    inner.state.entries.remove(i);
+                    self.save(&inner)?;
                 }
                 Err(e) => {
                     first_error.get_or_insert(e.context(format!("releasing {}", resource.describe())));
@@ -260,14 +318,14 @@ impl Ledger {
         first_error.map_or(Ok(()), Err)
     }
 
-    fn save(&self) -> Result<()> {
-        write_atomic(&self.path, &serde_json::to_vec_pretty(&self.state)?)
+    fn save(&self, inner: &Inner) -> Result<()> {
+        write_atomic(&self.path, &serde_json::to_vec_pretty(&inner.state)?)
     }
 
     /// Releases everything and removes the state file.
-    pub fn close(mut self) -> Result<()> {
+    pub fn close(self) -> Result<()> {
         let result = self.release_to(Mark(0));
-        if self.state.entries.is_empty() {
+        if self.lock().state.entries.is_empty() {
             let _ = fs::remove_file(&self.path);
         }
         result

@@ -5,6 +5,7 @@ pub mod agent;
 pub mod cli;
 pub mod compare;
 pub mod cql;
+pub mod density;
 pub mod doctor;
 pub mod env;
 pub mod facts;

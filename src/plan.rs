@@ -197,6 +197,7 @@ impl Plan {
                         sandbox: env.item.is_sandbox(),
                         workload_setup: workload.describe(),
                         cost_per_hour: env.cost_per_hour,
+                        density: suite.workloads[c.workload].variants[c.variant].density,
                     }
                 })
                 .collect(),

@@ -71,6 +71,17 @@ impl Finished {
         let text = if self.stderr.trim().is_empty() { &self.stdout } else { &self.stderr };
         tail_lines(text, n)
     }
+
+    /// What a failed system command said: its first line (where mkfs and friends say why,
+    /// before their usage text) and its last lines.
+    pub fn summary(&self) -> String {
+        let text = if self.stderr.trim().is_empty() { &self.stdout } else { &self.stderr };
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        if lines.len() <= 5 {
+            return lines.join("\n");
+        }
+        format!("{}\n…\n{}", lines[0], lines[lines.len() - 3..].join("\n"))
+    }
 }
 
 pub fn tail_lines(text: &str, n: usize) -> String {
@@ -88,6 +99,13 @@ pub struct Options<'a> {
     pub timeout: Option<Duration>,
     /// Called with each line of stdout as it arrives (a VM's console: the boot marker's time).
     pub on_stdout_line: Option<&'a mut (dyn FnMut(&str) + Send)>,
+    /// Called with each line of stderr as it arrives (an agent saying it is ready).
+    pub on_stderr_line: Option<&'a mut (dyn FnMut(&str) + Send)>,
+    /// Called with the child's pid as soon as it started.
+    pub on_spawn: Option<&'a mut (dyn FnMut(u32) + Send)>,
+    /// Keeps stdin open after `stdin` was written, until this returns; what it returns is
+    /// written too, then stdin closes (sandboxes started together wait for their "go").
+    pub stdin_then: Option<Box<dyn FnOnce() -> Option<Vec<u8>> + Send>>,
     /// Keep running when the user interrupts: for the short, bounded commands of teardown,
     /// which must finish precisely because the user interrupted.
     pub ignore_interrupt: bool,
@@ -109,26 +127,48 @@ pub fn prepare(cmd: &mut Command, token: Option<&str>) {
     }
 }
 
+/// Waits for a background child from a thread of its own, so that it does not linger as a
+/// zombie once whatever stops it (its token's release) has killed it.
+pub fn reap_in_background(mut child: Child) {
+    thread::spawn(move || {
+        let _ = child.wait();
+    });
+}
+
 /// Runs `cmd` to completion under `opts`, capturing its output.
 pub fn run(cmd: &mut Command, mut opts: Options) -> Result<Finished> {
     prepare(cmd, opts.token);
     let program = cmd.get_program().to_string_lossy().into_owned();
-    cmd.stdin(if opts.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    let feeds_stdin = opts.stdin.is_some() || opts.stdin_then.is_some();
+    cmd.stdin(if feeds_stdin { Stdio::piped() } else { Stdio::null() });
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let started = Instant::now();
     let mut child = cmd.spawn().with_context(|| format!("cannot start {program}"))?;
-    if let Some(input) = opts.stdin.take() {
-        let mut stdin = child.stdin.take().expect("stdin was piped");
-        thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
+    if let Some(on_spawn) = opts.on_spawn.take() {
+        on_spawn(child.id());
     }
     let stdout = child.stdout.take().expect("stdout was piped");
     let stderr = child.stderr.take().expect("stderr was piped");
+    if let Some(mut stdin) = child.stdin.take() {
+        let (first, then) = (opts.stdin.take(), opts.stdin_then.take());
+        // Detached: a child that exits without reading, or whose "go" never comes, must not
+        // hold the run up; a write to its closed pipe then just fails.
+        thread::spawn(move || {
+            if let Some(input) = first
+                && stdin.write_all(&input).is_err()
+            {
+                return;
+            }
+            if let Some(more) = then.and_then(|f| f()) {
+                let _ = stdin.write_all(&more);
+            }
+        });
+    }
     thread::scope(|scope| {
         let on_line = opts.on_stdout_line.take();
         let out = scope.spawn(move || read_lines(stdout, on_line));
-        let err = scope.spawn(move || read_all(stderr));
+        let on_err_line = opts.on_stderr_line.take();
+        let err = scope.spawn(move || read_lines(stderr, on_err_line));
         let status = wait(&mut child, opts.timeout, &program, !opts.ignore_interrupt);
         let stdout = out.join().unwrap_or_default();
         let stderr = err.join().unwrap_or_default();
@@ -222,12 +262,6 @@ fn read_lines(r: impl Read, mut on_line: Option<&mut (dyn FnMut(&str) + Send)>) 
     all
 }
 
-fn read_all(mut r: impl Read) -> String {
-    let mut buf = Vec::new();
-    let _ = r.read_to_end(&mut buf);
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
 /// Runs a short system command (mount, losetup, mkfs …) and returns its stdout; a failure
 /// becomes an error that quotes the command and what it printed. These commands are bounded by
 /// a timeout and finish even after an interrupt: teardown is made of them.
@@ -235,7 +269,7 @@ pub fn command_output(program: &str, args: &[&str]) -> Result<String> {
     let options = Options { timeout: Some(Duration::from_secs(300)), ignore_interrupt: true, ..Default::default() };
     let finished = run(Command::new(program).args(args), options)?;
     if !finished.status.success() {
-        bail!("`{} {}` failed ({}): {}", program, args.join(" "), finished.status, finished.tail(5));
+        bail!("`{} {}` failed ({}): {}", program, args.join(" "), finished.status, finished.summary());
     }
     Ok(finished.stdout)
 }

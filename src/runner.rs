@@ -30,7 +30,7 @@ pub struct Runner<'a> {
     pub suite: &'a Suite,
     pub plan: &'a Plan,
     pub set: &'a ResultSet,
-    pub ledger: &'a mut Ledger,
+    pub ledger: &'a Ledger,
     /// Where run directories (mount points, images, bundles) are made.
     pub workdir: PathBuf,
     /// Cells found unable to work (e.g. O_DIRECT refused), with the reason.
@@ -43,7 +43,7 @@ pub struct Runner<'a> {
 }
 
 impl<'a> Runner<'a> {
-    pub fn new(suite: &'a Suite, plan: &'a Plan, set: &'a ResultSet, ledger: &'a mut Ledger, workdir: PathBuf) -> Self {
+    pub fn new(suite: &'a Suite, plan: &'a Plan, set: &'a ResultSet, ledger: &'a Ledger, workdir: PathBuf) -> Self {
         Runner {
             suite,
             plan,
@@ -105,7 +105,8 @@ impl<'a> Runner<'a> {
         bar.set_message(format!("{} #{}", cell.id, slot.rep));
         let (mut record, raw) = self.run_one(slot)?;
         self.set.write_run(&mut record, &raw)?;
-        say(bar, progress_line(bar.position() + 1, bar.length().unwrap_or(0), &record));
+        let headline = self.suite.workloads[cell.workload].headline(cell.variant);
+        say(bar, progress_line(bar.position() + 1, bar.length().unwrap_or(0), &record, &headline));
         bar.inc(1);
         Ok(())
     }
@@ -166,13 +167,10 @@ impl<'a> Runner<'a> {
             notes: Vec::new(),
             raw: Vec::new(),
             origin: None,
+            sandboxes: Vec::new(),
         };
         let mut raw = Vec::new();
-        let unavailable = env
-            .item
-            .unavailable()
-            .map(|why| format!("env \"{}\": {why}", env.name))
-            .or_else(|| volume.item.unavailable().map(|why| format!("volume \"{}\": {why}", volume.name)));
+        let unavailable = skip_reason(env, volume);
         if let Some(why) = unavailable {
             record.status = Status::Skipped;
             record.error = Some(why);
@@ -253,15 +251,26 @@ impl<'a> Runner<'a> {
     fn attempt(&mut self, slot: Slot, record: &mut RunRecord) -> Result<agent::Report> {
         let cell = &self.plan.cells[slot.cell];
         let env = &self.suite.envs[cell.env].item;
-        let spec = &self.suite.workloads[cell.workload].variants[cell.variant].spec;
+        let variant = &self.suite.workloads[cell.workload].variants[cell.variant];
+        let spec = &variant.spec;
         self.runs_started += 1;
         let run_dir = self.workdir.join("run").join(format!("{}-{}", self.ledger.token(), self.runs_started));
         self.ledger.record(Resource::Dir { path: run_dir.clone() })?;
         std::fs::create_dir_all(&run_dir)?;
         let volume_entry = &self.suite.volumes[cell.volume];
         let attach = volume_entry.attach.as_ref();
-        let block = env.wants_block(attach);
-        let volume = volume_entry.item.provision(ProvisionContext { ledger: self.ledger, run_dir: &run_dir, block })?;
+        let place = Place { env: env.as_ref(), attach, ledger: self.ledger, workdir: &self.workdir };
+        let ctx = ProvisionContext {
+            ledger: self.ledger,
+            run_dir: &run_dir,
+            block: place.wants_block(),
+            speaks_nbd: env.speaks_nbd(),
+        };
+        let volumes = match variant.density {
+            Some(n) => volume_entry.item.provision_many(ctx, n)?,
+            None => vec![volume_entry.item.provision(ctx)?],
+        };
+        let volume = &volumes[0];
         record.setup.extend(volume.facts.clone());
         if record.setup.get("runtime.ignores_o_direct").is_some_and(|v| v == "true")
             && spec.workload().describe().get("fio.direct").is_some_and(|v| v == "true")
@@ -271,33 +280,150 @@ impl<'a> Runner<'a> {
                     .into(),
             );
         }
-        let mut spec = spec.clone();
-        match (&self.suite.server, &mut spec) {
-            (Some(ServerSpec::Managed { version, heap, quick_jit, start_timeout, jvm_args }), Spec::Cql(cql)) => {
-                let managed = Managed { version, heap, quick_jit: *quick_jit, start_timeout: *start_timeout, jvm_args };
-                return self.served(slot, &managed, cql, &volume, &run_dir, record);
-            }
-            (Some(ServerSpec::External(target)), Spec::Cql(cql)) => cql.target = Some(target.clone()),
-            _ => {}
+        let served = matches!((&self.suite.server, spec), (Some(ServerSpec::Managed { .. }), Spec::Cql(_)));
+        if let Some(why) = unfit_volume(volume, spec.workload(), &volume_entry.name, served) {
+            return Ok(agent::Report { error: Some(why), unfit: true, ..Default::default() });
         }
+        let mut spec = spec.clone();
+        if let (Some(ServerSpec::External(target)), Spec::Cql(cql)) = (&self.suite.server, &mut spec) {
+            cql.target = Some(target.clone());
+        }
+        if variant.density.is_some() {
+            let (report, sandboxes) = crate::density::run(&place, &spec, &volumes, &run_dir)?;
+            record.sandboxes = sandboxes;
+            return Ok(report);
+        }
+        if let (
+            Some(ServerSpec::Managed { version, heap, quick_jit, start_timeout, jvm_args, login }),
+            Spec::Cql(cql),
+        ) = (&self.suite.server, &spec)
+        {
+            let managed = Managed {
+                version,
+                heap,
+                quick_jit: *quick_jit,
+                start_timeout: *start_timeout,
+                jvm_args,
+                login: login.as_ref(),
+            };
+            return self.served(slot, &managed, cql, volume, &run_dir, record);
+        }
+        place.run(&spec, volume, &run_dir, None, None)
+    }
+}
+
+/// Where sandboxes of one cell run: its environment, how a VM attaches the volume, and what
+/// every sandbox records into.
+pub struct Place<'a> {
+    pub env: &'a dyn crate::env::Environment,
+    pub attach: Option<&'a crate::env::vm::attach::Attach>,
+    pub ledger: &'a Ledger,
+    pub workdir: &'a std::path::Path,
+}
+
+impl Place<'_> {
+    /// Whether volumes must be handed to this environment as unmounted block devices.
+    pub fn wants_block(&self) -> bool {
+        self.env.wants_block(self.attach)
+    }
+
+    /// Runs the workload in one sandbox on `volume`; first its network path to the host and
+    /// the peer there, when the workload talks to one. With a `gate`, the sandbox is one of
+    /// several started together (density); `memory` replaces its environment's limit.
+    pub fn run(
+        &self,
+        spec: &Spec,
+        volume: &crate::volume::Provisioned,
+        run_dir: &std::path::Path,
+        gate: Option<&crate::density::Gate>,
+        memory: Option<u64>,
+    ) -> Result<agent::Report> {
+        let env = self.env;
+        let mut spec = spec.clone();
+        let network = if spec.workload().needs_network() { Some(env.network(self.ledger)?) } else { None };
+        let server = match (&network, &mut spec) {
+            (Some(path), Spec::Network(n)) => {
+                let server = crate::workload::network::Server::start(self.ledger, path.host_address(), run_dir)?;
+                n.server = Some((path.host_address_inside(), server.port));
+                Some(server)
+            }
+            _ => None,
+        };
         let request = agent::Request {
             workload: spec.clone(),
-            data_dir: env.data_dir(&volume),
-            scratch_dir: env.scratch_dir(&run_dir),
+            data_dir: if volume.raw { env.scratch_dir(run_dir) } else { env.data_dir(volume) },
+            raw: volume.raw.then(|| env.raw_target(volume)),
+            read_only: volume.read_only,
+            scratch_dir: env.scratch_dir(run_dir),
             serve: None,
+            barrier: gate.is_some(),
         };
-        let timeout = spec.workload().expected_duration() * 3 + Duration::from_secs(180);
-        env.run_agent(Launch {
+        let mut timeout = spec.workload().timeout();
+        if gate.is_some() {
+            timeout += crate::density::START_TIMEOUT;
+        }
+        let mut report = env.run_agent(Launch {
             request: &request,
-            volume: &volume,
-            run_dir: &run_dir,
+            volume,
+            run_dir,
             timeout,
             ledger: self.ledger,
-            workdir: &self.workdir,
-            attach,
+            workdir: self.workdir,
+            attach: self.attach,
             forward: &[],
-        })
+            network: network.as_ref(),
+            gate,
+            memory,
+        })?;
+        if let Some(path) = &network {
+            report.setup.extend(path.describe());
+        }
+        check_replicas(volume, &mut report);
+        if let Some(raw) = server.and_then(|s| s.finish()) {
+            report.raw.push(raw);
+        }
+        Ok(report)
     }
+}
+
+/// Why a cell of `env` on `volume` cannot run on this machine at all: the environment or the
+/// volume is missing something, or the environment cannot take a raw device.
+pub fn skip_reason(
+    env: &crate::suite::Named<Box<dyn crate::env::Environment>>,
+    volume: &crate::suite::Named<Box<dyn crate::volume::Volume>>,
+) -> Option<String> {
+    let env_why = env.item.unavailable().or_else(|| volume.item.raw().then(|| env.item.no_raw_devices()).flatten());
+    env_why
+        .map(|why| format!("env \"{}\": {why}", env.name))
+        .or_else(|| volume.item.unavailable().map(|why| format!("volume \"{}\": {why}", volume.name)))
+}
+
+/// A mirror's copies after the run: identical or not, and what its nexus reported.
+fn check_replicas(volume: &crate::volume::Provisioned, report: &mut agent::Report) {
+    if let Some(replicas) = &volume.replicas {
+        let (facts, notes) = replicas.check();
+        report.setup.extend(facts);
+        report.notes.extend(notes);
+    }
+}
+
+/// Why a workload cannot run on this volume at all (every repetition would fail the same way).
+fn unfit_volume(
+    volume: &crate::volume::Provisioned,
+    workload: &dyn Workload,
+    name: &str,
+    served: bool,
+) -> Option<String> {
+    if volume.read_only && workload.writes_volume() {
+        return Some(format!(
+            "volume \"{name}\" is a device the suite did not call destructive, and this workload writes to it; set destructive = true on the volume if what is on {} may be destroyed",
+            volume.path.display()
+        ));
+    }
+    if volume.raw && served {
+        return Some(format!("volume \"{name}\" is a raw device (fs = \"none\"); a database needs a filesystem"));
+    }
+    None
 }
 
 /// A managed server's settings from the suite.
@@ -307,6 +433,7 @@ struct Managed<'s> {
     quick_jit: bool,
     start_timeout: Duration,
     jvm_args: &'s [String],
+    login: Option<&'s (String, String)>,
 }
 
 impl Runner<'_> {
@@ -342,25 +469,31 @@ impl Runner<'_> {
             jmx_port: ports[2],
             control_port: ports[3],
             start_timeout: managed.start_timeout,
+            auth: managed.login.is_some(),
         };
         let mut load = cql.clone();
-        load.target =
-            Some(Target { nodes: vec![reach.host.clone()], port: serve.native_port, user: None, password: None });
+        let (user, password) = managed.login.cloned().unzip();
+        load.target = Some(Target { nodes: vec![reach.host.clone()], port: serve.native_port, user, password });
+        // The agent only serves: the load and its login stay on the host.
         let request = agent::Request {
-            workload: Spec::Cql(load.clone()),
+            workload: Spec::Cql(cql.clone()),
             data_dir: env.data_dir(volume),
+            raw: None,
+            read_only: false,
             scratch_dir: env.scratch_dir(run_dir),
             serve: Some(serve.clone()),
+            barrier: false,
         };
         let timeout = managed.start_timeout + STOP_TIMEOUT + load.expected_duration() * 3 + Duration::from_secs(120);
         let control = format!("{}:{}", reach.host, serve.control_port);
         let forward = [serve.native_port, serve.control_port];
         let agent_done = AtomicBool::new(false);
-        let ledger = &mut *self.ledger;
+        let ledger = self.ledger;
         let workdir = &self.workdir;
         let attach = self.suite.volumes[cell.volume].attach.as_ref();
         let (report, loaded) = std::thread::scope(|scope| {
             let loader = scope.spawn(|| drive_load(&control, &load, managed.start_timeout, &agent_done));
+
             let report = env.run_agent(Launch {
                 request: &request,
                 volume,
@@ -370,13 +503,20 @@ impl Runner<'_> {
                 workdir,
                 attach,
                 forward: &forward,
+                network: None,
+                gate: None,
+                memory: None,
             });
             agent_done.store(true, Ordering::Relaxed);
             (report, loader.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the load panicked"))))
         });
         let mut report = report?;
+        check_replicas(volume, &mut report);
         record.setup.insert("server.kind".into(), "cassandra".into());
         record.setup.insert("server.heap".into(), managed.heap.to_string());
+        if let Some((user, _)) = managed.login {
+            record.setup.insert("server.login".into(), format!("PasswordAuthenticator, role {user}"));
+        }
         if report.error.is_some() {
             // The agent's error has the server's log; the load only saw its symptom.
             return Ok(report);
@@ -404,9 +544,16 @@ fn drive_load(
 ) -> Result<(Ready, workload::Output)> {
     let mut control = Control::connect(control, agent_done)?;
     let ready = control.ready(start_timeout)?;
+    if let Some(Target { nodes, port, user: Some(user), password: Some(password) }) = &load.target {
+        let made = crate::server::cassandra::create_role(&format!("{}:{port}", nodes[0]), user, password);
+        if let Err(e) = made {
+            control.stop();
+            return Err(e);
+        }
+    }
     let mut out = workload::Output::default();
     let scratch = std::env::temp_dir();
-    let ctx = workload::RunContext { data_dir: &scratch, scratch_dir: &scratch };
+    let ctx = workload::RunContext { data_dir: &scratch, raw: None, read_only: false, scratch_dir: &scratch };
     let result = load.run(&ctx, &mut out);
     if result.is_ok() {
         out.samples.extend(crate::server::stats::after_run(load));
@@ -425,13 +572,16 @@ fn say(bar: &ProgressBar, line: String) {
     }
 }
 
-fn progress_line(i: u64, total: u64, r: &RunRecord) -> String {
+/// "[3/9] host.tmp.cpu #1  total_time 0.571 s  events_per_s 3.50k events/s  (1.5 s)": the
+/// cell's first three headline metrics.
+fn progress_line(i: u64, total: u64, r: &RunRecord, headline: &[String]) -> String {
     let head = format!("[{i}/{total}] {} #{}", r.cell, r.rep);
     match r.status {
         Status::Ok => {
-            let shown: Vec<String> = ["iops", "bw", "op_rate", "latency_p99"]
+            let shown: Vec<String> = headline
                 .iter()
                 .filter_map(|m| r.samples.iter().find(|s| s.metric == *m))
+                .take(3)
                 .map(|s| format!("{} {}", s.metric, units::human(s.value, &s.unit)))
                 .collect();
             format!("{head}  {}  ({:.1} s)", shown.join("  "), r.seconds)

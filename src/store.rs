@@ -171,6 +171,26 @@ pub struct RunRecord {
     /// The result set this run was first written to, when it came in through `isobench merge`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// With `density = N`: each sandbox's own outcome (the samples above are their aggregate).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandboxes: Vec<SandboxRecord>,
+}
+
+/// One of the sandboxes a density run started together.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct SandboxRecord {
+    /// 1-based, as messages name it ("sandbox 4 of 10").
+    pub index: usize,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// From the start of its creation to its agent's ready line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_latency_s: Option<f64>,
+    /// Host memory its processes held (PSS, bytes) while every sandbox was up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_pss: Option<f64>,
+    pub samples: Vec<Sample>,
 }
 
 /// The cells of a run and the order they ran in: `plan.json`.
@@ -249,6 +269,9 @@ pub struct CellRecord {
     /// What an hour of this environment costs, for $/operation figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_per_hour: Option<f64>,
+    /// `density = N`: how many sandboxes ran the workload at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub density: Option<usize>,
 }
 
 pub struct ResultSet {

@@ -88,6 +88,10 @@ pub fn human(value: f64, unit: &str) -> String {
             let (v, u) = scale(value, 1024.0, &["B", "KiB", "MiB", "GiB", "TiB"]);
             format!("{} {u}", sig3(v))
         }
+        "bit/s" => {
+            let (v, u) = scale(value, 1000.0, &["bit/s", "kbit/s", "Mbit/s", "Gbit/s", "Tbit/s"]);
+            format!("{} {u}", sig3(v))
+        }
         "us" if value.abs() >= 1_000_000.0 => format!("{} s", sig3(value / 1e6)),
         "us" if value.abs() >= 1000.0 => format!("{} ms", sig3(value / 1000.0)),
         "us" => format!("{} µs", sig3(value)),

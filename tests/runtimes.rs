@@ -124,6 +124,45 @@ fn limits_are_applied_and_checked() {
 }
 
 #[test]
+fn cpu_and_memory_run_in_each_runtime_with_sysbenchs_own_figures() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(!have("sysbench"), "sysbench is not installed (scripts/setup.sh installs it)");
+    let sb = Sandbox::new();
+    let mut envs = String::new();
+    let mut present = vec!["host"];
+    for rt in ["runc", "runsc"] {
+        if runtime(rt).is_some() {
+            envs.push_str(&oci(rt, rt, ""));
+            present.push(rt);
+        }
+    }
+    let workloads = "[[workload]]\nname = \"cpu\"\nkind = \"cpu\"\nevents = 500\n\n[[workload]]\nname = \"mem\"\nkind = \"memory\"\noper = [\"write\", \"read\"]\ntotal_size = \"256M\"\n";
+    let suite_text =
+        suite(&envs, "").replace("[[workload]]\nname = \"fio\"", &format!("{workloads}\n[[workload]]\nname = \"fio\""));
+    let (o, out) = sb.run_suite(&suite_text, &["--filter", "workload=cpu", "--filter", "workload=mem"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let value = |run: &serde_json::Value, m: &str| {
+        run["samples"].as_array().unwrap().iter().find(|s| s["metric"] == m).map(|s| s["value"].as_f64().unwrap())
+    };
+    for env in present {
+        let cpu = run_record(&out, &format!("{env}.tmpfs.cpu"), 1);
+        assert_eq!(cpu["status"], "ok", "{env}: {}", cpu["error"]);
+        assert_eq!(value(&cpu, "events"), Some(500.0), "{env}: a fixed amount of work");
+        assert!(value(&cpu, "total_time").unwrap() > 0.0);
+        let report = std::fs::read_to_string(out.join(cpu["raw"][0].as_str().unwrap())).unwrap();
+        assert!(report.contains("total number of events:              500"), "{env}: sysbench's own report is kept");
+        for oper in ["write", "read"] {
+            let mem = run_record(&out, &format!("{env}.tmpfs.mem.oper={oper}"), 1);
+            assert_eq!(mem["status"], "ok", "{env} {oper}: {}", mem["error"]);
+            let (bw, ops) = (value(&mem, "bw").unwrap(), value(&mem, "ops").unwrap());
+            // 1 KiB blocks: bytes per second = operations per second × 1024.
+            assert!((bw / ops - 1024.0).abs() < 10.0, "{env} {oper}: {bw} B/s vs {ops} op/s");
+        }
+    }
+    sb.assert_nothing_left();
+}
+
+#[test]
 fn podman_runs_fio_on_the_host_root_and_docker_without_an_engine_is_skipped() {
     skip_if!(unable().is_some(), "{}", unable().unwrap());
     skip_if!(

@@ -135,7 +135,7 @@ fn unknown_kind_lists_the_allowed_kinds() {
     assert_eq!(
         e,
         format!(
-            "suite.toml:{}: volume \"ext4\": key \"kind\": unknown kind \"lvm\"; allowed kinds are: dir, tmpfs, loop",
+            "suite.toml:{}: volume \"ext4\": key \"kind\": unknown kind \"lvm\"; allowed kinds are: dir, tmpfs, loop, block, nbd, mirror, nvmeof",
             line("kind = \"loop\"")
         )
     );
@@ -349,4 +349,49 @@ fn cells_keep_only_the_pairings_asked_for_and_the_baseline() {
     let suite = load(&with(r#"["volume=ext4"]"#)).unwrap();
     let e = Plan::new(&suite, &[]).err().expect("rejected");
     assert!(e.contains("leaves out the baseline"), "{e}");
+}
+
+#[test]
+fn block_volumes_name_their_storage_and_ask_before_destroying() {
+    let block = |keys: &str| {
+        BASE.replace("kind = \"loop\"\nfs = \"ext4\"\nsize = \"4G\"", &format!("kind = \"block\"\n{keys}"))
+    };
+    let e = load(&block("fs = \"ext4\"")).err().expect("the suite should be rejected");
+    assert!(e.contains("name the storage: device = \"/dev/…\""), "{e}");
+    let e = load(&block("device = \"/etc/hostname\"")).err().expect("the suite should be rejected");
+    assert!(e.contains("key \"device\": /etc/hostname is not a block device"), "{e}");
+    let e = load(&block("backing = \"file\"\nsize = \"1G\"\nmount_options = \"noatime\""))
+        .err()
+        .expect("the suite should be rejected");
+    assert!(e.contains("key \"mount_options\": applies to a filesystem"), "{e}");
+    let e =
+        load(&block("backing = \"file\"\nsize = \"4M\"\npartitions = 8")).err().expect("the suite should be rejected");
+    assert!(e.contains("leaves less than 1 MiB each"), "{e}");
+    assert!(load(&block("backing = \"file\"\nsize = \"1G\"\npartitions = 4\nfs = \"xfs\"")).is_ok());
+}
+
+#[test]
+fn new_workload_kinds_check_their_keys() {
+    let workload = |table: &str| {
+        let start = BASE.find("[[workload]]").unwrap();
+        let end = BASE.find("[[bound]]").unwrap();
+        format!("{}[[workload]]\nname = \"w\"\n{table}\n\n{}", &BASE[..start], &BASE[end..])
+    };
+    let e =
+        load(&workload("kind = \"cpu\"\nevents = 1000\ntime = \"5s\"")).err().expect("the suite should be rejected");
+    assert!(e.contains("give either events"), "{e}");
+    let e = load(&workload("kind = \"memory\"\noper = \"copy\"")).err().expect("the suite should be rejected");
+    assert!(e.contains("\"copy\" is not allowed; use one of: read, write"), "{e}");
+    let e = load(&workload("kind = \"network\"\nbitrate = \"fast\"")).err().expect("the suite should be rejected");
+    assert!(e.contains("key \"bitrate\": \"fast\" is not a rate"), "{e}");
+    let e = load(&workload("kind = \"network\"\nprotocol = \"sctp\"")).err().expect("the suite should be rejected");
+    assert!(e.contains("use one of: tcp, udp"), "{e}");
+    let e = load(&workload("kind = \"cpu\"\ndensity = 0")).err().expect("the suite should be rejected");
+    assert!(e.contains("key \"density\": must be at least 1"), "{e}");
+    let suite = load(&workload("kind = \"cpu\"\ndensity = [1, 10, 50]")).unwrap();
+    let plan = Plan::new(&suite, &[]).unwrap();
+    let densities: Vec<Option<usize>> =
+        plan.cells.iter().filter(|c| c.volume == 0).map(|c| suite.workloads[0].variants[c.variant].density).collect();
+    assert_eq!(densities, [Some(1), Some(10), Some(50)], "a list of densities is a matrix axis");
+    assert_eq!(plan.cells[0].labels.params, [("density".to_string(), "1".to_string())]);
 }

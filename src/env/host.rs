@@ -48,6 +48,14 @@ impl Environment for Host {
         Ok(super::Reach::loopback())
     }
 
+    fn speaks_nbd(&self) -> bool {
+        true
+    }
+
+    fn network(&self, _ledger: &crate::ledger::Ledger) -> Result<super::net::NetPath> {
+        Ok(super::net::NetPath::Loopback)
+    }
+
     fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
         let token = launch.ledger.new_process_token();
         run_agent_process(Command::new(agent_binary()?).args(["agent", "--request", "-"]), launch, &token)
@@ -59,11 +67,19 @@ impl Environment for Host {
 /// `token` marks every process it starts, for teardown and `isobench cleanup`.
 pub fn run_agent_process(cmd: &mut Command, launch: Launch, token: &str) -> Result<agent::Report> {
     launch.ledger.record(Resource::Processes { token: token.to_string() })?;
+    let gate = launch.gate.cloned();
+    let mut on_spawn = |pid: u32| gate.iter().for_each(|g| g.spawned(pid));
+    let mut on_stderr_line = |line: &str| gate.iter().for_each(|g| g.saw_line(line));
+    let mut request = serde_json::to_vec(launch.request)?;
+    request.push(b'\n');
     let finished = process::run(
         cmd,
         process::Options {
             token: Some(token),
-            stdin: Some(serde_json::to_vec(launch.request)?),
+            stdin: Some(request),
+            stdin_then: gate.as_ref().map(|g| g.go()),
+            on_spawn: Some(&mut on_spawn),
+            on_stderr_line: Some(&mut on_stderr_line),
             timeout: Some(launch.timeout),
             ..Default::default()
         },

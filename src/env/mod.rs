@@ -2,6 +2,7 @@
 //! the isobench agent inside its sandbox with the volume visible, and carry its report back.
 
 pub mod host;
+pub mod net;
 pub mod oci;
 pub mod podman;
 pub mod rootfs;
@@ -11,12 +12,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
 use crate::agent;
 use crate::ledger::Ledger;
 use crate::suite::tree::{Fields, SuiteError};
-use crate::volume::Provisioned;
+use crate::volume::{Provisioned, RawTarget};
 
 /// Everything an environment needs to run the agent once.
 pub struct Launch<'a> {
@@ -26,13 +27,20 @@ pub struct Launch<'a> {
     pub run_dir: &'a Path,
     /// The agent must have reported by then.
     pub timeout: Duration,
-    pub ledger: &'a mut Ledger,
+    pub ledger: &'a Ledger,
     /// isobench's work directory (caches live under it).
     pub workdir: &'a Path,
     /// How the suite asks this volume to be attached, where the environment has a choice (VMs).
     pub attach: Option<&'a vm::attach::Attach>,
     /// TCP ports a server listens on inside, which the host must reach (see `reach`).
     pub forward: &'a [u16],
+    /// The sandbox's network to the host, when the workload needs one (see `network`).
+    pub network: Option<&'a net::NetPath>,
+    /// Started together with other sandboxes (density): the agent says when it is up and waits
+    /// for the others; the environment passes its pid, its ready line and the "go" through.
+    pub gate: Option<&'a crate::density::Gate>,
+    /// A memory limit for this one sandbox in place of the environment's (fault injection).
+    pub memory: Option<u64>,
 }
 
 /// Where a server inside an environment listens, and where the host connects to it.
@@ -60,7 +68,7 @@ impl Reach {
     }
 }
 
-pub trait Environment {
+pub trait Environment: Send + Sync {
     /// Why this environment cannot run on this machine, if it cannot.
     fn unavailable(&self) -> Option<String>;
     /// Whether the agent must see a kernel or namespaces different from the host's.
@@ -69,11 +77,33 @@ pub trait Environment {
     fn describe(&self) -> BTreeMap<String, String>;
     /// Where the volume appears inside the environment.
     fn data_dir(&self, volume: &Provisioned) -> PathBuf;
+    /// How the workload inside reaches a raw volume: the host's own device, or the NBD export
+    /// itself when the volume is one.
+    fn raw_target(&self, volume: &Provisioned) -> RawTarget {
+        match &volume.nbd {
+            Some(export) => RawTarget::Nbd(export.clone()),
+            None => RawTarget::Device(volume.path.clone()),
+        }
+    }
+    /// Whether the workload reaches an NBD export itself here (fio's nbd engine on the host,
+    /// QEMU's client for a VM's disk), so that a raw network volume needs no device.
+    fn speaks_nbd(&self) -> bool {
+        false
+    }
+    /// Host memory one sandbox is given for certain (a memory limit, a guest's RAM), for
+    /// refusing a density the machine cannot hold.
+    fn memory_per_sandbox(&self) -> Option<u64> {
+        None
+    }
+    /// Why this environment cannot hand a raw block device to the workload, if it cannot.
+    fn no_raw_devices(&self) -> Option<String> {
+        None
+    }
     /// Where the agent may keep temporary files inside the environment.
     fn scratch_dir(&self, run_dir: &Path) -> PathBuf;
     /// Checked once per run of a suite, before the environment's first cell: a runtime that
     /// cannot start anything fails its cells with that one reason instead of run by run.
-    fn preflight(&self, _ledger: &mut Ledger, _run_dir: &Path, _workdir: &Path) -> Result<()> {
+    fn preflight(&self, _ledger: &Ledger, _run_dir: &Path, _workdir: &Path) -> Result<()> {
         Ok(())
     }
     /// Whether the volume must be handed over as an unmounted block device (virtio-blk).
@@ -85,6 +115,11 @@ pub trait Environment {
     /// it cannot.
     fn reach(&self) -> Result<Reach, String> {
         Err("isobench cannot reach a server inside this kind of environment yet".into())
+    }
+    /// Makes the network path between a sandbox and the host (everything recorded in the
+    /// ledger), for workloads that talk to a peer on the host (iperf3).
+    fn network(&self, _ledger: &Ledger) -> Result<net::NetPath> {
+        bail!("this kind of environment cannot give a sandbox a network path yet")
     }
     /// Runs the agent once and returns its report.
     fn run_agent(&self, launch: Launch) -> Result<agent::Report>;
@@ -111,7 +146,7 @@ static AGENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 /// Copies this very program to a file of the run's own, which every environment then starts as
 /// the agent: rebuilding or upgrading isobench during a long run cannot pull it away, and
 /// sandboxes bind-mount a stable path. /proc/self/exe reads even when the file was replaced.
-pub fn install_agent(ledger: &mut crate::ledger::Ledger, workdir: &Path) -> Result<PathBuf> {
+pub fn install_agent(ledger: &crate::ledger::Ledger, workdir: &Path) -> Result<PathBuf> {
     let path = workdir.join("bin").join(format!("isobench-{}", ledger.token()));
     ledger.record(crate::ledger::Resource::File { path: path.clone() })?;
     std::fs::create_dir_all(workdir.join("bin"))?;

@@ -10,7 +10,8 @@ use std::process::Command;
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
-use super::rootfs::{AGENT_PATH, DATA_PATH, SCRATCH_PATH, overlay_of_host_root};
+use super::net::NetPath;
+use super::rootfs::{AGENT_PATH, DATA_PATH, DEVICE_PATH, SCRATCH_PATH, overlay_of_host_root};
 use super::{Environment, Kind, Launch, agent_binary, host::run_agent_process};
 use crate::agent;
 use crate::ledger::{Ledger, Resource};
@@ -89,6 +90,14 @@ impl Runtime {
         })
     }
 
+    /// gVisor has no block devices: a device node in the spec fails to open (ENXIO), a
+    /// bind-mounted one appears as an empty read-only file.
+    pub fn no_raw_devices(&self) -> Option<String> {
+        (self.flavour == Flavour::Runsc).then(|| {
+            "gVisor has no block devices, so a raw volume (fs = \"none\") cannot be handed to runsc; measure a filesystem on the device instead".to_string()
+        })
+    }
+
     /// gVisor opens files without O_DIRECT even when asked: its "direct" I/O is buffered.
     pub fn ignores_o_direct(&self) -> bool {
         self.flavour == Flavour::Runsc
@@ -120,15 +129,54 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
     Ok(Box::new(Oci { runtime, runtime_args, cpus, memory, host_network: network == "host" }))
 }
 
+/// What one container is given: the volume, the network path, a memory limit, the command.
+pub(super) struct Contents<'a> {
+    pub volume: Option<&'a Provisioned>,
+    pub network: Option<&'a NetPath>,
+    pub memory: Option<u64>,
+    pub args: &'a [&'a str],
+}
+
+/// A container's network: the host's, a namespace isobench made (with a veth pair to the
+/// host), or none at all.
+#[derive(Clone, Copy)]
+pub(super) enum Net<'a> {
+    Host,
+    Namespace(&'a Path),
+    None,
+}
+
+impl<'a> Net<'a> {
+    /// The network a container gets: the host's when the suite asks for it, the namespace the
+    /// workload's network path made, or none.
+    pub(super) fn of(host_network: bool, path: Option<&'a NetPath>, netns_file: &'a Option<PathBuf>) -> Net<'a> {
+        match (host_network, path, netns_file) {
+            (true, _, _) => Net::Host,
+            (false, Some(_), Some(file)) => Net::Namespace(file),
+            _ => Net::None,
+        }
+    }
+
+    /// runsc's --network flag: gVisor's own netstack over the namespace's interface, as
+    /// gVisor users run it, or the host's stack, or nothing.
+    pub(super) fn runsc_mode(self) -> &'static str {
+        match self {
+            Net::Host => "host",
+            Net::Namespace(_) => "sandbox",
+            Net::None => "none",
+        }
+    }
+}
+
 impl Oci {
-    /// The runtime's global flags: the user's, plus what isobench needs of runsc (no network
-    /// unless asked, and no overlay over /data, which would keep writes in sandbox memory).
-    fn global_args(&self, state_root: &Path) -> Vec<String> {
+    /// The runtime's global flags: the user's, plus what isobench needs of runsc (its network
+    /// mode, and no overlay over /data, which would keep writes in sandbox memory).
+    fn global_args(&self, state_root: &Path, net: Net) -> Vec<String> {
         let mut args = self.runtime_args.clone();
         if self.runtime.flavour == Flavour::Runsc {
             let given = |flag: &str| self.runtime_args.iter().any(|a| a.starts_with(flag));
             if !given("--network") {
-                args.push(if self.host_network { "--network=host" } else { "--network=none" }.into());
+                args.push(format!("--network={}", net.runsc_mode()));
             }
             if !given("--overlay") {
                 args.push("--overlay2=none".into());
@@ -138,9 +186,21 @@ impl Oci {
         args
     }
 
+    /// The runtime's flags and network as one container gets them, for the run's record.
+    fn network_facts(&self, net: Net) -> BTreeMap<String, String> {
+        let args = self.global_args(Path::new("STATE"), net);
+        let shown: Vec<&str> = args.iter().map(String::as_str).filter(|a| *a != "--root" && *a != "STATE").collect();
+        let network = match net {
+            Net::Host => "host",
+            Net::Namespace(_) => "namespace",
+            Net::None => "none",
+        };
+        BTreeMap::from([("runtime.args".to_string(), shown.join(" ")), ("runtime.network".into(), network.into())])
+    }
+
     /// The runtime's argv up to its subcommand: through crun's workaround where cgroups are
     /// hybrid, then the global flags.
-    fn argv(&self, state_root: &Path) -> Result<Vec<String>> {
+    fn argv(&self, state_root: &Path, net: Net) -> Result<Vec<String>> {
         let path = self
             .runtime
             .path
@@ -156,31 +216,27 @@ impl Oci {
             );
         }
         argv.push(path.display().to_string());
-        argv.extend(self.global_args(state_root));
+        argv.extend(self.global_args(state_root, net));
         Ok(argv)
     }
 
     /// Writes the bundle for one container and records everything it mounts.
-    fn bundle(
-        &self,
-        ledger: &mut Ledger,
-        run_dir: &Path,
-        volume: Option<&Path>,
-        args: &[&str],
-        token: &str,
-    ) -> Result<PathBuf> {
+    fn bundle(&self, ledger: &Ledger, run_dir: &Path, contents: &Contents, net: Net, token: &str) -> Result<PathBuf> {
         let rootfs = overlay_of_host_root(ledger, run_dir)?;
         let bundle = run_dir.join("bundle");
         std::fs::create_dir_all(&bundle)?;
+        let volume = contents.volume;
+        let device = volume.filter(|v| v.raw).map(DeviceNode::of).transpose()?;
         let spec = spec(&SpecInput {
             rootfs: &rootfs,
             agent: &agent_binary()?,
-            volume,
-            args,
+            volume: volume.filter(|v| !v.raw).map(|v| v.path.as_path()),
+            device,
+            args: contents.args,
             token,
             cpus: self.cpus,
-            memory: self.memory,
-            host_network: self.host_network,
+            memory: contents.memory,
+            net,
         });
         std::fs::write(bundle.join("config.json"), serde_json::to_vec_pretty(&spec)?)?;
         Ok(bundle)
@@ -188,17 +244,13 @@ impl Oci {
 
     /// Everything for one container (bundle, state directory, id, all recorded first) and the
     /// command that runs it, with the token that marks its processes.
-    fn prepare(
-        &self,
-        ledger: &mut Ledger,
-        run_dir: &Path,
-        volume: Option<&Path>,
-        args: &[&str],
-    ) -> Result<(Command, String)> {
+    fn prepare(&self, ledger: &Ledger, run_dir: &Path, contents: &Contents) -> Result<(Command, String)> {
         let state_root = run_dir.join("runtime-state");
-        let argv = self.argv(&state_root)?;
+        let netns_file = contents.network.and_then(NetPath::netns_file);
+        let net = Net::of(self.host_network, contents.network, &netns_file);
+        let argv = self.argv(&state_root, net)?;
         let token = ledger.new_process_token();
-        let bundle = self.bundle(ledger, run_dir, volume, args, &token)?;
+        let bundle = self.bundle(ledger, run_dir, contents, net, &token)?;
         std::fs::create_dir_all(&state_root)?;
         let id =
             format!("isobench-{}", run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
@@ -210,8 +262,9 @@ impl Oci {
     }
 
     /// Starts `/bin/true` in a container: whether this runtime, with these arguments, works here.
-    pub fn smoke_test(&self, ledger: &mut Ledger, run_dir: &Path) -> Result<()> {
-        let (mut cmd, token) = self.prepare(ledger, run_dir, None, &["/bin/true"])?;
+    pub fn smoke_test(&self, ledger: &Ledger, run_dir: &Path) -> Result<()> {
+        let contents = Contents { volume: None, network: None, memory: self.memory, args: &["/bin/true"] };
+        let (mut cmd, token) = self.prepare(ledger, run_dir, &contents)?;
         ledger.record(Resource::Processes { token: token.clone() })?;
         let options = process::Options {
             token: Some(&token),
@@ -240,17 +293,8 @@ impl Environment for Oci {
             ("env.kind".to_string(), "oci".to_string()),
             ("runtime.name".into(), self.runtime.name.clone()),
             ("runtime.version".into(), self.runtime.version().unwrap_or_else(|| "unknown".into())),
-            (
-                "runtime.args".into(),
-                self.global_args(Path::new("STATE"))
-                    .iter()
-                    .filter(|a| *a != "--root" && *a != "STATE")
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ),
-            ("runtime.network".into(), if self.host_network { "host" } else { "none" }.into()),
         ]);
+        d.extend(self.network_facts(Net::of(self.host_network, None, &None)));
         if let Some(p) = &self.runtime.path {
             d.insert("runtime.path".into(), p.display().to_string());
         }
@@ -276,11 +320,23 @@ impl Environment for Oci {
         PathBuf::from(DATA_PATH)
     }
 
+    fn raw_target(&self, _volume: &Provisioned) -> crate::volume::RawTarget {
+        crate::volume::RawTarget::Device(PathBuf::from(DEVICE_PATH))
+    }
+
+    fn no_raw_devices(&self) -> Option<String> {
+        self.runtime.no_raw_devices()
+    }
+
+    fn memory_per_sandbox(&self) -> Option<u64> {
+        self.memory
+    }
+
     fn scratch_dir(&self, _run_dir: &Path) -> PathBuf {
         PathBuf::from(SCRATCH_PATH)
     }
 
-    fn preflight(&self, ledger: &mut Ledger, run_dir: &Path, _workdir: &Path) -> Result<()> {
+    fn preflight(&self, ledger: &Ledger, run_dir: &Path, _workdir: &Path) -> Result<()> {
         self.smoke_test(ledger, run_dir)
     }
 
@@ -288,11 +344,20 @@ impl Environment for Oci {
         super::Reach::host_network(self.host_network)
     }
 
+    fn network(&self, ledger: &Ledger) -> Result<NetPath> {
+        if self.host_network { Ok(NetPath::Loopback) } else { super::net::namespace(ledger) }
+    }
+
     fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
         let args = [AGENT_PATH, "agent", "--request", "-"];
-        let (mut cmd, token) = self.prepare(launch.ledger, launch.run_dir, Some(&launch.volume.path), &args)?;
-        let report = run_agent_process(&mut cmd, launch, &token)?;
-        Ok(with_limit_notes(report, self.cpus, self.memory))
+        let netns_file = launch.network.and_then(NetPath::netns_file);
+        let used = self.network_facts(Net::of(self.host_network, launch.network, &netns_file));
+        let memory = launch.memory.or(self.memory);
+        let contents = Contents { volume: Some(launch.volume), network: launch.network, memory, args: &args };
+        let (mut cmd, token) = self.prepare(launch.ledger, launch.run_dir, &contents)?;
+        let mut report = run_agent_process(&mut cmd, launch, &token)?;
+        report.setup.extend(used);
+        Ok(with_limit_notes(report, self.cpus, memory))
     }
 }
 
@@ -344,15 +409,32 @@ pub fn delete_container(delete: &[String]) -> Result<()> {
     bail!("`{}` failed: {}", delete.join(" "), finished.tail(4))
 }
 
+/// A raw volume's block device, as a container sees it at DEVICE_PATH.
+struct DeviceNode {
+    major: u64,
+    minor: u64,
+    read_only: bool,
+}
+
+impl DeviceNode {
+    fn of(volume: &Provisioned) -> Result<DeviceNode> {
+        use std::os::unix::fs::MetadataExt;
+        let rdev =
+            std::fs::metadata(&volume.path).map_err(|e| anyhow::anyhow!("{}: {e}", volume.path.display()))?.rdev();
+        Ok(DeviceNode { major: libc::major(rdev).into(), minor: libc::minor(rdev).into(), read_only: volume.read_only })
+    }
+}
+
 struct SpecInput<'a> {
     rootfs: &'a Path,
     agent: &'a Path,
     volume: Option<&'a Path>,
+    device: Option<DeviceNode>,
     args: &'a [&'a str],
     token: &'a str,
     cpus: Option<f64>,
     memory: Option<u64>,
-    host_network: bool,
+    net: Net<'a>,
 }
 
 /// The capabilities Docker gives a container by default, plus IPC_LOCK (databases mlock).
@@ -392,10 +474,19 @@ fn spec(input: &SpecInput) -> Value {
     }
     let mut namespaces =
         vec![json!({"type": "pid"}), json!({"type": "ipc"}), json!({"type": "uts"}), json!({"type": "mount"})];
-    if !input.host_network {
-        namespaces.push(json!({"type": "network"}));
+    match input.net {
+        Net::Host => {}
+        Net::Namespace(file) => namespaces.push(json!({"type": "network", "path": file})),
+        Net::None => namespaces.push(json!({"type": "network"})),
     }
-    let mut resources = json!({"devices": [{"allow": false, "access": "rwm"}]});
+    let mut devices = Vec::new();
+    let mut device_rules = vec![json!({"allow": false, "access": "rwm"})];
+    if let Some(d) = &input.device {
+        let access = if d.read_only { "r" } else { "rw" };
+        devices.push(json!({"path": DEVICE_PATH, "type": "b", "major": d.major, "minor": d.minor, "fileMode": 0o660, "uid": 0, "gid": 0}));
+        device_rules.push(json!({"allow": true, "type": "b", "major": d.major, "minor": d.minor, "access": access}));
+    }
+    let mut resources = json!({"devices": device_rules});
     if let Some(cpus) = input.cpus {
         resources["cpu"] = json!({"quota": (cpus * 100_000.0).round() as i64, "period": 100_000});
     }
@@ -424,6 +515,7 @@ fn spec(input: &SpecInput) -> Value {
         "mounts": mounts,
         "linux": {
             "resources": resources,
+            "devices": devices,
             "namespaces": namespaces,
             "maskedPaths": ["/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"],
             "readonlyPaths": ["/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
@@ -442,11 +534,12 @@ mod tests {
             rootfs: Path::new("/r"),
             agent: Path::new("/bin/isobench"),
             volume: Some(Path::new("/vol")),
+            device: None,
             args: &["/x"],
             token: "t",
             cpus: Some(1.5),
             memory: Some(1 << 30),
-            host_network: false,
+            net: Net::None,
         });
         let mounts = s["mounts"].as_array().unwrap();
         assert!(mounts.iter().any(|m| m["destination"] == "/data" && m["source"] == "/vol"));
@@ -456,6 +549,33 @@ mod tests {
         assert_eq!(s["linux"]["resources"]["memory"]["limit"], 1u64 << 30);
         assert!(s["linux"]["namespaces"].as_array().unwrap().iter().any(|n| n["type"] == "network"));
         assert!(s["process"]["env"].as_array().unwrap().iter().any(|e| e == "ISOBENCH_TOKEN=t"));
+    }
+
+    #[test]
+    fn a_raw_device_and_a_namespace_reach_the_spec() {
+        let netns = Path::new("/var/run/netns/isobench-x");
+        let s = spec(&SpecInput {
+            rootfs: Path::new("/r"),
+            agent: Path::new("/bin/isobench"),
+            volume: None,
+            device: Some(DeviceNode { major: 7, minor: 3, read_only: true }),
+            args: &["/x"],
+            token: "t",
+            cpus: None,
+            memory: None,
+            net: Net::Namespace(netns),
+        });
+        assert_eq!(s["linux"]["devices"][0]["path"], DEVICE_PATH);
+        assert_eq!(
+            (s["linux"]["devices"][0]["major"].as_u64(), s["linux"]["devices"][0]["minor"].as_u64()),
+            (Some(7), Some(3))
+        );
+        let rules = s["linux"]["resources"]["devices"].as_array().unwrap();
+        assert_eq!(rules[0]["allow"], false, "everything else stays denied");
+        assert_eq!(rules[1]["access"], "r", "a read-only device is readable only");
+        let ns = s["linux"]["namespaces"].as_array().unwrap().iter().find(|n| n["type"] == "network").unwrap();
+        assert_eq!(ns["path"], "/var/run/netns/isobench-x");
+        assert!(!s["mounts"].as_array().unwrap().iter().any(|m| m["destination"] == "/data"));
     }
 
     #[test]

@@ -9,8 +9,9 @@ use std::process::Command;
 
 use anyhow::Result;
 
-use super::oci::{Flavour, Runtime};
-use super::rootfs::{AGENT_PATH, DATA_PATH, SCRATCH_PATH, overlay_of_host_root};
+use super::net::NetPath;
+use super::oci::{Contents, Flavour, Net, Runtime};
+use super::rootfs::{AGENT_PATH, DATA_PATH, DEVICE_PATH, SCRATCH_PATH, overlay_of_host_root};
 use super::{Environment, Kind, Launch, agent_binary, host::run_agent_process};
 use crate::agent;
 use crate::ledger::Resource;
@@ -65,7 +66,7 @@ fn parse(f: &mut Fields, program: &'static str) -> Result<Box<dyn Environment>, 
 impl Engine {
     /// The engine's global flags: state kept in the run's directory, cgroupfs (no systemd
     /// needed), and the runtime with its flags.
-    fn global_args(&self, run_dir: &Path) -> Vec<String> {
+    fn global_args(&self, run_dir: &Path, net: Net) -> Vec<String> {
         let mut args = Vec::new();
         if self.program == "podman" {
             args.extend([
@@ -85,7 +86,7 @@ impl Engine {
                 self.runtime_args.iter().map(|a| a.trim_start_matches('-').to_string()).collect();
             if r.flavour == Flavour::Runsc {
                 if !flags.iter().any(|f| f.starts_with("network")) {
-                    flags.push(if self.host_network { "network=host" } else { "network=none" }.into());
+                    flags.push(format!("network={}", net.runsc_mode()));
                 }
                 if !flags.iter().any(|f| f.starts_with("overlay")) {
                     flags.push("overlay2=none".into());
@@ -105,11 +106,13 @@ impl Engine {
     /// container recorded for deletion), and the token that marks its processes.
     fn command(
         &self,
-        ledger: &mut crate::ledger::Ledger,
+        ledger: &crate::ledger::Ledger,
         run_dir: &Path,
-        volume: Option<&Path>,
-        args: &[&str],
+        contents: &Contents,
     ) -> Result<(Command, String)> {
+        let (volume, network, memory, args) = (contents.volume, contents.network, contents.memory, contents.args);
+        let netns_file = network.and_then(NetPath::netns_file);
+        let net = Net::of(self.host_network, network, &netns_file);
         if let Some(r) = self.runtime.as_ref().filter(|r| r.flavour == Flavour::Crun && super::oci::hybrid_cgroups()) {
             write_crun_wrapper(run_dir, r)?;
         }
@@ -119,7 +122,7 @@ impl Engine {
         if self.program == "podman" {
             ledger.record(Resource::Dir { path: runroot(run_dir) })?;
         }
-        let global = self.global_args(run_dir);
+        let global = self.global_args(run_dir, net);
         let delete = [self.program.to_string()]
             .into_iter()
             .chain(global.iter().cloned())
@@ -136,10 +139,21 @@ impl Engine {
         let nproc = hard_limit(nix::sys::resource::Resource::RLIMIT_NPROC, 4096).min(32768);
         let mut cmd = Command::new(self.program);
         cmd.args(&global).args(["run", "--rm", "-i", "--name", &name]);
-        cmd.arg(format!("--network={}", if self.host_network { "host" } else { "none" }));
+        cmd.arg(match net {
+            Net::Host => "--network=host".to_string(),
+            Net::Namespace(file) => format!("--network=ns:{}", file.display()),
+            Net::None => "--network=none".to_string(),
+        });
         cmd.args([format!("--ulimit=nofile={nofile}:{nofile}"), format!("--ulimit=nproc={nproc}:{nproc}")]);
-        if let Some(volume) = volume {
-            cmd.arg(format!("--volume={}:{DATA_PATH}", volume.display()));
+        match volume {
+            Some(v) if v.raw => {
+                let access = if v.read_only { "r" } else { "rw" };
+                cmd.arg(format!("--device={}:{DEVICE_PATH}:{access}", v.path.display()));
+            }
+            Some(v) => {
+                cmd.arg(format!("--volume={}:{DATA_PATH}", v.path.display()));
+            }
+            None => {}
         }
         cmd.arg(format!("--volume={}:{AGENT_PATH}:ro", agent_binary()?.display()));
         // notmpcopyup: the root's /tmp is the host's, and copying it (sockets included) fails.
@@ -147,7 +161,7 @@ impl Engine {
         if let Some(c) = self.cpus {
             cmd.arg(format!("--cpus={c}"));
         }
-        if let Some(m) = self.memory {
+        if let Some(m) = memory {
             cmd.arg(format!("--memory={m}"));
         }
         cmd.args(&root).args(args);
@@ -251,12 +265,25 @@ impl Environment for Engine {
         PathBuf::from(DATA_PATH)
     }
 
+    fn raw_target(&self, _volume: &Provisioned) -> crate::volume::RawTarget {
+        crate::volume::RawTarget::Device(PathBuf::from(DEVICE_PATH))
+    }
+
+    fn no_raw_devices(&self) -> Option<String> {
+        self.runtime.as_ref().and_then(Runtime::no_raw_devices)
+    }
+
+    fn memory_per_sandbox(&self) -> Option<u64> {
+        self.memory
+    }
+
     fn scratch_dir(&self, _run_dir: &Path) -> PathBuf {
         PathBuf::from(SCRATCH_PATH)
     }
 
-    fn preflight(&self, ledger: &mut crate::ledger::Ledger, run_dir: &Path, _workdir: &Path) -> Result<()> {
-        let (mut cmd, token) = self.command(ledger, run_dir, None, &["/bin/true"])?;
+    fn preflight(&self, ledger: &crate::ledger::Ledger, run_dir: &Path, _workdir: &Path) -> Result<()> {
+        let contents = Contents { volume: None, network: None, memory: self.memory, args: &["/bin/true"] };
+        let (mut cmd, token) = self.command(ledger, run_dir, &contents)?;
         ledger.record(Resource::Processes { token: token.clone() })?;
         let options = process::Options {
             token: Some(&token),
@@ -274,10 +301,22 @@ impl Environment for Engine {
         super::Reach::host_network(self.host_network)
     }
 
+    fn network(&self, ledger: &crate::ledger::Ledger) -> Result<NetPath> {
+        if self.host_network { Ok(NetPath::Loopback) } else { super::net::namespace(ledger) }
+    }
+
     fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
         let args = [AGENT_PATH, "agent", "--request", "-"];
-        let (mut cmd, token) = self.command(launch.ledger, launch.run_dir, Some(&launch.volume.path), &args)?;
-        let report = run_agent_process(&mut cmd, launch, &token)?;
-        Ok(super::oci::with_limit_notes(report, self.cpus, self.memory))
+        let network = match launch.network {
+            _ if self.host_network => "host",
+            Some(NetPath::Namespace { .. }) => "namespace",
+            _ => "none",
+        };
+        let memory = launch.memory.or(self.memory);
+        let contents = Contents { volume: Some(launch.volume), network: launch.network, memory, args: &args };
+        let (mut cmd, token) = self.command(launch.ledger, launch.run_dir, &contents)?;
+        let mut report = run_agent_process(&mut cmd, launch, &token)?;
+        report.setup.insert("runtime.network".into(), network.into());
+        Ok(super::oci::with_limit_notes(report, self.cpus, memory))
     }
 }

@@ -11,7 +11,7 @@ use crate::process;
 
 /// Mounts the overlay root at `run_dir/rootfs` (its tmpfs at `run_dir/root-upper`), both
 /// recorded before they are made.
-pub fn overlay_of_host_root(ledger: &mut Ledger, run_dir: &Path) -> Result<PathBuf> {
+pub fn overlay_of_host_root(ledger: &Ledger, run_dir: &Path) -> Result<PathBuf> {
     let upper = run_dir.join("root-upper");
     let root = run_dir.join("rootfs");
     std::fs::create_dir_all(&upper)?;
@@ -37,4 +37,6 @@ pub fn overlay_of_host_root(ledger: &mut Ledger, run_dir: &Path) -> Result<PathB
 /// Where the agent binary and the volume appear inside a container.
 pub const AGENT_PATH: &str = "/.isobench/isobench";
 pub const DATA_PATH: &str = "/data";
+/// Where a raw volume's device node appears inside a container.
+pub const DEVICE_PATH: &str = "/dev/isobench-data";
 pub const SCRATCH_PATH: &str = "/tmp/isobench";

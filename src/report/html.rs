@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use super::chart::{self, BASELINE_COLOUR, Bar, BarChart, Line, LineChart, colour, escape as h};
-use super::{Report, diff_text, headline, metric_title, runs_text, settings, status_text};
+use super::{
+    Report, Table, density_table, diff_text, headline, metric_title, runs_text, settings, status_text, summary_tables,
+};
 use crate::compare::{self, CellResult, HOURS_PER_MONTH, Verdict};
 use crate::units::{self, human};
 
@@ -55,7 +57,7 @@ pub fn render(report: &Report) -> String {
         .filter_map(|k| report.host.get(*k).map(|v| format!("{k}: {}", h(v))))
         .collect();
     let _ = write!(out, "<p class=\"meta\">Host: {}</p>", host.join(" · "));
-    out.push_str("<nav><a href=\"#heatmap\">overheads</a><a href=\"#settings\">settings</a><a href=\"#facts\">environments</a><a href=\"#raw\">raw files</a></nav>");
+    out.push_str("<nav><a href=\"#summary\">summary</a><a href=\"#heatmap\">overheads</a><a href=\"#settings\">settings</a><a href=\"#facts\">environments</a><a href=\"#raw\">raw files</a></nav>");
     if !report.warnings.is_empty() {
         let _ = write!(out, "<h2 id=\"warnings\">Warnings ({})</h2>", report.warnings.len());
         let shown = 5;
@@ -69,6 +71,8 @@ pub fn render(report: &Report) -> String {
             out.push_str("</details>");
         }
     }
+    out.push_str(&summary(report));
+    out.push_str(&density(report));
     out.push_str(&heatmaps(report));
     out.push_str(&bounds(report));
     out.push_str("<h2 id=\"settings\">Per workload setting</h2>");
@@ -81,6 +85,138 @@ pub fn render(report: &Report) -> String {
     out.push_str(&cost(report));
     out.push_str(&raw_links(report));
     out.push_str("<p class=\"meta\">Written by isobench. Every number was measured; missing ones say why.</p></main></body></html>\n");
+    out
+}
+
+/// A table of text as HTML.
+fn plain_table(table: &Table) -> String {
+    let mut out = String::from("<table><tr>");
+    for header in &table.headers {
+        let _ = write!(out, "<th>{}</th>", h(header));
+    }
+    out.push_str("</tr>");
+    for row in &table.rows {
+        out.push_str("<tr>");
+        for cell in row {
+            let _ = write!(out, "<td>{}</td>", h(cell));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
+    out
+}
+
+/// The studies' tables: per workload, each setting's first headline metric per environment.
+fn summary(report: &Report) -> String {
+    let mut out = String::from(
+        "<h2 id=\"summary\">Summary</h2><p class=\"meta\">Per workload, each setting's first headline metric: median (% against the baseline [95% CI]).</p>",
+    );
+    for (workload, table) in summary_tables(&report.analysis) {
+        let _ = write!(out, "<h3>{}</h3>{}", h(&workload), plain_table(&table));
+    }
+    out
+}
+
+/// Sandboxes started together: the table, the failures by name, each metric against N per
+/// environment, and the spread between the sandboxes of each cell.
+fn density(report: &Report) -> String {
+    let Some((table, failures)) = density_table(report) else {
+        return String::new();
+    };
+    let mut out = String::from(
+        "<h2 id=\"density\">Density</h2><p class=\"meta\">Sandboxes started together behind a barrier. Start: from creating a sandbox to its agent being up; host memory: the PSS of its processes while all were up, before the workload began. Medians over the runs.</p>",
+    );
+    out.push_str(&plain_table(&table));
+    for f in &failures {
+        let _ = write!(out, "<div class=\"warn\"><b>failed</b>: {}</div>", h(f));
+    }
+    let cells: Vec<&CellResult> = report.analysis.cells.iter().filter(|c| c.record.density.is_some()).collect();
+    let mut workloads: Vec<&str> = Vec::new();
+    for c in &cells {
+        if !workloads.contains(&c.record.labels.workload.as_str()) {
+            workloads.push(&c.record.labels.workload);
+        }
+    }
+    out.push_str("<div class=\"charts\">");
+    for workload in workloads {
+        let mine: Vec<&CellResult> = cells.iter().copied().filter(|c| c.record.labels.workload == workload).collect();
+        let headline = &mine[0].record.headline;
+        let latency = headline.iter().find(|m| m.contains("lat") || m.contains("time")).cloned();
+        let metrics = headline
+            .first()
+            .cloned()
+            .into_iter()
+            .chain(latency)
+            .chain(["start_latency_p50".into(), "sandbox_memory".into()]);
+        for metric in metrics {
+            // A line per environment/volume and setting other than N, through its cells' N.
+            let mut lines: Vec<Line> = Vec::new();
+            for c in &mine {
+                let Some(m) = c.metric(&metric) else { continue };
+                let others: Vec<String> = c
+                    .record
+                    .labels
+                    .params
+                    .iter()
+                    .filter(|(k, _)| k != "density")
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let name = format!("{} {}", c.name(), others.join(" ")).trim().to_string();
+                let point = (c.record.density.unwrap_or(1) as f64, m.summary.median);
+                match lines.iter_mut().find(|l| l.name == name) {
+                    Some(line) => line.points.push(point),
+                    None => {
+                        let (colour, dashed) = (chart::colour(lines.len()), c.is_baseline);
+                        lines.push(Line { name, points: vec![point], colour, dashed })
+                    }
+                }
+            }
+            if !lines.iter().any(|l| l.points.len() > 1) {
+                continue;
+            }
+            for line in &mut lines {
+                line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            }
+            let unit = mine.iter().find_map(|c| c.metric(&metric)).map(|m| m.unit.clone()).unwrap_or_default();
+            out.push_str(&chart::line_chart(&LineChart {
+                title: format!("{workload}: {} against sandboxes at once", metric_title(&metric)),
+                unit,
+                x_label: "sandboxes at once (N)".into(),
+                x_categories: Vec::new(),
+                lines,
+                log_y: false,
+            }));
+        }
+    }
+    out.push_str("</div><details><summary>each sandbox's figure, per cell (first run)</summary><div class=\"charts\">");
+    for c in &cells {
+        let metric = c.record.headline.first().cloned().unwrap_or_default();
+        let Some(run) = report.runs.iter().find(|r| r.cell == c.record.cell && !r.sandboxes.is_empty()) else {
+            continue;
+        };
+        let bars: Vec<Bar> = run
+            .sandboxes
+            .iter()
+            .map(|s| {
+                let sample = s.samples.iter().find(|x| x.metric == metric);
+                Bar {
+                    label: format!("sandbox {}", s.index),
+                    value: sample.map_or(0.0, |x| x.value),
+                    ci: None,
+                    colour: if sample.is_some() { chart::colour(0) } else { BASELINE_COLOUR },
+                    note: if sample.is_some() { String::new() } else { "failed".into() },
+                    tooltip: s.error.clone().unwrap_or_default(),
+                }
+            })
+            .collect();
+        let unit = run.sandboxes.iter().flat_map(|s| &s.samples).find(|x| x.metric == metric).map(|x| x.unit.clone());
+        out.push_str(&chart::bar_chart(&BarChart {
+            title: format!("{} {}: {} per sandbox", c.name(), c.record.labels.setting(), metric_title(&metric)),
+            unit: unit.unwrap_or_default(),
+            bars,
+        }));
+    }
+    out.push_str("</div></details>");
     out
 }
 
@@ -284,9 +420,13 @@ fn setting_charts(report: &Report, cells: &[&CellResult]) -> String {
                 })
             })
             .collect();
+        let unit = points
+            .iter()
+            .find_map(|(_, name)| cells.iter().find_map(|c| c.metric(name)))
+            .map_or_else(|| "us".to_string(), |m| m.unit.clone());
         out.push_str(&chart::line_chart(&LineChart {
             title: format!("{} percentiles (median of runs)", metric_title(&prefix)),
-            unit: "us".into(),
+            unit,
             x_label: "percentile".into(),
             x_categories: points.iter().map(|(label, _)| label.clone()).collect(),
             lines,

@@ -2,7 +2,9 @@
 //! 95 % CI, min–max, runs and % difference from the baseline (with its CI and a verdict); then
 //! warnings, bounds, cost, failures and every metric measured.
 
-use super::{Report, Table, diff_text, headline, metric_title, runs_text, settings, status_text};
+use super::{
+    Report, Table, density_table, diff_text, headline, metric_title, runs_text, settings, status_text, summary_tables,
+};
 use crate::compare::{self, HOURS_PER_MONTH};
 use crate::units::{self, human};
 
@@ -39,6 +41,20 @@ pub fn render(report: &Report) -> String {
         out.push_str("\n## Warnings\n\n");
         for w in &report.warnings {
             out.push_str(&format!("- `{}`: {}\n", w.cell, w.message));
+        }
+    }
+    out.push_str("\n## Summary\n\nPer workload, each setting's first headline metric: median (% against the baseline [95% CI]).\n");
+    for (workload, table) in summary_tables(analysis) {
+        out.push_str(&format!("\n### {workload}\n\n{}", table.to_markdown()));
+    }
+    if let Some((table, failures)) = density_table(report) {
+        out.push_str("\n## Density\n\nSandboxes started together behind a barrier. Start: from creating a sandbox to its agent being up; host memory: the PSS of its processes (runtime, QEMU, gVisor's sentry and gofer) while all were up, before the workload began; per sandbox: the spread between them (a starved one is the minimum). Medians over the runs.\n\n");
+        out.push_str(&table.to_markdown());
+        if !failures.is_empty() {
+            out.push_str("\nFailed sandboxes:\n\n");
+            for f in failures {
+                out.push_str(&format!("- {f}\n"));
+            }
         }
     }
     for (setting, cells) in settings(analysis) {

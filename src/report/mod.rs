@@ -170,6 +170,124 @@ pub fn runs_text(analysis: &Analysis, cell: &CellResult) -> String {
     text
 }
 
+/// "52.8k op/s (-24% [-27%, -21%])": the median, its difference from the baseline and the
+/// difference's 95 % CI.
+pub fn value_with_diff_ci(cell: &CellResult, metric: &str) -> String {
+    let Some(m) = cell.metric(metric) else {
+        return status_text(cell).unwrap_or_else(|| "—".into());
+    };
+    let value = units::human(m.summary.median, &m.unit);
+    match &m.vs_baseline {
+        Some(d) => {
+            format!("{value} ({} [{}, {}])", diff_text(d), units::signed_percent(d.ci.0), units::signed_percent(d.ci.1))
+        }
+        None if cell.is_baseline => format!("{value} (baseline)"),
+        None => value,
+    }
+}
+
+/// The published studies' tables: per workload, a row per setting and a column per
+/// environment/volume, each holding the setting's first headline metric with its % against
+/// the baseline and that difference's CI.
+pub fn summary_tables(analysis: &Analysis) -> Vec<(String, Table)> {
+    let mut workloads: Vec<&str> = Vec::new();
+    for c in &analysis.cells {
+        if !workloads.contains(&c.record.labels.workload.as_str()) {
+            workloads.push(&c.record.labels.workload);
+        }
+    }
+    workloads
+        .into_iter()
+        .map(|workload| {
+            let groups: Vec<(String, Vec<&CellResult>)> = settings(analysis)
+                .into_iter()
+                .filter(|(_, cells)| cells[0].record.labels.workload == workload)
+                .collect();
+            let mut columns: Vec<String> = Vec::new();
+            for c in groups.iter().flat_map(|(_, cells)| cells) {
+                if !columns.contains(&c.name()) {
+                    columns.push(c.name());
+                }
+            }
+            let mut headers = vec!["Setting".to_string(), "Metric".to_string()];
+            headers.extend(columns.iter().cloned());
+            let rows = groups
+                .iter()
+                .map(|(setting, cells)| {
+                    let metric = headline(cells).into_iter().next().unwrap_or_default();
+                    let mut row = vec![setting.trim_start_matches(workload).trim().to_string(), metric_title(&metric)];
+                    if row[0].is_empty() {
+                        row[0] = workload.to_string();
+                    }
+                    row.extend(columns.iter().map(|col| {
+                        cells
+                            .iter()
+                            .find(|c| c.name() == *col)
+                            .map_or(String::new(), |c| value_with_diff_ci(c, &metric))
+                    }));
+                    row
+                })
+                .collect();
+            (workload.to_string(), Table { headers, rows })
+        })
+        .collect()
+}
+
+/// One row per density cell: how many sandboxes ran and failed, how fast they came up, the host
+/// memory each took, and the spread of the first headline metric between them; and the failed
+/// sandboxes by name.
+pub fn density_table(report: &Report) -> Option<(Table, Vec<String>)> {
+    let cells: Vec<&CellResult> = report.analysis.cells.iter().filter(|c| c.record.density.is_some()).collect();
+    if cells.is_empty() {
+        return None;
+    }
+    let median = |c: &CellResult, m: &str| c.metric(m).map(|m| units::human(m.summary.median, &m.unit));
+    let mut failures = Vec::new();
+    let rows = cells
+        .iter()
+        .map(|c| {
+            let runs: Vec<&RunRecord> = report.runs.iter().filter(|r| r.cell == c.record.cell).collect();
+            let (ok, failed) = runs.iter().flat_map(|r| &r.sandboxes).fold((0, 0), |(ok, failed), s| {
+                if s.status == crate::store::Status::Ok { (ok + 1, failed) } else { (ok, failed + 1) }
+            });
+            for run in &runs {
+                for s in run.sandboxes.iter().filter(|s| s.status != crate::store::Status::Ok) {
+                    let why = s.error.as_deref().and_then(|e| e.lines().next()).unwrap_or("");
+                    failures.push(format!("{} #{}: sandbox {}: {why}", c.record.cell, run.rep, s.index));
+                }
+            }
+            let metric = c.record.headline.first().cloned().unwrap_or_default();
+            let spread: Vec<String> = ["min", "median", "max"]
+                .iter()
+                .map(|k| median(c, &format!("{metric}_sandbox_{k}")).unwrap_or_else(|| "—".into()))
+                .collect();
+            let starts: Vec<String> = ["p50", "p95", "max"]
+                .iter()
+                .map(|k| median(c, &format!("start_latency_{k}")).unwrap_or_else(|| "—".into()))
+                .collect();
+            vec![
+                format!("{} {}", c.name(), c.record.labels.setting()),
+                c.record.density.unwrap_or(0).to_string(),
+                format!("{ok} ok, {failed} failed ({} runs)", runs.len()),
+                starts.join(" / "),
+                median(c, "sandbox_memory").unwrap_or_else(|| "—".into()),
+                format!("{}: {}", metric_title(&metric), spread.join(" / ")),
+            ]
+        })
+        .collect();
+    let headers = [
+        "Cell",
+        "N",
+        "Sandboxes",
+        "Start p50 / p95 / max",
+        "Host memory per sandbox (PSS)",
+        "Per sandbox min / median / max",
+    ]
+    .map(String::from)
+    .to_vec();
+    Some((Table { headers, rows }, failures))
+}
+
 /// A table of text: a header row and body rows.
 pub struct Table {
     pub headers: Vec<String>,

@@ -138,7 +138,13 @@ pub struct NodeConfig {
     /// More JVM options, after isobench's own (a later option wins).
     #[serde(default)]
     pub jvm_args: Vec<String>,
+    /// Clients log in (PasswordAuthenticator); the default superuser exists from the start.
+    #[serde(default)]
+    pub auth: bool,
 }
+
+/// The superuser Cassandra makes on its first start with PasswordAuthenticator.
+pub const DEFAULT_LOGIN: (&str, &str) = ("cassandra", "cassandra");
 
 impl NodeConfig {
     /// A node on 127.0.0.1 with its data under `data`: 9042/7000/7199 for the default native
@@ -159,6 +165,7 @@ impl NodeConfig {
             jmx_port,
             quick_jit: false,
             jvm_args: Vec::new(),
+            auth: false,
         })
     }
 
@@ -182,7 +189,7 @@ impl NodeConfig {
 num_tokens: 16
 allocate_tokens_for_local_replication_factor: 1
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
-authenticator: AllowAllAuthenticator
+authenticator: {authenticator}
 authorizer: AllowAllAuthorizer
 role_manager: CassandraRoleManager
 data_file_directories: [{d}/data]
@@ -217,6 +224,7 @@ disk_access_mode: mmap_index_only
             rpc = self.address,
             s = self.storage_port,
             n = self.native_port,
+            authenticator = if self.auth { "PasswordAuthenticator" } else { "AllowAllAuthenticator" },
         )
     }
 
@@ -340,6 +348,8 @@ fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, cds: &Cds) -
         "-Dcassandra.ring_delay_ms=100",
     ])
     .arg(format!("-Dcassandra.jmx.local.port={}", cfg.jmx_port))
+    // With logins, the default superuser is made at once rather than 10 s after start.
+    .args(cfg.auth.then_some("-Dcassandra.superuser_setup_delay_ms=0"))
     .args(&cfg.jvm_args)
     .arg("-cp")
     .arg(format!("{}/*", lib.display()))
@@ -463,7 +473,7 @@ impl Node {
                 return Err(process::Interrupted.into());
             }
             if read_text(&self.config.stdout_log()).contains(READY_LINE)
-                && let Ok(version) = cql_probe(&address)
+                && let Ok(version) = cql_probe(&address, self.config.auth.then_some(DEFAULT_LOGIN))
             {
                 self.ready_after = started.elapsed();
                 self.release_version = version;
@@ -570,13 +580,42 @@ fn read_text(path: &Path) -> String {
     text
 }
 
-/// Connects with the CQL driver and reads `release_version`: proof that CQL is served.
-pub fn cql_probe(address: &str) -> Result<String> {
+/// Makes `user` a superuser who logs in with `password`, as the default superuser: the role a
+/// suite's load logs in as. The statement is not logged anywhere.
+pub fn create_role(address: &str, user: &str, password: &str) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
-        let builder = scylla::client::session_builder::SessionBuilder::new()
+        let session = scylla::client::session_builder::SessionBuilder::new()
+            .known_node(address)
+            .user(DEFAULT_LOGIN.0, DEFAULT_LOGIN.1)
+            .connection_timeout(Duration::from_secs(5))
+            .build()
+            .await
+            .context("logging in as Cassandra's default superuser")?;
+        let statement = format!(
+            "CREATE ROLE IF NOT EXISTS \"{}\" WITH PASSWORD = '{}' AND LOGIN = true AND SUPERUSER = true",
+            user.replace('"', "\"\""),
+            password.replace('\'', "''")
+        );
+        session
+            .query_unpaged(statement, ())
+            .await
+            .map_err(|_| anyhow::anyhow!("creating the role \"{user}\" failed"))?;
+        Ok(())
+    })
+}
+
+/// Connects with the CQL driver (logging in as `login`, if given) and reads `release_version`:
+/// proof that CQL is served.
+pub fn cql_probe(address: &str, login: Option<(&str, &str)>) -> Result<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let mut builder = scylla::client::session_builder::SessionBuilder::new()
             .known_node(address)
             .connection_timeout(Duration::from_secs(3));
+        if let Some((user, password)) = login {
+            builder = builder.user(user, password);
+        }
         let session = tokio::time::timeout(Duration::from_secs(5), builder.build()).await.context("timed out")??;
         let rows = session.query_unpaged("SELECT release_version FROM system.local", ()).await?.into_rows_result()?;
         let (version,): (Option<String>,) = rows.first_row()?;

@@ -106,7 +106,8 @@ pub fn status(workdir: &Path) -> Result<Vec<(Node, Result<String>)>> {
     for state in states(workdir, None)? {
         if let Some(node) = load(&state)? {
             let answer = if node.alive() {
-                cassandra::cql_probe(&format!("{}:{}", node.config.address, node.config.native_port))
+                let login = node.config.auth.then_some(cassandra::DEFAULT_LOGIN);
+                cassandra::cql_probe(&format!("{}:{}", node.config.address, node.config.native_port), login)
             } else {
                 Err(anyhow::anyhow!("not running (pid {} is gone); `isobench server stop` forgets it", node.pid))
             };
@@ -136,11 +137,30 @@ fn states(workdir: &Path, port: Option<u16>) -> Result<Vec<PathBuf>> {
 /// nodes someone else runs.
 #[derive(Clone, Debug)]
 pub enum ServerSpec {
-    Managed { version: String, heap: String, quick_jit: bool, start_timeout: Duration, jvm_args: Vec<String> },
+    Managed {
+        version: String,
+        heap: String,
+        quick_jit: bool,
+        start_timeout: Duration,
+        jvm_args: Vec<String>,
+        /// Clients log in as this role, which isobench makes (the password is never shown).
+        login: Option<(String, String)>,
+    },
     External(Target),
 }
 
 pub const KINDS: &[&str] = &["cassandra", "external"];
+
+/// `user` and `password`: both or neither.
+fn login(f: &mut Fields) -> Result<Option<(String, String)>, SuiteError> {
+    match (f.str("user")?, f.str("password")?) {
+        (Some(user), Some(password)) => Ok(Some((user, password))),
+        (None, None) => Ok(None),
+        (user, _) => {
+            Err(f.error_at(if user.is_some() { "user" } else { "password" }, "give both user and password, or neither"))
+        }
+    }
+}
 
 impl ServerSpec {
     pub fn parse(f: &mut Fields) -> Result<ServerSpec, SuiteError> {
@@ -152,6 +172,7 @@ impl ServerSpec {
                 quick_jit: f.bool("quick_jit")?.unwrap_or(false),
                 start_timeout: f.duration("start_timeout")?.unwrap_or(START_TIMEOUT),
                 jvm_args: f.str_list("jvm_args")?.unwrap_or_default(),
+                login: login(f)?,
             },
             "external" => {
                 let nodes = f.str_list("nodes")?.unwrap_or_default();
@@ -163,14 +184,7 @@ impl ServerSpec {
                 }
                 let port = f.uint("port")?.unwrap_or(9042);
                 let port = u16::try_from(port).map_err(|_| f.error_at("port", "must be a TCP port (1-65535)"))?;
-                let user = f.str("user")?;
-                let password = f.str("password")?;
-                if password.is_some() != user.is_some() {
-                    return Err(f.error_at(
-                        if user.is_some() { "user" } else { "password" },
-                        "give both user and password, or neither",
-                    ));
-                }
+                let (user, password) = login(f)?.unzip();
                 ServerSpec::External(Target { nodes, port, user, password })
             }
             other => {

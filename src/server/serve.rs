@@ -37,6 +37,9 @@ pub struct Serve {
     /// The load's keyspace and table, whose SSTables are counted after the run.
     pub keyspace: String,
     pub table: String,
+    /// Clients log in (PasswordAuthenticator).
+    #[serde(default)]
+    pub auth: bool,
 }
 
 /// The agent's one message to the host.
@@ -78,6 +81,7 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
         jmx_port: s.jmx_port,
         quick_jit: s.quick_jit,
         jvm_args: s.jvm_args.clone(),
+        auth: s.auth,
     };
     let started =
         Node::start(&s.distribution, &config, Start { token: None, detached: false, timeout: s.start_timeout });

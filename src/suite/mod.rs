@@ -57,6 +57,8 @@ pub struct Variant {
     /// The axis values of this combination, in suite order.
     pub params: Vec<(String, String)>,
     pub spec: workload::Spec,
+    /// `density = N`: N sandboxes of each cell run it at once.
+    pub density: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -316,8 +318,9 @@ fn workload_entry(file: &str, table: &Table, origin: Origin, ctx: &ParseContext)
         f.str("name")?;
         f.str("kind")?;
         headline = f.str_list("headline")?;
+        let density = f.count("density")?.map(|n| n as usize);
         let spec = (kind.parse)(&mut f, ctx)?;
-        variants.push(Variant { params, spec });
+        variants.push(Variant { params, spec, density });
     }
     Ok(WorkloadEntry { name: named_entry.name, kind: named_entry.kind, headline, variants })
 }

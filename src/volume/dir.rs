@@ -49,14 +49,11 @@ impl Volume for Dir {
         let work = self.path.join(format!("isobench-{run_name}"));
         ctx.ledger.record(Resource::Dir { path: work.clone() })?;
         std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-        Ok(Provisioned {
-            block: None,
-            facts: BTreeMap::from([
-                ("volume.kind".into(), "dir".into()),
-                ("volume.path".into(), self.path.display().to_string()),
-                ("volume.fs".into(), crate::facts::fs_type(&work)),
-            ]),
-            path: work,
-        })
+        let facts = BTreeMap::from([
+            ("volume.kind".into(), "dir".into()),
+            ("volume.path".into(), self.path.display().to_string()),
+            ("volume.fs".into(), crate::facts::fs_type(&work)),
+        ]);
+        Ok(Provisioned::dir(work, facts))
     }
 }

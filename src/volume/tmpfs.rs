@@ -27,23 +27,26 @@ impl Volume for Tmpfs {
         needs_root()
     }
 
-    fn provision(&self, mut ctx: ProvisionContext) -> Result<Provisioned> {
+    fn provision(&self, ctx: ProvisionContext) -> Result<Provisioned> {
         if ctx.block {
             return Err(super::no_block("tmpfs"));
         }
-        let target = mount_point(&mut ctx)?;
+        let target = mount_point(&ctx, "mnt".into())?;
         let options = format!("size={},mode=1777", units::fio_size(self.size));
         process::command_output(
             "mount",
             &["-t", "tmpfs", "-o", &options, "isobench-tmpfs", &target.to_string_lossy()],
         )?;
-        Ok(Provisioned {
-            block: None,
-            path: target,
-            facts: BTreeMap::from([
+        Ok(Provisioned::dir(
+            target,
+            BTreeMap::from([
                 ("volume.kind".into(), "tmpfs".into()),
                 ("volume.size".into(), units::fio_size(self.size)),
             ]),
-        })
+        ))
+    }
+
+    fn memory(&self) -> Option<u64> {
+        Some(self.size)
     }
 }

@@ -93,6 +93,11 @@ impl Cql {
 }
 
 impl Workload for Cql {
+    fn writes_volume(&self) -> bool {
+        // A managed database keeps its data on the volume.
+        true
+    }
+
     fn programs(&self) -> Vec<&'static str> {
         Vec::new()
     }

@@ -16,6 +16,7 @@ use crate::process;
 use crate::store::{RawFile, Sample, Series};
 use crate::suite::tree::{Fields, SuiteError};
 use crate::units;
+use crate::volume::RawTarget;
 
 pub const KIND: Kind = Kind { name: "fio", list_keys: &["args"], parse };
 
@@ -153,19 +154,30 @@ impl Options {
         self.size / self.numjobs / self.bs * self.bs
     }
 
-    fn args(&self, data_dir: &Path) -> Vec<String> {
+    /// fio's options on `target`: in a directory, each job its own file of its share of the
+    /// working set; on a raw device, every job over the same first `size` bytes of it.
+    fn args(&self, target: &Target) -> Vec<String> {
+        let whole = |size: u64| self.size.min(size) / self.bs * self.bs;
+        let (place, size) = match target {
+            Target::Dir(dir) => (format!("--directory={}", dir.display()), self.per_job_size()),
+            Target::Device { path, size } => (format!("--filename={}", path.display()), whole(*size)),
+            Target::Nbd(export) => (format!("--uri={}", export.uri()), whole(export.size)),
+        };
+        // An NBD export is fio's nbd engine's to reach (libnbd), whatever the suite's engine;
+        // the engine comes before its own options (--uri).
+        let engine = if matches!(target, Target::Nbd(_)) { "nbd" } else { &self.ioengine };
         let mut a = vec![
             "--name=isobench".to_string(),
-            format!("--directory={}", data_dir.display()),
+            format!("--ioengine={engine}"),
+            place,
             format!("--rw={}", self.rw),
             format!("--bs={}", units::fio_size(self.bs)),
             format!("--iodepth={}", self.iodepth),
             format!("--numjobs={}", self.numjobs),
-            format!("--size={}", units::fio_size(self.per_job_size())),
+            format!("--size={}", units::fio_size(size)),
             format!("--runtime={}ms", self.runtime_ms),
             "--time_based".into(),
             format!("--direct={}", u8::from(self.direct)),
-            format!("--ioengine={}", self.ioengine),
             "--group_reporting".into(),
         ];
         if self.ramp_time_ms > 0 {
@@ -179,6 +191,13 @@ impl Options {
         }
         a
     }
+}
+
+/// Where fio does its I/O.
+enum Target<'a> {
+    Dir(&'a Path),
+    Device { path: &'a Path, size: u64 },
+    Nbd(&'a crate::volume::NbdExport),
 }
 
 impl Workload for Fio {
@@ -212,18 +231,62 @@ impl Workload for Fio {
         }
     }
 
+    fn writes_volume(&self) -> bool {
+        match &self.job {
+            Job::Options(o) => !matches!(o.rw.as_str(), "read" | "randread"),
+            // A job file says what it does; fio's --readonly refuses its writes.
+            Job::File { .. } => true,
+        }
+    }
+
     fn run(&self, ctx: &RunContext, out: &mut Output) -> Result<()> {
         let output_file = ctx.scratch_dir.join("fio.json");
         let mut cmd = Command::new("fio");
         cmd.current_dir(ctx.data_dir).env("ISOBENCH_DATA", ctx.data_dir);
+        match ctx.raw {
+            Some(RawTarget::Device(device)) => {
+                cmd.env("ISOBENCH_DATA", device).env("ISOBENCH_DEVICE", device);
+            }
+            Some(RawTarget::Nbd(export)) => {
+                cmd.env("ISOBENCH_NBD_URI", export.uri());
+            }
+            None => {}
+        }
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if ctx.read_only {
+            cmd.arg("--readonly");
+        }
         match &self.job {
             Job::Options(o) => {
-                if o.direct {
-                    check_direct_io(ctx.data_dir)?;
-                }
-                check_free_space(ctx.data_dir, o.size)?;
-                cmd.args(o.args(ctx.data_dir));
+                let target = match ctx.raw {
+                    Some(RawTarget::Device(path)) => {
+                        let size = crate::volume::block::device_size(path)?;
+                        if size < o.bs {
+                            return Err(
+                                Unfit(format!("the device {} is smaller than one block", path.display())).into()
+                            );
+                        }
+                        Target::Device { path, size }
+                    }
+                    Some(RawTarget::Nbd(export)) => {
+                        if o.ioengine != "nbd" {
+                            out.notes.push(format!(
+                                "fio reached {} with its nbd engine (libnbd): ioengine = {} does not apply to an NBD export",
+                                export.uri(),
+                                o.ioengine
+                            ));
+                        }
+                        Target::Nbd(export)
+                    }
+                    None => {
+                        if o.direct {
+                            check_direct_io(ctx.data_dir)?;
+                        }
+                        check_free_space(ctx.data_dir, o.size)?;
+                        Target::Dir(ctx.data_dir)
+                    }
+                };
+                cmd.args(o.args(&target));
             }
             Job::File { name, text, .. } => {
                 let job_path = ctx.scratch_dir.join(name);

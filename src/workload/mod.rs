@@ -1,8 +1,12 @@
 //! What is measured. Each kind is one file; its configuration is parsed from the suite on the
 //! host and travels to the agent inside the sandbox as a `Spec`, where `run` executes it.
 
+pub mod cpu;
 pub mod cql;
 pub mod fio;
+pub mod memory;
+pub mod network;
+pub mod sysbench;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +31,10 @@ pub struct Output {
 pub struct RunContext<'a> {
     /// The volume under test.
     pub data_dir: &'a Path,
+    /// A raw volume: the device or NBD export itself (then `data_dir` is only a working directory).
+    pub raw: Option<&'a crate::volume::RawTarget>,
+    /// Nothing may be written to the volume.
+    pub read_only: bool,
     /// A private directory for temporary files, not on the volume under test.
     pub scratch_dir: &'a Path,
 }
@@ -51,8 +59,20 @@ pub trait Workload {
     fn headline(&self) -> Vec<&'static str>;
     /// What the workload does, for validity checks and reports ("fio.direct" = "true" …).
     fn describe(&self) -> BTreeMap<String, String>;
-    /// How long one run should take (for the ETA and the watchdog).
+    /// How long one run should take (for the ETA).
     fn expected_duration(&self) -> Duration;
+    /// How long one run may take before its sandbox is stopped.
+    fn timeout(&self) -> Duration {
+        self.expected_duration() * 3 + Duration::from_secs(180)
+    }
+    /// Whether it writes to the volume under test (a read-only volume refuses the cell).
+    fn writes_volume(&self) -> bool {
+        false
+    }
+    /// Whether it talks to a peer on the host over the sandbox's network path.
+    fn needs_network(&self) -> bool {
+        false
+    }
     /// Runs once, inside the environment.
     fn run(&self, ctx: &RunContext, out: &mut Output) -> Result<()>;
 }
@@ -63,6 +83,9 @@ pub trait Workload {
 pub enum Spec {
     Fio(fio::Fio),
     Cql(cql::Cql),
+    Cpu(cpu::Cpu),
+    Memory(memory::Memory),
+    Network(network::Network),
 }
 
 impl Spec {
@@ -70,6 +93,9 @@ impl Spec {
         match self {
             Spec::Fio(w) => w,
             Spec::Cql(w) => w,
+            Spec::Cpu(w) => w,
+            Spec::Memory(w) => w,
+            Spec::Network(w) => w,
         }
     }
 }
@@ -93,7 +119,7 @@ pub struct Kind {
     pub parse: fn(&mut Fields, &ParseContext) -> Result<Spec, SuiteError>,
 }
 
-pub const KINDS: &[Kind] = &[fio::KIND, cql::KIND];
+pub const KINDS: &[Kind] = &[fio::KIND, cql::KIND, cpu::KIND, memory::KIND, network::KIND];
 
 pub fn kind(name: &str) -> Option<&'static Kind> {
     KINDS.iter().find(|k| k.name == name)

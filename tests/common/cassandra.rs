@@ -25,7 +25,7 @@ impl TestNode {
 }
 
 /// Why Cassandra cannot run here, if it cannot.
-fn unavailable() -> Option<String> {
+pub fn unavailable() -> Option<String> {
     if isobench::server::cassandra::java_feature_version().is_none() {
         return Some("java is not installed (scripts/setup.sh test installs openjdk-17-jre-headless)".into());
     }

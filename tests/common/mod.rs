@@ -157,7 +157,45 @@ impl Sandbox {
     pub fn assert_clean(&self) {
         assert_eq!(self.mounts_left(), Vec::<String>::new(), "mounts left behind");
         assert_eq!(self.loops_left(), Vec::<String>::new(), "loop devices left behind");
+        assert_eq!(network_left(), Vec::<String>::new(), "network namespaces or links left behind");
     }
+}
+
+/// Network namespaces and host links of the kinds isobench makes ("isobench-…" namespaces,
+/// "ib<pid>n<id>" veth ends and taps, in hex). Tests that make them hold `serial()` so that one test's live
+/// namespaces are not another's leftovers.
+pub fn network_left() -> Vec<String> {
+    let netns = Command::new("ip").args(["netns", "list"]).output().map(|o| o.stdout).unwrap_or_default();
+    let links = Command::new("ip").args(["-o", "link", "show"]).output().map(|o| o.stdout).unwrap_or_default();
+    let is_ours = |name: &str| {
+        name.strip_prefix("ib").and_then(|rest| rest.split_once('n')).is_some_and(|(pid, id)| {
+            !pid.is_empty()
+                && pid.chars().all(|c| c.is_ascii_hexdigit())
+                && !id.is_empty()
+                && id.chars().all(|c| c.is_ascii_hexdigit())
+        })
+    };
+    let mut left: Vec<String> = String::from_utf8_lossy(&netns)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("isobench-"))
+        .map(|n| format!("netns {n}"))
+        .collect();
+    left.extend(
+        String::from_utf8_lossy(&links)
+            .lines()
+            .filter_map(|l| l.split(": ").nth(1))
+            .map(|n| n.split('@').next().unwrap_or(n))
+            .filter(|n| is_ours(n))
+            .map(|n| format!("link {n}")),
+    );
+    left
+}
+
+/// Held by tests that make network namespaces, so that they run one at a time.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 pub fn text(o: &Output) -> String {

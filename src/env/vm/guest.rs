@@ -166,6 +166,13 @@ pub fn run_initramfs(init: &str, modules: &[String], request: &[u8]) -> Vec<u8> 
     archive.finish()
 }
 
+/// How the guest's eth0 is configured.
+pub struct GuestNet {
+    pub address: std::net::Ipv4Addr,
+    pub prefix: u8,
+    pub gateway: Option<std::net::Ipv4Addr>,
+}
+
 /// The console line /init prints as soon as it runs: the host times the boot to it.
 pub const BOOTED: &str = "ISOBENCH-BOOTED";
 /// What a probe guest prints before powering off.
@@ -175,13 +182,16 @@ pub const PROBE_OK: &str = "ISOBENCH-PROBE-OK";
 /// (which makes it writable, /tmp included, without touching the host),
 /// mount the volume under test at /data, run the agent in that root with its report going to
 /// the virtio-serial port named "isobench", power off. Any failure is said on the console.
-/// With `network`, eth0 is configured for QEMU's user network (ports forwarded to a server).
-pub fn init_script(data_mount: &str, agent: &Path, network: bool) -> String {
-    // QEMU's user network: the guest is 10.0.2.15, the host's forwarded ports arrive there.
-    let network = if network {
-        "ip link set lo up; ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2 || fail \"cannot configure eth0\""
-    } else {
-        ":"
+/// With `network`, eth0 gets its address (and a default route, on QEMU's user network).
+pub fn init_script(data_mount: &str, agent: &Path, network: Option<&GuestNet>) -> String {
+    let network = match network {
+        Some(GuestNet { address, prefix, gateway }) => {
+            let route = gateway.map(|g| format!(" && ip route add default via {g}")).unwrap_or_default();
+            format!(
+                "ip link set lo up; ip link set eth0 up && ip addr add {address}/{prefix} dev eth0{route} || fail \"cannot configure eth0\""
+            )
+        }
+        None => ":".into(),
     };
     format!(
         r#"#!/bin/busybox sh
@@ -204,7 +214,7 @@ cp /request.json /newroot/tmp/isobench-request.json
 PORT=""
 for p in /sys/class/virtio-ports/*; do [ "$(cat $p/name 2>/dev/null)" = isobench ] && PORT=/dev/$(basename $p); done
 [ -n "$PORT" ] || fail "no virtio-serial port named isobench"
-chroot /newroot {agent} agent --request /tmp/isobench-request.json > $PORT 2>/dev/console || echo "isobench-init: the agent exited with $?" > /dev/console
+chroot /newroot {agent} agent --request /tmp/isobench-request.json < /dev/console > $PORT 2>/dev/console || echo "isobench-init: the agent exited with $?" > /dev/console
 sync
 poweroff -f
 "#,

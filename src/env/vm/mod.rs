@@ -20,6 +20,7 @@ use anyhow::{Context, Result, bail};
 use attach::{Attach, Virtiofsd};
 use guest::Kernel;
 
+use super::net::NetPath;
 use super::{Environment, Kind, Launch, agent_binary};
 use crate::agent;
 use crate::ledger::{Ledger, Resource};
@@ -27,10 +28,7 @@ use crate::process::{self, find_program};
 use crate::store::{RawFile, Sample};
 use crate::suite::tree::{Fields, SuiteError};
 use crate::units;
-use crate::volume::Provisioned;
-
-/// The guest's address on QEMU's user network, where forwarded ports arrive.
-const GUEST_ADDRESS: &str = "10.0.2.15";
+use crate::volume::{BlockSource, Provisioned};
 
 pub const KIND: Kind = Kind { name: "vm", parse };
 
@@ -61,6 +59,9 @@ pub struct Vm {
     initrd: Option<PathBuf>,
     attach: Attach,
     boot_timeout: Duration,
+    /// The NIC a network workload gets: `None` chooses (tap with vhost-net where the host has
+    /// it, else user-mode); `Some(true)` a tap, `Some(false)` QEMU's user-mode network.
+    tap: Option<bool>,
     /// The accelerator in use and why, settled by the first preflight.
     resolved: OnceLock<(Accel, String)>,
 }
@@ -90,8 +91,24 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
     let initrd = f.str("initrd")?.map(PathBuf::from);
     let attach = Attach::parse(f, Some("9p"))?.expect("a default was given");
     let boot_timeout = f.duration("boot_timeout")?.unwrap_or(Duration::from_secs(120));
+    let tap = match f.choice("net", &["auto", "user", "tap"])?.as_deref() {
+        Some("tap") => Some(true),
+        Some("user") => Some(false),
+        _ => None,
+    };
     f.finish()?;
-    Ok(Box::new(Vm { vcpus, memory, accel, microvm, kernel, initrd, attach, boot_timeout, resolved: OnceLock::new() }))
+    Ok(Box::new(Vm {
+        vcpus,
+        memory,
+        accel,
+        microvm,
+        kernel,
+        initrd,
+        attach,
+        boot_timeout,
+        tap,
+        resolved: OnceLock::new(),
+    }))
 }
 
 impl Vm {
@@ -125,7 +142,7 @@ impl Vm {
     /// The accelerator: KVM only where a probe guest really boots with it (here /dev/kvm opens
     /// but guests hang: the host offers PVM, not VT-x/SVM), TCG otherwise. Probed once per boot
     /// of the host and cached under `cache_dir`.
-    fn resolve_accel(&self, ledger: &mut Ledger, run_dir: &Path, cache_dir: &Path) -> Result<(Accel, String)> {
+    fn resolve_accel(&self, ledger: &Ledger, run_dir: &Path, cache_dir: &Path) -> Result<(Accel, String)> {
         if let Some(r) = self.resolved.get() {
             return Ok(r.clone());
         }
@@ -160,12 +177,47 @@ impl Vm {
         if self.microvm {
             modules.push("virtio_mmio");
         }
-        modules.extend(attach.modules(fs));
-        let network = !launch.forward.is_empty();
-        if network {
+        // A raw volume can only cross as a disk, whatever the suite's attachment for files.
+        let raw_disk = launch.volume.raw.then(|| match attach {
+            Attach::VirtioBlk { cache, aio } => Attach::VirtioBlk { cache: cache.clone(), aio: aio.clone() },
+            _ => Attach::VirtioBlk { cache: "none".into(), aio: "threads".into() },
+        });
+        let attach = raw_disk.as_ref().unwrap_or(attach);
+        modules.extend(attach.modules(if launch.volume.raw { None } else { fs }));
+        // The NIC: a server's forwarded ports, or the workload's network path.
+        let netdev = if !launch.forward.is_empty() {
+            // Only the forwarded ports, on the host's loopback: the guest reaches nothing else.
+            let forwards: String = launch
+                .forward
+                .iter()
+                .map(|p| format!(",hostfwd=tcp:127.0.0.1:{p}-{}:{p}", super::net::SLIRP_GUEST))
+                .collect();
+            Some((format!("user,id=net0,restrict=on{forwards}"), NetPath::User))
+        } else {
+            match launch.network {
+                // Unrestricted: the guest reaches the host's loopback through 10.0.2.2.
+                Some(NetPath::User) => Some(("user,id=net0".to_string(), NetPath::User)),
+                Some(tap @ NetPath::Tap { name, vhost, .. }) => Some((
+                    format!(
+                        "tap,id=net0,ifname={name},script=no,downscript=no,vhost={}",
+                        if *vhost { "on" } else { "off" }
+                    ),
+                    tap.clone(),
+                )),
+                Some(other) => bail!("a VM cannot use the network path {other:?}"),
+                None => None,
+            }
+        };
+        if netdev.is_some() {
             modules.push("virtio_net");
         }
-        let init = guest::init_script(&attach.guest_mount(fs), &agent_binary()?, network);
+        let data_mount = if launch.volume.raw { ":".to_string() } else { attach.guest_mount(fs) };
+        let guest_net = netdev.as_ref().and_then(|(_, path)| {
+            let (address, prefix) = path.guest_address()?;
+            let gateway = (*path == NetPath::User).then_some(super::net::SLIRP_HOST);
+            Some(guest::GuestNet { address, prefix, gateway })
+        });
+        let init = guest::init_script(&data_mount, &agent_binary()?, guest_net.as_ref());
         let mut initrd = match &self.initrd {
             Some(extra) => std::fs::read(extra).with_context(|| format!("reading {}", extra.display()))?,
             None => Vec::new(),
@@ -184,7 +236,8 @@ impl Vm {
         launch.ledger.record(Resource::Processes { token: token.clone() })?;
 
         let mut args = self.machine_args(accel);
-        args.extend(["-smp".into(), self.vcpus.to_string(), "-m".into(), format!("{}M", self.memory >> 20)]);
+        let memory = launch.memory.unwrap_or(self.memory);
+        args.extend(["-smp".into(), self.vcpus.to_string(), "-m".into(), format!("{}M", memory >> 20)]);
         args.extend([
             "-kernel".into(),
             kernel.image.display().to_string(),
@@ -206,13 +259,10 @@ impl Vm {
             "-device".into(),
             "virtserialport,bus=vser.0,chardev=result,name=isobench".into(),
         ]);
-        if network {
-            // Only the forwarded ports, on the host's loopback: the guest reaches nothing else.
-            let forwards: String =
-                launch.forward.iter().map(|p| format!(",hostfwd=tcp:127.0.0.1:{p}-{GUEST_ADDRESS}:{p}")).collect();
+        if let Some((netdev, _)) = &netdev {
             args.extend([
                 "-netdev".into(),
-                format!("user,id=net0,restrict=on{forwards}"),
+                netdev.clone(),
                 "-device".into(),
                 format!("{},netdev=net0", self.dev("virtio-net")),
             ]);
@@ -242,19 +292,39 @@ impl Vm {
                     ),
                     // vhost-user needs the guest's memory shared with the daemon.
                     "-object".into(),
-                    format!("memory-backend-memfd,id=mem,size={}M,share=on", self.memory >> 20),
+                    format!("memory-backend-memfd,id=mem,size={}M,share=on", memory >> 20),
                     "-numa".into(),
                     "node,memdev=mem".into(),
                 ]);
             }
             Attach::VirtioBlk { cache, aio } => {
-                let device =
-                    launch.volume.block.as_ref().ok_or_else(|| {
-                        anyhow::anyhow!("attach = \"virtio-blk\" needs a block volume (kind = \"loop\")")
-                    })?;
+                let source = launch.volume.block.as_ref().ok_or_else(|| {
+                    anyhow::anyhow!("attach = \"virtio-blk\" needs a block volume (kind = \"loop\", \"block\", \"nbd\" or \"mirror\")")
+                })?;
+                let mut drive = match source {
+                    BlockSource::File { path, offset, size } => {
+                        let mut d = format!("file={},format=raw,aio={aio}", path.display());
+                        if *offset > 0 {
+                            d.push_str(&format!(",offset={offset}"));
+                        }
+                        if let Some(size) = size {
+                            d.push_str(&format!(",size={size}"));
+                        }
+                        d
+                    }
+                    // QEMU's own NBD client: no device on the host between the guest and the export.
+                    BlockSource::Nbd(e) => format!(
+                        "driver=raw,file.driver=nbd,file.server.type=inet,file.server.host={},file.server.port={},file.export={}",
+                        e.host, e.port, e.name
+                    ),
+                };
+                drive.push_str(&format!(",if=none,id=data,cache={cache}"));
+                if launch.volume.read_only {
+                    drive.push_str(",readonly=on");
+                }
                 args.extend([
                     "-drive".into(),
-                    format!("file={},format=raw,if=none,id=data,cache={cache},aio={aio}", device.display()),
+                    drive,
                     "-device".into(),
                     format!("{},drive=data", self.dev("virtio-blk")),
                 ]);
@@ -283,17 +353,24 @@ impl Vm {
             })
         };
         let seen = Arc::clone(&booted);
-        let mut on_line = move |line: &str| {
+        let gate = launch.gate.cloned();
+        // The console: the boot marker's time, and the agent's ready line (its stderr).
+        let mut on_line = |line: &str| {
             if line.contains(guest::BOOTED) {
                 seen.lock().expect("not poisoned").get_or_insert(started.elapsed().as_secs_f64());
             }
+            gate.iter().for_each(|g| g.saw_line(line));
         };
+        let mut on_spawn = |pid: u32| gate.iter().for_each(|g| g.spawned(pid));
         let finished = process::run(
             Command::new(QEMU).args(&args),
             process::Options {
                 token: Some(&token),
                 timeout: Some(launch.timeout + self.boot_timeout),
                 on_stdout_line: Some(&mut on_line),
+                on_spawn: Some(&mut on_spawn),
+                // The console is the guest's stdin too: "go" reaches the waiting agent there.
+                stdin_then: gate.as_ref().map(|g| g.go()),
                 ..Default::default()
             },
         );
@@ -332,6 +409,9 @@ impl Vm {
         }
         report.raw.push(RawFile { name: "console.log".into(), content: console });
         report.setup.extend(attach.describe());
+        if launch.volume.raw {
+            report.setup.insert("attach".into(), "virtio-blk (the raw device as the guest's /dev/vda)".into());
+        }
         report.setup.insert("vm.guest_kernel".into(), kernel.version.clone());
         Ok(report)
     }
@@ -345,7 +425,7 @@ fn console_tail(console: &str) -> String {
 
 /// Boots a guest that only prints a line, with KVM, under a short timeout. The outcome is
 /// cached per host boot (a hanging probe costs its whole timeout).
-fn probe_kvm(vm: &Vm, ledger: &mut Ledger, run_dir: &Path, cache_dir: &Path) -> Result<Result<(), String>> {
+fn probe_kvm(vm: &Vm, ledger: &Ledger, run_dir: &Path, cache_dir: &Path) -> Result<Result<(), String>> {
     let kernel = vm.kernel().ok_or_else(|| anyhow::anyhow!("no guest kernel"))?;
     let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let cached = cache_dir.join(format!("kvm-probe-{}-{}.txt", kernel.version, boot_id.trim()));
@@ -433,12 +513,30 @@ impl Environment for Vm {
         PathBuf::from(super::rootfs::DATA_PATH)
     }
 
+    fn raw_target(&self, _volume: &Provisioned) -> crate::volume::RawTarget {
+        // The guest's only virtio-blk disk, whatever the host attached (file, device, NBD).
+        crate::volume::RawTarget::Device(PathBuf::from("/dev/vda"))
+    }
+
+    fn memory_per_sandbox(&self) -> Option<u64> {
+        Some(self.memory)
+    }
+
+    fn speaks_nbd(&self) -> bool {
+        true
+    }
+
     fn scratch_dir(&self, _run_dir: &Path) -> PathBuf {
         PathBuf::from(super::rootfs::SCRATCH_PATH)
     }
 
-    fn preflight(&self, ledger: &mut Ledger, run_dir: &Path, workdir: &Path) -> Result<()> {
+    fn preflight(&self, ledger: &Ledger, run_dir: &Path, workdir: &Path) -> Result<()> {
         self.resolve_accel(ledger, run_dir, &workdir.join("cache")).map(|_| ())
+    }
+
+    fn network(&self, ledger: &Ledger) -> Result<NetPath> {
+        let vhost = Path::new("/dev/vhost-net").exists() && super::net::tap_unavailable().is_none();
+        if self.tap.unwrap_or(vhost) { super::net::tap(ledger) } else { Ok(NetPath::User) }
     }
 
     fn reach(&self) -> Result<super::Reach, String> {

@@ -1,0 +1,48 @@
+//! `kind = "nbd"`: remote block storage over TCP. A storage node (nbdkit) exports a backing file,
+//! on the host's loopback (`where = "local"`) or in a network namespace of its own reached over
+//! a veth pair (`where = "netns"`), with `latency` and `bandwidth` shaped by the node; the
+//! workload reaches it the way its environment can (see `remote::deliver`).
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+
+use super::remote::{self, Common, Where};
+use super::{Kind, ProvisionContext, Provisioned, Volume};
+use crate::suite::tree::{Fields, SuiteError};
+use crate::units;
+
+pub const KIND: Kind = Kind { name: "nbd", parse };
+
+pub struct Nbd {
+    common: Common,
+}
+
+fn parse(f: &mut Fields) -> Result<Box<dyn Volume>, SuiteError> {
+    let common = Common::parse(f, Where::Local)?;
+    f.finish()?;
+    Ok(Box::new(Nbd { common }))
+}
+
+impl Volume for Nbd {
+    fn raw(&self) -> bool {
+        self.common.fs.is_none()
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        self.common.unavailable(false)
+    }
+
+    fn provision(&self, ctx: ProvisionContext) -> Result<Provisioned> {
+        let node = remote::start_node(&ctx, &self.common, 0)?;
+        let mut facts = BTreeMap::from([
+            ("volume.kind".to_string(), "nbd".to_string()),
+            ("volume.size".into(), units::fio_size(self.common.size)),
+            ("volume.fs".into(), self.common.fs.clone().unwrap_or_else(|| "none".into())),
+            ("volume.export".into(), node.export.uri()),
+        ]);
+        facts.extend(node.facts);
+        let route = remote::route(&ctx, &self.common)?;
+        remote::deliver(&ctx, &self.common, route, remote::Source::Nbd(&node.export), facts)
+    }
+}

@@ -1,0 +1,299 @@
+//! Network and replicated volumes for real: nbdkit storage nodes on loopback and in namespaces
+//! of their own, qemu-storage-daemon's quorum mirror, every route a workload takes (fio's nbd
+//! engine, FUSE + loop), synchronous replication proven on the copies, a storage node killed
+//! mid-run, a database on a mirror, and nothing left behind.
+
+mod common;
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Sandbox, have, is_root, run_record, serial, text};
+
+fn unable() -> Option<String> {
+    if !is_root() {
+        return Some("needs root (namespaces, FUSE, loop devices)".into());
+    }
+    for (program, package) in [("fio", "fio"), ("nbdkit", "nbdkit"), ("qemu-storage-daemon", "qemu-system-common")] {
+        if !have(program) {
+            return Some(format!("{program} is not installed (scripts/setup.sh installs {package})"));
+        }
+    }
+    None
+}
+
+fn suite(envs: &str, volumes: &str, fio: &str) -> String {
+    format!(
+        r#"
+name = "netvol"
+repeat = 1
+baseline = {{ env = "host", volume = "local" }}
+
+[[env]]
+name = "host"
+kind = "host"
+{envs}
+
+[[volume]]
+name = "local"
+kind = "block"
+backing = "file"
+size = "128M"
+{volumes}
+
+[[workload]]
+name = "fio"
+kind = "fio"
+bs = "4k"
+iodepth = 8
+direct = true
+ioengine = "libaio"
+size = "32M"
+{fio}
+"#
+    )
+}
+
+fn volume(name: &str, keys: &str) -> String {
+    format!("\n[[volume]]\nname = \"{name}\"\nsize = \"128M\"\n{keys}\n")
+}
+
+fn iops(run: &serde_json::Value) -> f64 {
+    run["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metric"] == "iops")
+        .map_or(0.0, |s| s["value"].as_f64().unwrap())
+}
+
+/// The isobench storage processes of this sandbox still running.
+fn storage_processes(sb: &Sandbox) -> Vec<String> {
+    sb.processes().into_iter().filter(|p| p.contains("nbdkit") || p.contains("qemu-storage-daemon")).collect()
+}
+
+#[test]
+fn every_route_reaches_nbd_and_mirror_volumes() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let _serial = serial();
+    let sb = Sandbox::new();
+    let runc = isobench::env::oci::Runtime::resolve("runc").path.is_some();
+    let envs = if runc { "[[env]]\nname = \"runc\"\nkind = \"oci\"\nruntime = \"runc\"\n" } else { "" };
+    let volumes = [
+        volume("nbd-local", "kind = \"nbd\""),
+        volume("nbd-netns", "kind = \"nbd\"\nwhere = \"netns\"\nlatency = \"1ms\""),
+        volume("nbd-ext4", "kind = \"nbd\"\nwhere = \"netns\"\nfs = \"ext4\""),
+        volume("mirror-1", "kind = \"mirror\"\nreplicas = 1"),
+        volume("mirror-2-ext4", "kind = \"mirror\"\nreplicas = 2\nfs = \"ext4\""),
+    ]
+    .concat();
+    let (o, out) = sb.run_suite(&suite(envs, &volumes, "rw = \"randwrite\"\nruntime = \"1s\""), &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    for (cell, route) in [
+        ("host.nbd-local.fio", "fio-nbd"),
+        ("host.nbd-netns.fio", "fio-nbd"),
+        ("host.nbd-ext4.fio", "fuse+loop"),
+        ("host.mirror-1.fio", "fio-nbd"),
+        ("host.mirror-2-ext4.fio", "fuse+loop"),
+    ] {
+        let run = run_record(&out, cell, 1);
+        assert_eq!(run["status"], "ok", "{cell}: {}", run["error"]);
+        assert!(iops(&run) > 0.0, "{cell}");
+        let access = run["setup"]["volume.access"].as_str().unwrap();
+        assert!(access.starts_with(route), "{cell} took {access}, not {route}");
+    }
+    let netns = run_record(&out, "host.nbd-netns.fio", 1);
+    assert!(netns["setup"]["volume.node.0"].as_str().unwrap().contains("in namespace isobench-"));
+    assert!(
+        netns["setup"]["volume.node.0.shaping"].as_str().unwrap().contains("delay-read")
+            || netns["setup"]["volume.node.0.shaping"].as_str().unwrap().contains("1ms"),
+        "{}",
+        netns["setup"]["volume.node.0.shaping"]
+    );
+    let fs = run_record(&out, "host.nbd-ext4.fio", 1);
+    assert_eq!(fs["facts"]["data.fstype"], "ext4", "the agent saw ext4 over the network volume");
+    if runc {
+        // A container gets the device or the mount from the host, whatever the volume.
+        for cell in ["runc.nbd-local.fio", "runc.mirror-2-ext4.fio"] {
+            let run = run_record(&out, cell, 1);
+            assert_eq!(run["status"], "ok", "{cell}: {}", run["error"]);
+            assert!(run["setup"]["volume.access"].as_str().unwrap().starts_with("fuse+loop"), "{cell}");
+        }
+    } else {
+        eprintln!("SKIP part of {}: runc is not installed", module_path!());
+    }
+    assert!(storage_processes(&sb).is_empty(), "{:?}", storage_processes(&sb));
+    sb.assert_nothing_left();
+}
+
+#[test]
+fn a_mirror_writes_every_copy_and_a_lost_child_fails_writes_or_is_reported() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let _serial = serial();
+    let sb = Sandbox::new();
+    let mirror = |extra: &str| volume("mirror", &format!("kind = \"mirror\"\nreplicas = 2\n{extra}"));
+
+    // Synchronous: after random writes through the nexus, both copies hold the same bytes.
+    let (o, out) =
+        sb.run_suite(&suite("", &mirror(""), "rw = \"randwrite\"\nruntime = \"2s\""), &["--filter", "volume=mirror"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let run = run_record(&out, "host.mirror.fio", 1);
+    assert_eq!(run["status"], "ok", "{}", run["error"]);
+    assert_eq!(run["setup"]["volume.replicas_identical"], "yes (2 copies compared byte for byte)");
+    assert!(run["setup"]["volume.nexus"].as_str().unwrap().contains("vote-threshold 2"));
+
+    // A storage node killed mid-run: the writes fail, never silently land in one copy.
+    let run = kill_a_node_mid_run(&sb, &mirror(""), "out-strict");
+    assert_eq!(run["status"], "failed", "{run}");
+    assert!(run["error"].as_str().unwrap().contains("Input/output error"), "{}", run["error"]);
+    assert!(run["notes"].to_string().contains("the mirror lost a child"), "{}", run["notes"]);
+
+    // Allowed to run degraded: it runs on, and says so.
+    let run = kill_a_node_mid_run(&sb, &mirror("allow_degraded = true"), "out-degraded");
+    assert_eq!(run["status"], "ok", "{}", run["error"]);
+    assert!(run["notes"].to_string().contains("the mirror ran degraded (allow_degraded = true)"), "{}", run["notes"]);
+    assert!(run["setup"]["volume.quorum_events"].as_str().unwrap().contains("QUORUM_REPORT_BAD"));
+    sb.assert_nothing_left();
+}
+
+/// Runs randwrite on `volumes` for long enough to SIGKILL the second storage node in the middle;
+/// the run's record.
+fn kill_a_node_mid_run(sb: &Sandbox, volumes: &str, out: &str) -> serde_json::Value {
+    let path = sb.write(&format!("{out}.toml"), &suite("", volumes, "rw = \"randwrite\"\nruntime = \"8s\""));
+    let dir = sb.path().join(out);
+    let mut run: Child = sb
+        .isobench()
+        .args(["run", path.to_str().unwrap(), "--out", dir.to_str().unwrap(), "--filter", "volume=mirror"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let node = loop {
+        let fio_running = sb.processes().iter().any(|p| p.contains("fio ") && p.contains("--uri="))
+            || std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--uri=nbd://"))
+            });
+        let node = sb.processes().into_iter().find(|p| p.contains("nbdkit") && p.contains("node-1/disk.img"));
+        if let (true, Some(node)) = (fio_running, node) {
+            break Some(node);
+        }
+        if Instant::now() > deadline || run.try_wait().unwrap().is_some() {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let Some(node) = node else {
+        let _ = run.kill();
+        let _ = run.wait();
+        panic!("the mirror's second node and fio never ran together");
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let pid: i32 = node.split(':').next().unwrap().parse().unwrap();
+    // SAFETY: kill(2) on a pid we just found; a race with its exit only yields ESRCH.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    assert!(run.wait().unwrap().code().is_some(), "the run finished by itself");
+    run_record(&dir, "host.mirror.fio", 1)
+}
+
+#[test]
+fn sigkill_with_storage_nodes_up_then_cleanup_leaves_nothing() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let _serial = serial();
+    let sb = Sandbox::new();
+    let volumes = volume("mirror", "kind = \"mirror\"\nreplicas = 2\nfs = \"ext4\"");
+    let path = sb.write("s.toml", &suite("", &volumes, "rw = \"randread\"\nruntime = \"60s\""));
+    let child = sb
+        .isobench()
+        .args([
+            "run",
+            path.to_str().unwrap(),
+            "--out",
+            sb.path().join("out").to_str().unwrap(),
+            "--filter",
+            "volume=mirror",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let up = loop {
+        if storage_processes(&sb).len() >= 3 && sb.mounts_left().iter().any(|m| m.ends_with("/mnt")) {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let o = sb.kill_then_cleanup(child);
+    assert!(up, "the mirror never came up");
+    let said = text(&o);
+    for what in ["network namespace", "mount", "loop device", "processes"] {
+        assert!(said.contains(&format!("removed {what}")), "cleanup removed no {what}: {said}");
+    }
+    assert!(storage_processes(&sb).is_empty(), "{:?}", storage_processes(&sb));
+    sb.assert_nothing_left();
+}
+
+#[test]
+fn cassandra_writes_and_reads_back_on_a_mirror_with_a_login() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let Some(reason) = common::cassandra::unavailable() else {
+        let _serial = serial();
+        let sb = Sandbox::new();
+        let text_of_suite = r#"
+name = "db"
+repeat = 1
+baseline = { env = "host" }
+
+[[env]]
+name = "host"
+kind = "host"
+
+[[volume]]
+name = "mirror"
+kind = "mirror"
+replicas = 2
+size = "1G"
+fs = "ext4"
+
+[[server]]
+kind = "cassandra"
+heap = "1G"
+quick_jit = true
+user = "bench"
+password = "do-not-print-me"
+
+[[workload]]
+name = "cassandra"
+kind = "cql"
+load = "write n=5000 -rate threads=8"
+args = "read n=5000 -rate threads=8"
+"#;
+        let (o, out) = sb.run_suite(text_of_suite, &[]);
+        assert!(o.status.success(), "{}", text(&o));
+        let run = run_record(&out, "host.mirror.cassandra", 1);
+        assert_eq!(run["status"], "ok", "{}", run["error"]);
+        let errors = run["samples"].as_array().unwrap().iter().find(|s| s["metric"] == "errors").unwrap();
+        assert_eq!(errors["value"], 0.0, "every row written was read back");
+        assert_eq!(run["setup"]["server.login"], "PasswordAuthenticator, role bench");
+        assert_eq!(run["facts"]["data.fstype"], "ext4");
+        let note = run["notes"].to_string();
+        assert!(
+            note.contains("with its data in ") && note.contains("/mnt/cassandra"),
+            "the data on the volume: {note}"
+        );
+        assert!(run["setup"]["volume.replicas_identical"].as_str().unwrap().starts_with("yes"));
+        let leaked = std::process::Command::new("grep").args(["-rl", "do-not-print-me"]).arg(&out).output().unwrap();
+        assert!(leaked.stdout.is_empty(), "the password reached {}", String::from_utf8_lossy(&leaked.stdout));
+        assert!(!text(&o).contains("do-not-print-me"));
+        sb.assert_nothing_left();
+        return;
+    };
+    eprintln!("SKIP {}: {reason}", module_path!());
+}
