@@ -444,7 +444,11 @@ mod tests {
     fn plan(bound: f64) -> PlanRecord {
         PlanRecord {
             suite: "t".into(),
-            baseline: crate::store::Baseline { env: Some("host".into()), volume: Some("v".into()) },
+            baseline: crate::store::Baseline {
+                env: Some("host".into()),
+                volume: Some("v".into()),
+                workloads: Default::default(),
+            },
             repeat: Repeat::fixed(3),
             cells: ["host", "runc"]
                 .iter()

@@ -214,24 +214,43 @@ pub struct Baseline {
     pub env: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume: Option<String>,
+    /// A workload's own baseline (`baseline = {...}` in its `[[workload]]`), replacing the
+    /// suite's for its cells: a database on a filesystem cannot share the raw device's baseline.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub workloads: BTreeMap<String, Baseline>,
 }
 
 impl Baseline {
+    /// The baseline that applies to a workload's cells.
+    pub fn of(&self, workload: &str) -> &Baseline {
+        self.workloads.get(workload).unwrap_or(self)
+    }
+
     /// Whether a cell with these labels is a baseline cell.
     pub fn contains(&self, labels: &Labels) -> bool {
-        self.env.as_ref().is_none_or(|e| *e == labels.env) && self.volume.as_ref().is_none_or(|v| *v == labels.volume)
+        let b = self.of(&labels.workload);
+        b.env.as_ref().is_none_or(|e| *e == labels.env) && b.volume.as_ref().is_none_or(|v| *v == labels.volume)
     }
 
     /// Whether `baseline` is the baseline cell of `cell`.
     pub fn is_baseline_of(&self, baseline: &Labels, cell: &Labels) -> bool {
+        let b = self.of(&cell.workload);
         baseline.workload == cell.workload
             && baseline.params == cell.params
-            && baseline.env == *self.env.as_ref().unwrap_or(&cell.env)
-            && baseline.volume == *self.volume.as_ref().unwrap_or(&cell.volume)
+            && baseline.env == *b.env.as_ref().unwrap_or(&cell.env)
+            && baseline.volume == *b.volume.as_ref().unwrap_or(&cell.volume)
     }
 
-    /// "env host, volume tmpfs", "env host (on each volume)".
+    /// "env host on volume tmpfs", "env host, on each cell's own volume", and each workload's own.
     pub fn describe(&self) -> String {
+        let mut text = self.describe_one();
+        for (workload, own) in &self.workloads {
+            text.push_str(&format!("; for workload {workload}: {}", own.describe_one()));
+        }
+        text
+    }
+
+    fn describe_one(&self) -> String {
         match (&self.env, &self.volume) {
             (Some(e), Some(v)) => format!("env {e} on volume {v}"),
             (Some(e), None) => format!("env {e}, on each cell's own volume"),
@@ -458,13 +477,20 @@ mod tests {
             workload: "fio".into(),
             params: vec![],
         };
-        let by_env = Baseline { env: Some("host".into()), volume: None };
+        let by_env = Baseline { env: Some("host".into()), volume: None, workloads: Default::default() };
         assert!(by_env.contains(&l("host", "ext4")) && by_env.contains(&l("host", "tmpfs")));
         assert!(by_env.is_baseline_of(&l("host", "ext4"), &l("runc", "ext4")));
         assert!(!by_env.is_baseline_of(&l("host", "tmpfs"), &l("runc", "ext4")), "same volume only");
-        let both = Baseline { env: Some("host".into()), volume: Some("tmpfs".into()) };
+        let both = Baseline { env: Some("host".into()), volume: Some("tmpfs".into()), workloads: Default::default() };
         assert!(both.is_baseline_of(&l("host", "tmpfs"), &l("runc", "ext4")));
         assert!(!both.contains(&l("host", "ext4")));
+        let db = |volume: &str| Labels { workload: "db".into(), ..l("host", volume) };
+        let mut own = both.clone();
+        own.workloads.insert("db".into(), Baseline { volume: Some("ext4".into()), ..by_env.clone() });
+        assert!(own.contains(&db("ext4")) && !own.contains(&db("tmpfs")), "the workload's own volume");
+        assert!(own.is_baseline_of(&db("ext4"), &db("mirror")) && !own.is_baseline_of(&l("host", "tmpfs"), &db("x")));
+        assert!(own.is_baseline_of(&l("host", "tmpfs"), &l("runc", "ext4")), "other workloads keep the suite's");
+        assert!(own.describe().ends_with("; for workload db: env host on volume ext4"), "{}", own.describe());
     }
 
     #[test]

@@ -395,3 +395,13 @@ fn new_workload_kinds_check_their_keys() {
     assert_eq!(densities, [Some(1), Some(10), Some(50)], "a list of densities is a matrix axis");
     assert_eq!(plan.cells[0].labels.params, [("density".to_string(), "1".to_string())]);
 }
+
+#[test]
+fn a_workload_may_name_its_own_baseline() {
+    let own = BASE.replacen("ioengine = \"libaio\"", "ioengine = \"libaio\"\nbaseline = { volume = \"ext4\" }", 1);
+    let s = load(&own).unwrap();
+    assert_eq!(s.baseline.of("fio").volume.as_deref(), Some("ext4"));
+    assert_eq!(s.baseline.volume.as_deref(), Some("tmpfs"), "the suite's baseline stays for other workloads");
+    let e = error_with("ioengine = \"libaio\"", "ioengine = \"libaio\"\nbaseline = { volume = \"nvme\" }");
+    assert!(e.contains("key \"volume\": names no [[volume]]: \"nvme\"; the suite's volumes are: tmpfs, ext4"), "{e}");
+}

@@ -574,8 +574,9 @@ fn facts(report: &Report) -> String {
     let plan_baseline = &report.analysis.plan.baseline;
     // Each column's baseline column: same rule as the numbers, ignoring the workload setting.
     let baseline_of = |c: &CellResult| {
-        let env = plan_baseline.env.as_ref().unwrap_or(&c.record.labels.env);
-        let volume = plan_baseline.volume.as_ref().unwrap_or(&c.record.labels.volume);
+        let own = plan_baseline.of(&c.record.labels.workload);
+        let env = own.env.as_ref().unwrap_or(&c.record.labels.env);
+        let volume = own.volume.as_ref().unwrap_or(&c.record.labels.volume);
         columns.iter().position(|b| b.record.labels.env == *env && b.record.labels.volume == *volume)
     };
     let value = |c: &CellResult, key: &str| c.setup.get(key).or_else(|| c.facts.get(key)).cloned();

@@ -108,9 +108,10 @@ impl Suite {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let ctx = ParseContext { suite_dir };
-        let workloads = sections(&mut top, "workload")?
-            .into_iter()
-            .map(|(t, origin)| workload_entry(file, t, origin, &ctx))
+        let workload_tables = sections(&mut top, "workload")?;
+        let workloads = workload_tables
+            .iter()
+            .map(|(t, origin)| workload_entry(file, t, origin.clone(), &ctx))
             .collect::<Result<Vec<_>, _>>()?;
         let server = match optional_sections(&mut top, "server")?.as_slice() {
             [] => None,
@@ -145,7 +146,13 @@ impl Suite {
         }
         let mut envs = envs;
         apply_cost_table(&mut top, &mut envs)?;
-        let baseline = parse_baseline(file, baseline_node, &envs, &volumes)?;
+        let mut baseline = parse_baseline(file, baseline_node, &envs, &volumes)?;
+        for ((table, _), workload) in workload_tables.iter().zip(&workloads) {
+            if let Some(node) = table.get("baseline") {
+                let own = parse_baseline(file, node, &envs, &volumes)?;
+                baseline.workloads.insert(workload.name.clone(), own);
+            }
+        }
         top.finish()?;
         let mut resolved_tree = root.clone();
         redact(&mut resolved_tree);
@@ -317,6 +324,8 @@ fn workload_entry(file: &str, table: &Table, origin: Origin, ctx: &ParseContext)
         let mut f = Fields::new(file, what.clone(), &concrete, origin.clone());
         f.str("name")?;
         f.str("kind")?;
+        // The workload's own baseline is checked with the suite's, against the envs and volumes.
+        f.node("baseline");
         headline = f.str_list("headline")?;
         let density = f.count("density")?.map(|n| n as usize);
         let spec = (kind.parse)(&mut f, ctx)?;
@@ -435,7 +444,7 @@ fn parse_baseline(
             format!("names no [[volume]]: \"{volume}\"; the suite's volumes are: {}", names.join(", ")),
         ));
     }
-    Ok(Baseline { env, volume })
+    Ok(Baseline { env, volume, workloads: Default::default() })
 }
 
 /// Applies one `--set path=value`: `repeat=5`, `workload.fio.runtime=3s`,
