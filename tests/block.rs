@@ -79,7 +79,16 @@ impl UserDevice {
 
 impl Drop for UserDevice {
     fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+        // Just after an umount something (udev's probe) may still hold the device: `losetup -d`
+        // then only marks it to go when closed. Wait until it has gone.
+        for _ in 0..50 {
+            let _ = Command::new("losetup").args(["-d", &self.device]).status();
+            let held = Command::new("losetup").arg("-j").arg(&self.file).output().unwrap();
+            if held.stdout.is_empty() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     }
 }
 
