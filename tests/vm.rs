@@ -98,6 +98,23 @@ fn fio_in_a_guest_over_9p_virtiofs_and_virtio_blk() {
 }
 
 #[test]
+fn guests_started_together_each_get_their_slice_of_one_device() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    // QEMU locks a whole image file: two guests on slices of one file must not trip over it.
+    let sliced = suite(&vm("vm-blk", "attach = \"virtio-blk\""), "1s")
+        .replace("kind = \"loop\"", "kind = \"block\"\nbacking = \"file\"\npartitions = 2")
+        .replace("direct = true", "direct = true\ndensity = 2");
+    let (o, out) = sb.run_suite(&sliced, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let run = run_record(&out, "vm-blk.ext4.fio", 1);
+    assert_eq!(run["status"], "ok", "{}", run["error"]);
+    let ok = run["samples"].as_array().unwrap().iter().find(|s| s["metric"] == "sandboxes_ok").unwrap();
+    assert_eq!(ok["value"], 2.0, "both guests ran: {}", run["notes"]);
+    sb.assert_nothing_left();
+}
+
+#[test]
 fn a_guest_that_never_reports_fails_its_cell_with_the_console_and_the_run_goes_on() {
     skip_if!(unable().is_some(), "{}", unable().unwrap());
     let sb = Sandbox::new();

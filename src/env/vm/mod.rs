@@ -308,7 +308,9 @@ impl Vm {
                             d.push_str(&format!(",offset={offset}"));
                         }
                         if let Some(size) = size {
-                            d.push_str(&format!(",size={size}"));
+                            // A slice: QEMU locks the whole file, but the VMs of a density cell
+                            // share it, each at its own disjoint offset.
+                            d.push_str(&format!(",size={size},file.locking=off"));
                         }
                         d
                     }
