@@ -110,7 +110,7 @@ fn a_stalled_server_delays_every_queued_operation_under_a_fixed_rate() {
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
     assert!(child.wait().unwrap().success(), "{seen}{}", rest.join("\n"));
     let histograms = isobench::cql::hdrlog::histograms(&hdr).unwrap();
-    let rt = &histograms["WRITE-rt"];
+    let rt = &histograms["WRITE-rt"].histogram;
     let slow = rt.count_between(500_000_000, rt.max());
     assert!(slow >= 400, "{slow} operations at >= 500 ms after a {stall:?} stall (max {} ms)", rt.max() / 1_000_000);
 }
@@ -269,4 +269,64 @@ fn two_loaders_hdr_logs_merge_into_one_summary() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("Total operations          :      4,000 [WRITE: 4,000]"), "{text}");
+}
+
+/// `SELECT COUNT(*)` with a CQL client of the test's own, not the loaders'.
+fn count_rows(node: &TestNode, table: &str) -> i64 {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let session = scylla::client::session_builder::SessionBuilder::new()
+            .known_node(format!("127.0.0.1:{}", node.port))
+            .build()
+            .await
+            .unwrap();
+        let rows = session.query_unpaged(format!("SELECT COUNT(*) FROM {table}"), ()).await.unwrap();
+        let (n,): (i64,) = rows.into_rows_result().unwrap().first_row().unwrap();
+        n
+    })
+}
+
+/// A Results line's figure in ms: "Latency 99th percentile   :    1.2 ms [WRITE: 1.2 ms]" → 1.2.
+fn results_ms(stdout: &str, label: &str) -> f64 {
+    let line = stdout.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("no {label}:\n{stdout}"));
+    line.split(':').nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn loaders_split_the_key_space_and_their_logs_merge_into_one_histogram() {
+    let Some(node) = node() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (out, stdout) = run(
+        &node,
+        &format!(
+            "write n=20000 no-warmup -rate threads=8 -schema keyspace=t_loaders -loaders 4 dir={}",
+            dir.path().display()
+        ),
+    );
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    // Each loader's command line, with its contiguous slice: the union is 1..20000.
+    for (i, slice) in ["1..5000", "5001..10000", "10001..15000", "15001..20000"].iter().enumerate() {
+        let line = format!("loader {}: isobench cql write n=5000 no-warmup", i + 1);
+        let shown = stdout.lines().find(|l| l.starts_with(&line)).unwrap_or_else(|| panic!("{line}?\n{stdout}"));
+        assert!(shown.ends_with(&format!("-pop seq={slice}")), "{shown}");
+    }
+    assert_eq!(count_rows(&node, "t_loaders.standard1"), 20000, "every key written once, by exactly one loader");
+    assert_eq!(total_errors(&stdout), 0);
+    // The merged percentiles are those of one histogram holding every loader's values.
+    let mut all = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+    let mut per_loader_p99 = Vec::new();
+    for i in 1..=4 {
+        let logged = isobench::cql::hdrlog::histograms(&dir.path().join(format!("loader-{i}.hdr"))).unwrap();
+        let h = &logged["WRITE-st"].histogram;
+        assert!(h.len() >= 5000, "loader {i} logged {} operations", h.len());
+        per_loader_p99.push(h.value_at_quantile(0.99) as f64 / 1e6);
+        all.add(h).unwrap();
+    }
+    // (printed to 0.1 ms)
+    let ms = |q: f64| all.value_at_quantile(q) as f64 / 1e6;
+    for (label, q) in [("Latency 99th percentile", 0.99), ("Latency median", 0.5), ("Latency max", 1.0)] {
+        assert!((results_ms(&stdout, label) - ms(q)).abs() <= 0.05 + 1e-9, "{label} vs {} ms:\n{stdout}", ms(q));
+    }
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("loader ") && l.contains("op/s")).count(), 4, "{stdout}");
+    eprintln!("per-loader p99 {per_loader_p99:?} ms, merged {} ms", ms(0.99));
 }

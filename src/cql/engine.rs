@@ -555,9 +555,14 @@ impl Load {
     }
 }
 
-/// A population's seeds for warm-up differ from the run's, as cassandra-stress's fresh generators do.
+/// A population's seeds for warm-up differ from the run's, as cassandra-stress's fresh generators
+/// do; loaders started together (`-loaders`) are told their own base seed, so their draws differ.
 pub fn task_seed(run: u64) -> i64 {
-    (run as i64).wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64) ^ std::process::id() as i64
+    let base = std::env::var(super::loaders::SEED_VAR)
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+        .map_or(std::process::id() as i64, |loader| loader.wrapping_mul(0x2545_F491_4F6C_DD1D));
+    (run as i64).wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64) ^ base
 }
 
 /// Warm-up iterations, as cassandra-stress counts them.

@@ -85,11 +85,11 @@ impl HdrLog {
     }
 }
 
-/// One operation type's merged histogram and the wall-clock span it covers.
-struct Merged {
-    histogram: Histogram<u64>,
-    start: f64,
-    end: f64,
+/// One operation type's merged histogram and the wall-clock span it covers (seconds).
+pub struct Span {
+    pub histogram: Histogram<u64>,
+    pub start: f64,
+    pub end: f64,
 }
 
 /// `isobench cql merge a.hdr b.hdr …`: the Results block of all the logs together. Logs hold
@@ -98,7 +98,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<String> {
     if paths.is_empty() {
         bail!("isobench cql merge: name the HDR logs to merge (written with -log hdrfile=…)");
     }
-    let mut by_tag: BTreeMap<String, Merged> = BTreeMap::new();
+    let mut by_tag: BTreeMap<String, Span> = BTreeMap::new();
     let mut latency = None::<String>;
     for path in paths {
         if let Some(series) = read(path, &mut by_tag)? {
@@ -112,7 +112,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<String> {
         }
     }
     let series = latency.unwrap_or_else(|| "st".into());
-    let mut ops: BTreeMap<String, &Merged> = BTreeMap::new();
+    let mut ops: BTreeMap<String, &Span> = BTreeMap::new();
     for (tag, merged) in &by_tag {
         if let Some(op) = tag.strip_suffix(&format!("-{series}")) {
             ops.insert(op.to_string(), merged);
@@ -124,14 +124,14 @@ pub fn merge(paths: &[PathBuf]) -> Result<String> {
             by_tag.keys().cloned().collect::<Vec<_>>().join(", ")
         );
     }
-    let mut total = Merged { histogram: Histogram::new(3).expect("valid"), start: f64::MAX, end: f64::MIN };
+    let mut total = Span { histogram: Histogram::new(3).expect("valid"), start: f64::MAX, end: f64::MIN };
     for m in ops.values() {
         total.histogram.add(&m.histogram).map_err(|e| anyhow::anyhow!("{e:?}"))?;
         (total.start, total.end) = (total.start.min(m.start), total.end.max(m.end));
     }
-    let rate = |m: &Merged| m.histogram.len() as f64 / (m.end - m.start);
+    let rate = |m: &Span| m.histogram.len() as f64 / (m.end - m.start);
     let ms = |v: u64| v as f64 / 1e6;
-    let bracket = |f: &dyn Fn(&Merged) -> String| {
+    let bracket = |f: &dyn Fn(&Span) -> String| {
         format!("[{}]", ops.iter().map(|(op, m)| format!("{op}: {}", f(m))).collect::<Vec<_>>().join(", "))
     };
     let mut o = format!(
@@ -177,15 +177,15 @@ pub fn merge(paths: &[PathBuf]) -> Result<String> {
     Ok(o)
 }
 
-/// Every histogram of a log, merged per tag (`WRITE-st`, `WRITE-rt` …).
-pub fn histograms(path: &Path) -> Result<BTreeMap<String, Histogram<u64>>> {
+/// Every histogram of a log, merged per tag (`WRITE-st`, `WRITE-rt` …), with its span.
+pub fn histograms(path: &Path) -> Result<BTreeMap<String, Span>> {
     let mut by_tag = BTreeMap::new();
     read(path, &mut by_tag)?;
-    Ok(by_tag.into_iter().map(|(tag, m)| (tag, m.histogram)).collect())
+    Ok(by_tag)
 }
 
 /// Adds a log's intervals to `by_tag`; the latency series its comment names ("rt" or "st").
-fn read(path: &Path, by_tag: &mut BTreeMap<String, Merged>) -> Result<Option<String>> {
+fn read(path: &Path, by_tag: &mut BTreeMap<String, Span>) -> Result<Option<String>> {
     let data = std::fs::read(path).with_context(|| format!("reading the HDR log {}", path.display()))?;
     let text = String::from_utf8_lossy(&data);
     let latency = text.lines().find_map(|l| l.strip_prefix(LATENCY_COMMENT)).map(str::to_string);
@@ -208,7 +208,7 @@ fn read(path: &Path, by_tag: &mut BTreeMap<String, Merged>) -> Result<Option<Str
                 })?;
                 let start = base + i.start_timestamp().as_secs_f64();
                 let end = start + i.duration().as_secs_f64();
-                let merged = by_tag.entry(tag).or_insert_with(|| Merged {
+                let merged = by_tag.entry(tag).or_insert_with(|| Span {
                     histogram: Histogram::new(3).expect("valid"),
                     start,
                     end,

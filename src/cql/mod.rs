@@ -6,6 +6,7 @@ pub mod dist;
 pub mod engine;
 pub mod graph;
 pub mod hdrlog;
+pub mod loaders;
 pub mod metrics;
 pub mod output;
 pub mod random;
@@ -34,6 +35,8 @@ Options:  -rate threads=N [throttle=R/s | fixed=R/s] | auto threads>=A threads<=
           -col n=FIXED(k) size=DIST   -mode user= password= compression=lz4 connectionsPerHost=
           -node a,b,c   -port native=N   -log interval=Ns hdrfile= file=   -errors ignore retries=N
           -graph file= revision= title=
+          -loaders N [dir=PATH]   (N loader processes, -pop seq= and n= split into N slices;
+                                 their HDR logs merged, kept in dir= if given)
 Example:  isobench cql write n=1M -rate threads=64 -node 127.0.0.1
 ";
 
@@ -71,6 +74,14 @@ pub fn main(args: &[String]) -> i32 {
         }
         _ => {}
     }
+    match loaders::take(&settings::tokens(args)) {
+        Ok((Some(loaders), rest)) => return run_loaders(&rest, &loaders),
+        Ok((None, _)) => {}
+        Err(e) => {
+            eprint!("{e}");
+            return 1;
+        }
+    }
     let settings = match settings::parse(args) {
         Ok(s) => s,
         Err(e @ ArgError::Ignored(_)) => {
@@ -88,6 +99,58 @@ pub fn main(args: &[String]) -> i32 {
         Ok(_) => 1,
         Err(e) => {
             eprintln!("{e:#}");
+            1
+        }
+    }
+}
+
+/// `-loaders N`: N loader processes, each with its share of the population; prints each one's
+/// command line, then the Results of their merged HDR logs and each loader's rate and errors.
+fn run_loaders(tokens: &[String], how: &loaders::Loaders) -> i32 {
+    let commands = match loaders::split(tokens, how.count) {
+        Ok(c) => c,
+        Err(e) => {
+            eprint!("{e}");
+            return 1;
+        }
+    };
+    for (i, command) in commands.iter().enumerate() {
+        println!("loader {}: isobench cql {}", i + 1, redacted(command));
+    }
+    let dir = how
+        .dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("isobench-cql-loaders-{}", std::process::id())));
+    let outcome = loaders::run(&commands, &dir).and_then(|ran| {
+        let hdrs: Vec<PathBuf> = ran.iter().filter(|l| l.hdr.exists()).map(|l| l.hdr.clone()).collect();
+        Ok((hdrlog::merge(&hdrs)?, ran))
+    });
+    match outcome {
+        Ok((merged, ran)) => {
+            print!("\n{merged}");
+            println!("Total errors              : {:>10}", ran.iter().map(|l| l.errors).sum::<u64>());
+            println!("\nPer loader:");
+            for (i, l) in ran.iter().enumerate() {
+                println!(
+                    "loader {:>2}: {:>10.0} op/s  {:>12} operations  {:>6} errors{}",
+                    i + 1,
+                    l.op_rate,
+                    l.operations,
+                    l.errors,
+                    if l.success { "" } else { "  FAILED" }
+                );
+            }
+            let failed: Vec<&loaders::Loader> = ran.iter().filter(|l| !l.success).collect();
+            for l in &failed {
+                eprintln!("{}: {}", l.command, crate::process::tail_lines(&l.output, 5));
+            }
+            if how.dir.is_none() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            i32::from(!failed.is_empty())
+        }
+        Err(e) => {
+            eprintln!("isobench cql -loaders: {e:#} (the loaders' logs are in {})", dir.display());
             1
         }
     }

@@ -1,0 +1,243 @@
+//! `-loaders N`: one cassandra-stress command cut into N loaders, as cluster studies run it from N
+//! machines. `-pop seq=A..B` (a write's default population included) becomes N contiguous,
+//! disjoint slices whose union is the range, and `n=` is split alike; a distribution keeps its
+//! shape and each loader draws from its own seed. Each loader is a process of its own writing an
+//! HDR log; the result is merged from those logs, never from averaged percentiles.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, anyhow};
+
+use super::hdrlog;
+use super::settings::{self, ArgError, Population};
+use crate::process;
+
+/// The environment variable that seeds a loader's draws (instead of its process id).
+pub const SEED_VAR: &str = "ISOBENCH_CQL_SEED";
+
+/// `-loaders N [dir=PATH]` taken out of a command line's tokens.
+#[derive(Debug, PartialEq)]
+pub struct Loaders {
+    pub count: u32,
+    /// Where each loader's HDR log and output are kept; without it they go when merged.
+    pub dir: Option<PathBuf>,
+}
+
+/// `-loaders` taken out of a command line's tokens, if there, and the rest.
+pub fn take(tokens: &[String]) -> Result<(Option<Loaders>, Vec<String>), ArgError> {
+    let Some(at) = tokens.iter().position(|t| t.eq_ignore_ascii_case("-loaders")) else {
+        return Ok((None, tokens.to_vec()));
+    };
+    let end = tokens[at + 1..].iter().position(|t| t.starts_with('-')).map_or(tokens.len(), |i| at + 1 + i);
+    let (mut count, mut dir) = (None, None);
+    for item in &tokens[at + 1..end] {
+        match (item.strip_prefix("dir="), item.parse::<u32>()) {
+            (Some(path), _) => dir = Some(PathBuf::from(path)),
+            (None, Ok(n)) if n >= 1 => count = Some(n),
+            _ => return Err(ArgError::Invalid(format!("-loaders: unknown \"{item}\"; write -loaders N [dir=PATH]\n"))),
+        }
+    }
+    let count = count
+        .ok_or_else(|| ArgError::Invalid("-loaders needs a count of loader processes, e.g. -loaders 4\n".into()))?;
+    let rest = tokens[..at].iter().chain(&tokens[end..]).cloned().collect();
+    Ok((Some(Loaders { count, dir }), rest))
+}
+
+/// Each loader's command line, in order: its slice of the population and of `n=`.
+pub fn split(tokens: &[String], loaders: u32) -> Result<Vec<Vec<String>>, ArgError> {
+    let settings = settings::parse(tokens)?;
+    if settings.log.hdrfile.is_some() {
+        return Err(ArgError::Invalid("-loaders writes one HDR log per loader itself; leave out -log hdrfile=".into()));
+    }
+    let n = i128::from(loaders);
+    let count = settings.command.count();
+    if let Some(count) = count
+        && (count as i128) < n
+    {
+        return Err(ArgError::Invalid(format!("n={count} cannot be split between {loaders} loaders")));
+    }
+    let slices = match settings.population {
+        Population::Sequence { start, end, .. } => {
+            let len = i128::from(end) - i128::from(start) + 1;
+            if len < n {
+                return Err(ArgError::Invalid(format!(
+                    "-pop seq={start}..{end} has fewer keys than the {loaders} loaders"
+                )));
+            }
+            let at = |i: i128| (i128::from(start) + len * i / n) as i64;
+            Some((0..n).map(|i| (at(i), at(i + 1) - 1)).collect::<Vec<_>>())
+        }
+        Population::Distribution(_) => None,
+    };
+    Ok((0..n)
+        .map(|i| {
+            let mut own = tokens.to_vec();
+            if let Some(count) = count {
+                let share = (count as i128 * (i + 1) / n - count as i128 * i / n) as u64;
+                set(&mut own, None, "n=", &share.to_string());
+            }
+            if let Some(slices) = &slices {
+                let (a, b) = slices[i as usize];
+                set(&mut own, Some("-pop"), "seq=", &format!("{a}..{b}"));
+            }
+            own
+        })
+        .collect())
+}
+
+/// Sets `key` (like "n=" or "seq=") in the command's parameters (`group` None) or in an option's,
+/// adding the option when the line has none.
+fn set(tokens: &mut Vec<String>, group: Option<&str>, key: &str, value: &str) {
+    let item = format!("{key}{value}");
+    let start = match group {
+        None => Some(1),
+        Some(g) => tokens.iter().position(|t| t.eq_ignore_ascii_case(g)).map(|i| i + 1),
+    };
+    let Some(start) = start else {
+        tokens.extend([group.expect("an option").to_string(), item]);
+        return;
+    };
+    let end = tokens[start..].iter().position(|t| t.starts_with('-')).map_or(tokens.len(), |i| start + i);
+    match (start..end).find(|&i| tokens[i].to_ascii_lowercase().starts_with(key)) {
+        Some(i) => tokens[i] = item,
+        None => tokens.insert(end, item),
+    }
+}
+
+/// One loader's run.
+pub struct Loader {
+    /// Its command line, passwords redacted.
+    pub command: String,
+    pub hdr: PathBuf,
+    pub output: String,
+    pub success: bool,
+    pub operations: u64,
+    pub op_rate: f64,
+    pub errors: u64,
+}
+
+/// Runs the loaders as processes of this binary at once, each writing its HDR log and its
+/// output into `dir`; returns when all have ended.
+pub fn run(commands: &[Vec<String>], dir: &Path) -> Result<Vec<Loader>> {
+    let exe = std::env::current_exe().context("finding isobench's own binary")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let outcomes: Vec<Result<Loader>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = commands
+            .iter()
+            .enumerate()
+            .map(|(i, command)| {
+                let exe = &exe;
+                scope.spawn(move || run_one(exe, i + 1, command, dir))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("a loader's thread panicked")))).collect()
+    });
+    outcomes.into_iter().collect()
+}
+
+fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path) -> Result<Loader> {
+    let hdr = dir.join(format!("loader-{index}.hdr"));
+    let mut args = command.to_vec();
+    set(&mut args, Some("-log"), "hdrfile=", &hdr.display().to_string());
+    let mut cmd = Command::new(exe);
+    cmd.arg("cql").args(&args).env(SEED_VAR, index.to_string());
+    let token = std::env::var(process::TOKEN_VAR).ok();
+    let finished = process::run(&mut cmd, process::Options { token: token.as_deref(), ..Default::default() })?;
+    let output = format!("{}{}", finished.stdout, finished.stderr);
+    std::fs::write(dir.join(format!("loader-{index}.log")), &output)?;
+    let (operations, op_rate) = match hdrlog::histograms(&hdr) {
+        Ok(by_tag) => rate_of(&by_tag),
+        Err(_) => (0, 0.0),
+    };
+    Ok(Loader {
+        command: super::redacted(command),
+        hdr,
+        success: finished.status.success(),
+        errors: total_errors(&output),
+        output,
+        operations,
+        op_rate,
+    })
+}
+
+/// Operations and their rate over the log's span, from the service-time histograms.
+fn rate_of(by_tag: &std::collections::BTreeMap<String, hdrlog::Span>) -> (u64, f64) {
+    let spans: Vec<&hdrlog::Span> = by_tag.iter().filter(|(tag, _)| tag.ends_with("-st")).map(|(_, s)| s).collect();
+    let operations: u64 = spans.iter().map(|s| s.histogram.len()).sum();
+    let start = spans.iter().map(|s| s.start).fold(f64::MAX, f64::min);
+    let end = spans.iter().map(|s| s.end).fold(f64::MIN, f64::max);
+    (operations, if end > start { operations as f64 / (end - start) } else { 0.0 })
+}
+
+/// The "Total errors" figure of a loader's Results block.
+fn total_errors(output: &str) -> u64 {
+    output
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("Total errors"))
+        .and_then(|rest| rest.trim_start_matches([' ', ':']).split_whitespace().next())
+        .and_then(|n| n.replace(',', "").parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        settings::tokens(&[text.to_string()])
+    }
+
+    fn lines(text: &str, n: u32) -> Vec<String> {
+        split(&words(text), n).unwrap().iter().map(|t| t.join(" ")).collect()
+    }
+
+    #[test]
+    fn a_sequence_is_cut_into_contiguous_slices_whose_union_is_the_range() {
+        // The study's form: 10 loaders, each n = its slice.
+        let l = lines("write n=7000000000 cl=QUORUM -pop seq=1..7000000000 -rate threads=100", 10);
+        assert_eq!(l[0], "write n=700000000 cl=QUORUM -pop seq=1..700000000 -rate threads=100");
+        assert_eq!(l[1], "write n=700000000 cl=QUORUM -pop seq=700000001..1400000000 -rate threads=100");
+        assert_eq!(l[9], "write n=700000000 cl=QUORUM -pop seq=6300000001..7000000000 -rate threads=100");
+        // Uneven: 10 keys, 3 loaders; the slices tile the range and the counts sum to n.
+        let l = lines("write n=10 -pop seq=1..10 no-wrap", 3);
+        assert_eq!(
+            l,
+            ["write n=3 -pop seq=1..3 no-wrap", "write n=3 -pop seq=4..6 no-wrap", "write n=4 -pop seq=7..10 no-wrap"]
+        );
+    }
+
+    #[test]
+    fn a_writes_default_population_is_split_too() {
+        assert_eq!(
+            lines("write n=100 -rate threads=4", 2),
+            ["write n=50 -rate threads=4 -pop seq=1..50", "write n=50 -rate threads=4 -pop seq=51..100"]
+        );
+    }
+
+    #[test]
+    fn a_distribution_is_kept_and_a_duration_is_not_split() {
+        let text = "read duration=240m cl=QUORUM -pop dist=gaussian(1..7000000000,3500000000,1100000000)";
+        let l = lines(text, 20);
+        assert_eq!(l.len(), 20);
+        assert!(l.iter().all(|line| *line == words(text).join(" ")), "{l:?}");
+    }
+
+    #[test]
+    fn impossible_splits_and_own_hdr_logs_are_refused() {
+        assert!(split(&words("write n=3"), 4).unwrap_err().to_string().contains("cannot be split between 4"));
+        assert!(split(&words("write n=10 -pop seq=1..2"), 4).unwrap_err().to_string().contains("fewer keys"));
+        assert!(split(&words("write n=10 -log hdrfile=x.hdr"), 2).unwrap_err().to_string().contains("hdrfile"));
+        assert!(take(&words("write n=10 -loaders")).is_err());
+        let (n, rest) = take(&words("write n=10 -loaders 4 dir=/tmp/l -rate threads=2")).unwrap();
+        assert_eq!(n, Some(Loaders { count: 4, dir: Some("/tmp/l".into()) }));
+        assert_eq!(rest.join(" "), "write n=10 -rate threads=2");
+    }
+
+    #[test]
+    fn the_error_count_is_read_from_the_results_block() {
+        assert_eq!(total_errors("Op rate : 1 op/s\nTotal errors              :      1,234 [WRITE: 1,234]\n"), 1234);
+        assert_eq!(total_errors("no results"), 0);
+    }
+}
