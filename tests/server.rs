@@ -168,6 +168,33 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
 }
 
 #[test]
+fn loaders_split_a_cells_key_space_and_log_in_without_showing_the_password() {
+    if let Some(why) = unable() {
+        return eprintln!("SKIP: {why}");
+    }
+    let sb = Sandbox::new();
+    let suite = db_suite("", TMPFS, "768M")
+        .replace("quick_jit = true", "quick_jit = true\nuser = \"bench\"\npassword = \"not-for-logs\"")
+        .replace("-pop dist=uniform(1..5000)\"", "-pop seq=1..5000\"\nloaders = 2");
+    let (out, dir) = sb.run_suite(&suite, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let r = run_record(&dir, "host.data.cassandra", 1);
+    assert_eq!(r["status"], "ok", "{r:#}");
+    assert_eq!(sample(&r, "loaders"), 2.0);
+    assert_eq!(sample(&r, "errors"), 0.0, "every row the loaders wrote, each its half, was read back");
+    assert!(sample(&r, "loader_1_op_rate") > 0.0 && sample(&r, "loader_2_op_rate") > 0.0);
+    assert!(sample(&r, "latency_p99") >= sample(&r, "latency_p50"));
+    let notes = r["notes"].to_string();
+    for slice in ["-pop seq=1..2500", "-pop seq=2501..5000", "n=2500"] {
+        assert!(notes.contains(slice), "{slice}: {notes}");
+    }
+    let leaked = std::process::Command::new("grep").args(["-rl", "not-for-logs"]).arg(&dir).output().unwrap();
+    assert!(leaked.stdout.is_empty(), "the password reached {}", String::from_utf8_lossy(&leaked.stdout));
+    sb.assert_nothing_left();
+    assert_eq!(javas(&sb), Vec::<String>::new());
+}
+
+#[test]
 fn a_server_that_cannot_start_fails_its_cell_with_its_log() {
     if let Some(why) = unable() {
         return eprintln!("SKIP: {why}");

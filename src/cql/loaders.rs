@@ -15,6 +15,9 @@ use crate::process;
 
 /// The environment variable that seeds a loader's draws (instead of its process id).
 pub const SEED_VAR: &str = "ISOBENCH_CQL_SEED";
+/// The environment variable that hands a loader its password: command lines are visible to
+/// every user of the machine.
+pub const PASSWORD_VAR: &str = "ISOBENCH_CQL_PASSWORD";
 
 /// `-loaders N [dir=PATH]` taken out of a command line's tokens.
 #[derive(Debug, PartialEq)]
@@ -88,7 +91,7 @@ pub fn split(tokens: &[String], loaders: u32) -> Result<Vec<Vec<String>>, ArgErr
 
 /// Sets `key` (like "n=" or "seq=") in the command's parameters (`group` None) or in an option's,
 /// adding the option when the line has none.
-fn set(tokens: &mut Vec<String>, group: Option<&str>, key: &str, value: &str) {
+pub fn set(tokens: &mut Vec<String>, group: Option<&str>, key: &str, value: &str) {
     let item = format!("{key}{value}");
     let start = match group {
         None => Some(1),
@@ -140,8 +143,19 @@ fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path) -> Result<L
     let hdr = dir.join(format!("loader-{index}.hdr"));
     let mut args = command.to_vec();
     set(&mut args, Some("-log"), "hdrfile=", &hdr.display().to_string());
+    let mut password = None;
+    args.retain(|t| match t.strip_prefix("password=") {
+        Some(p) => {
+            password = Some(p.to_string());
+            false
+        }
+        None => true,
+    });
     let mut cmd = Command::new(exe);
     cmd.arg("cql").args(&args).env(SEED_VAR, index.to_string());
+    if let Some(p) = password {
+        cmd.env(PASSWORD_VAR, p);
+    }
     let token = std::env::var(process::TOKEN_VAR).ok();
     let finished = process::run(&mut cmd, process::Options { token: token.as_deref(), ..Default::default() })?;
     let output = format!("{}{}", finished.stdout, finished.stderr);
@@ -159,6 +173,48 @@ fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path) -> Result<L
         operations,
         op_rate,
     })
+}
+
+/// The loaders' results as one: operations and rate over the span of all their logs, and the
+/// latency histogram (`series` "st" for service time, "rt" for response time) of every loader's
+/// values together.
+pub struct Merged {
+    pub operations: u64,
+    pub op_rate: f64,
+    pub latency: hdrhistogram::Histogram<u64>,
+    pub errors: u64,
+    /// Each loader's command line, rate and errors, in order.
+    pub each: Vec<Each>,
+    /// What went wrong, when a loader failed.
+    pub failed: Option<String>,
+}
+
+pub struct Each {
+    pub command: String,
+    pub op_rate: f64,
+    pub errors: u64,
+}
+
+pub fn merge(loaders: &[Loader], series: &str) -> Result<Merged> {
+    let mut latency = hdrhistogram::Histogram::<u64>::new(3).expect("valid");
+    let (mut start, mut end) = (f64::MAX, f64::MIN);
+    let failed = loaders
+        .iter()
+        .enumerate()
+        .find(|(_, l)| !l.success)
+        .map(|(i, l)| format!("loader {} failed: {}", i + 1, process::tail_lines(&l.output, 5).trim_end()));
+    for l in loaders.iter().filter(|l| l.hdr.exists()) {
+        let by_tag = hdrlog::histograms(&l.hdr).with_context(|| format!("loader {}", l.command))?;
+        for span in by_tag.iter().filter(|(tag, _)| tag.ends_with(&format!("-{series}"))).map(|(_, s)| s) {
+            latency.add(&span.histogram).map_err(|e| anyhow!("{e:?}"))?;
+            (start, end) = (start.min(span.start), end.max(span.end));
+        }
+    }
+    let operations = latency.len();
+    let op_rate = if end > start { operations as f64 / (end - start) } else { 0.0 };
+    let each =
+        loaders.iter().map(|l| Each { command: l.command.clone(), op_rate: l.op_rate, errors: l.errors }).collect();
+    Ok(Merged { operations, op_rate, latency, errors: loaders.iter().map(|l| l.errors).sum(), each, failed })
 }
 
 /// Operations and their rate over the log's span, from the service-time histograms.

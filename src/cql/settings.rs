@@ -615,7 +615,10 @@ fn parse_mode(params: Option<Params>, warnings: &mut Vec<String>) -> Result<Mode
         ));
     }
     mode.user = p.take("user=");
-    mode.password = p.take("password=");
+    // A loader started by `-loaders` gets its password in the environment, not on its command line.
+    mode.password = p
+        .take("password=")
+        .or_else(|| mode.user.as_ref().and_then(|_| std::env::var(super::loaders::PASSWORD_VAR).ok()));
     mode.compression = p.take("compression=").filter(|c| c != "none");
     if let Some(c) = mode.compression.as_deref()
         && c != "lz4"

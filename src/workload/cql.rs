@@ -10,8 +10,9 @@ use anyhow::{Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 use super::{Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload};
+use crate::cql::loaders;
 use crate::cql::{self, settings, settings::Settings, stress::RunResult};
-use crate::store::{Sample, Series};
+use crate::store::{RawFile, Sample, Series};
 use crate::suite::tree::{Fields, SuiteError};
 
 pub const KIND: Kind = Kind { name: "cql", list_keys: &[], parse };
@@ -23,6 +24,10 @@ pub struct Cql {
     /// The nodes to load, when the suite names a server; otherwise `-node` in `args`.
     #[serde(default)]
     pub target: Option<Target>,
+    /// Loader processes that split the key space (`-loaders N` of `isobench cql`); one in-process
+    /// loader when not set.
+    #[serde(default)]
+    pub loaders: Option<u32>,
 }
 
 /// Where the database is and how to log in. The password travels to the agent but is never
@@ -51,20 +56,27 @@ fn parse(f: &mut Fields, _ctx: &ParseContext) -> Result<Spec, SuiteError> {
         f.error_at("args", "the measured phase is required, e.g. args = \"read duration=30s -rate threads=32\"")
     })?;
     let load = f.str("load")?;
+    let loaders = f.count("loaders")?.map(|n| n as u32).filter(|n| *n > 1);
     for (key, text) in [("args", Some(&args)), ("load", load.as_ref())] {
         if let Some(text) = text {
             parse_phase(text, None).map_err(|e| f.error_at(key, e.to_string()))?;
+            if let Some(n) = loaders {
+                loaders::split(&words(text), n).map_err(|e| f.error_at(key, e.to_string().trim_end().to_string()))?;
+            }
         }
     }
     f.finish()?;
-    Ok(Spec::Cql(Cql { args, load, target: None }))
+    Ok(Spec::Cql(Cql { args, load, target: None, loaders }))
+}
+
+fn words(text: &str) -> Vec<String> {
+    settings::tokens(&[text.to_string()])
 }
 
 /// One phase's settings; the target's nodes, port and login take the place of `-node`,
 /// `-port` and `-mode user=/password=`.
 fn parse_phase(text: &str, target: Option<&Target>) -> Result<Settings> {
-    let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
-    let mut settings = settings::parse(&words).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
+    let mut settings = settings::parse(&words(text)).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
     if settings.graph.is_some() || settings.log.file.is_some() || settings.log.hdrfile.is_some() {
         bail!(
             "-graph and -log file=/hdrfile= write files on the machine that runs the load; in a suite, the report has the series"
@@ -89,6 +101,35 @@ fn shown(phase: &str) -> String {
 impl Cql {
     pub fn phase(&self, text: &str) -> Result<Settings> {
         parse_phase(text, self.target.as_ref())
+    }
+
+    /// A phase's command line for loader processes: the target in place of `-node`, `-port`
+    /// and the login.
+    fn loader_command(&self, text: &str) -> Vec<String> {
+        let mut tokens = words(text);
+        if let Some(t) = &self.target {
+            loaders::set(&mut tokens, Some("-node"), "", &t.nodes.join(","));
+            loaders::set(&mut tokens, Some("-port"), "native=", &t.port.to_string());
+            if let Some(user) = &t.user {
+                loaders::set(&mut tokens, Some("-mode"), "user=", user);
+                loaders::set(&mut tokens, Some("-mode"), "password=", t.password.as_deref().unwrap_or_default());
+            }
+        }
+        tokens
+    }
+
+    /// Runs a phase as `n` loader processes (each one's output kept in `out`) and merges them.
+    fn run_loaders(&self, text: &str, n: u32, dir: &std::path::Path, out: &mut Output) -> Result<loaders::Merged> {
+        let commands =
+            loaders::split(&self.loader_command(text), n).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
+        let ran = loaders::run(&commands, dir)?;
+        let phase = dir.file_name().map_or("cql".into(), |n| n.to_string_lossy().into_owned());
+        for (i, l) in ran.iter().enumerate() {
+            let content = format!("isobench cql {}\n\n{}", l.command, l.output);
+            out.raw.push(RawFile { name: format!("{phase}-loader-{}.log", i + 1), content });
+        }
+        let fixed = self.phase(text)?.rate.fixed.is_some();
+        loaders::merge(&ran, if fixed { "rt" } else { "st" })
     }
 }
 
@@ -132,7 +173,10 @@ impl Workload for Cql {
         phase(&self.args) + self.load.as_deref().map_or(Duration::ZERO, phase)
     }
 
-    fn run(&self, _ctx: &RunContext, out: &mut Output) -> Result<()> {
+    fn run(&self, ctx: &RunContext, out: &mut Output) -> Result<()> {
+        if let Some(n) = self.loaders {
+            return self.run_with_loaders(n, ctx, out);
+        }
         if let Some(load) = &self.load {
             let report = cql::run(self.phase(load)?, &shown(load), false)?;
             let last = report.runs.last().ok_or_else(|| anyhow!("the load phase ran nothing"))?;
@@ -155,6 +199,47 @@ impl Workload for Cql {
                 run.total.operations() + run.total.errors,
                 self.args
             );
+        }
+        Ok(())
+    }
+}
+
+impl Cql {
+    fn run_with_loaders(&self, n: u32, ctx: &RunContext, out: &mut Output) -> Result<()> {
+        if let Some(load) = &self.load {
+            let merged = self.run_loaders(load, n, &ctx.scratch_dir.join("load"), out)?;
+            if let Some(failed) = &merged.failed {
+                bail!("the load phase ({}) failed: {failed}", shown(load));
+            }
+            out.samples.push(Sample::new("load_op_rate", merged.op_rate, "op/s"));
+        }
+        let merged = self.run_loaders(&self.args, n, &ctx.scratch_dir.join("run"), out)?;
+        let ms = |q: f64| merged.latency.value_at_quantile(q) as f64 / 1000.0;
+        out.samples.extend([
+            Sample::new("op_rate", merged.op_rate, "op/s"),
+            Sample::new("latency_mean", merged.latency.mean() / 1000.0, "us"),
+            Sample::new("latency_p50", ms(0.5), "us"),
+            Sample::new("latency_p95", ms(0.95), "us"),
+            Sample::new("latency_p99", ms(0.99), "us"),
+            Sample::new("latency_p999", ms(0.999), "us"),
+            Sample::new("latency_max", merged.latency.max() as f64 / 1000.0, "us"),
+            Sample::new("errors", merged.errors as f64, "errors"),
+            Sample::new("loaders", f64::from(n), "loaders"),
+        ]);
+        let rates: Vec<f64> = merged.each.iter().map(|l| l.op_rate).collect();
+        let (min, max) = rates.iter().fold((f64::MAX, 0.0f64), |(a, b), r| (a.min(*r), b.max(*r)));
+        out.samples.push(Sample::new("loader_op_rate_min", min, "op/s"));
+        out.samples.push(Sample::new("loader_op_rate_max", max, "op/s"));
+        for (i, l) in merged.each.iter().enumerate() {
+            out.samples.push(Sample::new(format!("loader_{}_op_rate", i + 1), l.op_rate, "op/s"));
+            out.samples.push(Sample::new(format!("loader_{}_errors", i + 1), l.errors as f64, "errors"));
+        }
+        out.notes.push(format!(
+            "{n} loader processes: {}",
+            merged.each.iter().map(|l| l.command.as_str()).collect::<Vec<_>>().join(" | ")
+        ));
+        if let Some(failed) = &merged.failed {
+            bail!("{failed} ({})", shown(&self.args));
         }
         Ok(())
     }
