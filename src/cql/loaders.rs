@@ -179,7 +179,6 @@ fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path) -> Result<L
 /// latency histogram (`series` "st" for service time, "rt" for response time) of every loader's
 /// values together.
 pub struct Merged {
-    pub operations: u64,
     pub op_rate: f64,
     pub latency: hdrhistogram::Histogram<u64>,
     pub errors: u64,
@@ -210,11 +209,10 @@ pub fn merge(loaders: &[Loader], series: &str) -> Result<Merged> {
             (start, end) = (start.min(span.start), end.max(span.end));
         }
     }
-    let operations = latency.len();
-    let op_rate = if end > start { operations as f64 / (end - start) } else { 0.0 };
+    let op_rate = if end > start { latency.len() as f64 / (end - start) } else { 0.0 };
     let each =
         loaders.iter().map(|l| Each { command: l.command.clone(), op_rate: l.op_rate, errors: l.errors }).collect();
-    Ok(Merged { operations, op_rate, latency, errors: loaders.iter().map(|l| l.errors).sum(), each, failed })
+    Ok(Merged { op_rate, latency, errors: loaders.iter().map(|l| l.errors).sum(), each, failed })
 }
 
 /// Operations and their rate over the log's span, from the service-time histograms.
