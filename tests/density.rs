@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{Sandbox, have, is_root, run_record, serial, text};
@@ -151,14 +150,8 @@ fn sigkill_among_sandboxes_with_their_own_networks_then_cleanup_leaves_nothing()
     sb.assert_nothing_left();
 
     // Then killed while they run.
-    let path = sb.write("s.toml", &suite("", "name = \"net\"\nkind = \"network\"\ntime = \"60s\"\ndensity = 3\n"));
-    let child = sb
-        .isobench()
-        .args(["run", path.to_str().unwrap(), "--out", sb.path().join("killed").to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (child, _) =
+        sb.start_suite(&suite("", "name = \"net\"\nkind = \"network\"\ntime = \"60s\"\ndensity = 3\n"), &[]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let all_up = loop {
         let servers = sb.processes().iter().filter(|p| p.contains("iperf3 -s")).count();

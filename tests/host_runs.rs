@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{Sandbox, have, is_root, run_record, samples, text};
@@ -158,16 +158,7 @@ fn start_long_run(sb: &Sandbox) -> (Child, std::path::PathBuf) {
     );
     let text = text.replacen("[[volume]]\nname = \"tmpfs\"\nkind = \"tmpfs\"\nsize = \"256M\"\n", "", 1)
         + "\n[[volume]]\nname = \"tmpfs\"\nkind = \"tmpfs\"\nsize = \"256M\"\n";
-    let path = sb.write("s.toml", &text);
-    let out = sb.path().join("out");
-    let child = sb
-        .isobench()
-        .args(["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    (child, out)
+    sb.start_suite(&text, &[])
 }
 
 /// Waits until fio runs on a mounted loop volume of this sandbox.

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{Sandbox, have, is_root, run_record, serial, text};
@@ -119,14 +118,7 @@ fn sigkill_during_traffic_then_cleanup_leaves_no_namespace_link_or_iperf3() {
     let runc_only = suite("", "60s")
         .replace("env = \"host\" }", "env = \"runc\" }")
         .replace("name = \"host\"\nkind = \"host\"", "name = \"runc\"\nkind = \"oci\"\nruntime = \"runc\"");
-    let path = sb.write("s.toml", &runc_only);
-    let run = sb
-        .isobench()
-        .args(["run", path.to_str().unwrap(), "--out", sb.path().join("out").to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (run, _) = sb.start_suite(&runc_only, &[]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let started = loop {
         if sb.processes().iter().any(|p| p.contains("iperf3 -s")) && common::network_left().len() >= 2 {

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Sandbox, have, is_root, run_record, serial, text};
@@ -143,13 +142,13 @@ fn a_mirror_writes_every_copy_and_a_lost_child_fails_writes_or_is_reported() {
     assert!(run["setup"]["volume.nexus"].as_str().unwrap().contains("vote-threshold 2"));
 
     // A storage node killed mid-run: the writes fail, never silently land in one copy.
-    let run = kill_a_node_mid_run(&sb, &mirror(""), "out-strict");
+    let run = kill_a_node_mid_run(&sb, &mirror(""));
     assert_eq!(run["status"], "failed", "{run}");
     assert!(run["error"].as_str().unwrap().contains("Input/output error"), "{}", run["error"]);
     assert!(run["notes"].to_string().contains("the mirror lost a child"), "{}", run["notes"]);
 
     // Allowed to run degraded: it runs on, and says so.
-    let run = kill_a_node_mid_run(&sb, &mirror("allow_degraded = true"), "out-degraded");
+    let run = kill_a_node_mid_run(&sb, &mirror("allow_degraded = true"));
     assert_eq!(run["status"], "ok", "{}", run["error"]);
     assert!(run["notes"].to_string().contains("the mirror ran degraded (allow_degraded = true)"), "{}", run["notes"]);
     assert!(run["setup"]["volume.quorum_events"].as_str().unwrap().contains("QUORUM_REPORT_BAD"));
@@ -158,16 +157,9 @@ fn a_mirror_writes_every_copy_and_a_lost_child_fails_writes_or_is_reported() {
 
 /// Runs randwrite on `volumes` for long enough to SIGKILL the second storage node in the middle;
 /// the run's record.
-fn kill_a_node_mid_run(sb: &Sandbox, volumes: &str, out: &str) -> serde_json::Value {
-    let path = sb.write(&format!("{out}.toml"), &suite("", volumes, "rw = \"randwrite\"\nruntime = \"8s\""));
-    let dir = sb.path().join(out);
-    let mut run: Child = sb
-        .isobench()
-        .args(["run", path.to_str().unwrap(), "--out", dir.to_str().unwrap(), "--filter", "volume=mirror"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+fn kill_a_node_mid_run(sb: &Sandbox, volumes: &str) -> serde_json::Value {
+    let suite = suite("", volumes, "rw = \"randwrite\"\nruntime = \"8s\"");
+    let (mut run, dir) = sb.start_suite(&suite, &["--filter", "volume=mirror"]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let node = loop {
         let fio_running = sb.processes().iter().any(|p| p.contains("fio ") && p.contains("--uri="))
@@ -205,21 +197,8 @@ fn sigkill_with_storage_nodes_up_then_cleanup_leaves_nothing() {
     let _serial = serial();
     let sb = Sandbox::new();
     let volumes = volume("mirror", "kind = \"mirror\"\nreplicas = 2\nfs = \"ext4\"");
-    let path = sb.write("s.toml", &suite("", &volumes, "rw = \"randread\"\nruntime = \"60s\""));
-    let child = sb
-        .isobench()
-        .args([
-            "run",
-            path.to_str().unwrap(),
-            "--out",
-            sb.path().join("out").to_str().unwrap(),
-            "--filter",
-            "volume=mirror",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (child, _) =
+        sb.start_suite(&suite("", &volumes, "rw = \"randread\"\nruntime = \"60s\""), &["--filter", "volume=mirror"]);
     let deadline = Instant::now() + Duration::from_secs(90);
     let up = loop {
         if storage_processes(&sb).len() >= 3 && sb.mounts_left().iter().any(|m| m.ends_with("/mnt")) {

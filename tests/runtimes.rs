@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{Sandbox, have, is_root, run_record, text};
@@ -243,14 +242,7 @@ fn sigkill_during_a_runsc_container_then_cleanup_leaves_nothing() {
         .replace("runtime = \"1s\"", "runtime = \"60s\"")
         .replace("baseline = { env = \"host\", volume = \"tmpfs\" }", "baseline = { env = \"runsc\" }")
         .replace("[[env]]\nname = \"host\"\nkind = \"host\"\n", "");
-    let path = sb.write("s.toml", &text_);
-    let child = sb
-        .isobench()
-        .args(["run", path.to_str().unwrap(), "--out", sb.path().join("out").to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (child, _) = sb.start_suite(&text_, &[]);
     // Wait for gVisor's sandbox to exist and the workload to be well under way inside it.
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {

@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{Sandbox, have, is_root, run_record, text};
@@ -169,14 +168,7 @@ fn sigkill_during_a_guest_then_cleanup_leaves_no_qemu_or_virtiofsd() {
     let text_ = suite(&vm("vm", "attach = \"virtiofs\""), "120s")
         .replace("baseline = { env = \"host\" }", "baseline = { env = \"vm\" }")
         .replace("[[env]]\nname = \"host\"\nkind = \"host\"\n", "");
-    let path = sb.write("s.toml", &text_);
-    let child = sb
-        .isobench()
-        .args(["run", path.to_str().unwrap(), "--out", sb.path().join("out").to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (child, _) = sb.start_suite(&text_, &[]);
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let procs = sb.processes();

@@ -67,14 +67,26 @@ impl Sandbox {
     /// Writes `suite` to s.toml and runs it into a fresh `out/` (`out-2/` … when taken), with
     /// `extra` arguments.
     pub fn run_suite(&self, suite: &str, extra: &[&str]) -> (Output, PathBuf) {
+        let (mut run, out) = self.suite_command(suite, extra);
+        (run.output().unwrap(), out)
+    }
+
+    /// As `run_suite`, but returns at once with the run under way (its output discarded), to be
+    /// caught in the act.
+    pub fn start_suite(&self, suite: &str, extra: &[&str]) -> (std::process::Child, PathBuf) {
+        let (mut run, out) = self.suite_command(suite, extra);
+        (run.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap(), out)
+    }
+
+    fn suite_command(&self, suite: &str, extra: &[&str]) -> (Command, PathBuf) {
         let path = self.write("s.toml", suite);
         let out = (1..)
             .map(|i| self.path().join(if i == 1 { "out".to_string() } else { format!("out-{i}") }))
             .find(|p| !p.exists())
             .expect("a free name");
-        let mut args = vec!["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        (self.run(&args), out)
+        let mut run = self.isobench();
+        run.args(["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()]).args(extra);
+        (run, out)
     }
 
     /// Mounts under this sandbox that are still there.
