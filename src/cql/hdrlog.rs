@@ -92,6 +92,33 @@ pub struct Span {
     pub end: f64,
 }
 
+impl Span {
+    /// Operations per second over the span (0 for an empty one).
+    pub fn rate(&self) -> f64 {
+        if self.end > self.start { self.histogram.len() as f64 / (self.end - self.start) } else { 0.0 }
+    }
+}
+
+/// The spans as one: every histogram added, the span from the earliest start to the latest end.
+fn total<'a>(spans: impl IntoIterator<Item = &'a Span>) -> Result<Span> {
+    let mut total = Span { histogram: Histogram::new(3).expect("valid"), start: f64::MAX, end: f64::MIN };
+    for m in spans {
+        total.histogram.add(&m.histogram).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        (total.start, total.end) = (total.start.min(m.start), total.end.max(m.end));
+    }
+    Ok(total)
+}
+
+/// One latency series of the logs ("st" service time, "rt" response time): every operation's
+/// histograms in every log, merged.
+pub fn series(paths: &[PathBuf], series: &str) -> Result<Span> {
+    let mut by_tag = BTreeMap::new();
+    for path in paths {
+        read(path, &mut by_tag)?;
+    }
+    total(by_tag.iter().filter(|(tag, _)| tag.ends_with(&format!("-{series}"))).map(|(_, span)| span))
+}
+
 /// `isobench cql merge a.hdr b.hdr …`: the Results block of all the logs together. Logs hold
 /// latencies, so partition and row counts are not in it.
 pub fn merge(paths: &[PathBuf]) -> Result<String> {
@@ -124,11 +151,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<String> {
             by_tag.keys().cloned().collect::<Vec<_>>().join(", ")
         );
     }
-    let mut total = Span { histogram: Histogram::new(3).expect("valid"), start: f64::MAX, end: f64::MIN };
-    for m in ops.values() {
-        total.histogram.add(&m.histogram).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-        (total.start, total.end) = (total.start.min(m.start), total.end.max(m.end));
-    }
+    let total = total(ops.values().copied())?;
     let rate = |m: &Span| m.histogram.len() as f64 / (m.end - m.start);
     let ms = |v: u64| v as f64 / 1e6;
     let bracket = |f: &dyn Fn(&Span) -> String| {

@@ -160,8 +160,8 @@ fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path) -> Result<L
     let finished = process::run(&mut cmd, process::Options { token: token.as_deref(), ..Default::default() })?;
     let output = format!("{}{}", finished.stdout, finished.stderr);
     std::fs::write(dir.join(format!("loader-{index}.log")), &output)?;
-    let (operations, op_rate) = match hdrlog::histograms(&hdr) {
-        Ok(by_tag) => rate_of(&by_tag),
+    let (operations, op_rate) = match hdrlog::series(std::slice::from_ref(&hdr), "st") {
+        Ok(all) => (all.histogram.len(), all.rate()),
         Err(_) => (0, 0.0),
     };
     Ok(Loader {
@@ -195,33 +195,22 @@ pub struct Each {
 }
 
 pub fn merge(loaders: &[Loader], series: &str) -> Result<Merged> {
-    let mut latency = hdrhistogram::Histogram::<u64>::new(3).expect("valid");
-    let (mut start, mut end) = (f64::MAX, f64::MIN);
     let failed = loaders
         .iter()
         .enumerate()
         .find(|(_, l)| !l.success)
         .map(|(i, l)| format!("loader {} failed: {}", i + 1, process::tail_lines(&l.output, 5).trim_end()));
-    for l in loaders.iter().filter(|l| l.hdr.exists()) {
-        let by_tag = hdrlog::histograms(&l.hdr).with_context(|| format!("loader {}", l.command))?;
-        for span in by_tag.iter().filter(|(tag, _)| tag.ends_with(&format!("-{series}"))).map(|(_, s)| s) {
-            latency.add(&span.histogram).map_err(|e| anyhow!("{e:?}"))?;
-            (start, end) = (start.min(span.start), end.max(span.end));
-        }
-    }
-    let op_rate = if end > start { latency.len() as f64 / (end - start) } else { 0.0 };
+    let logs: Vec<PathBuf> = loaders.iter().filter(|l| l.hdr.exists()).map(|l| l.hdr.clone()).collect();
+    let all = hdrlog::series(&logs, series)?;
     let each =
         loaders.iter().map(|l| Each { command: l.command.clone(), op_rate: l.op_rate, errors: l.errors }).collect();
-    Ok(Merged { op_rate, latency, errors: loaders.iter().map(|l| l.errors).sum(), each, failed })
-}
-
-/// Operations and their rate over the log's span, from the service-time histograms.
-fn rate_of(by_tag: &std::collections::BTreeMap<String, hdrlog::Span>) -> (u64, f64) {
-    let spans: Vec<&hdrlog::Span> = by_tag.iter().filter(|(tag, _)| tag.ends_with("-st")).map(|(_, s)| s).collect();
-    let operations: u64 = spans.iter().map(|s| s.histogram.len()).sum();
-    let start = spans.iter().map(|s| s.start).fold(f64::MAX, f64::min);
-    let end = spans.iter().map(|s| s.end).fold(f64::MIN, f64::max);
-    (operations, if end > start { operations as f64 / (end - start) } else { 0.0 })
+    Ok(Merged {
+        op_rate: all.rate(),
+        latency: all.histogram,
+        errors: loaders.iter().map(|l| l.errors).sum(),
+        each,
+        failed,
+    })
 }
 
 /// The "Total errors" figure of a loader's Results block.
