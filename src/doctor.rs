@@ -186,10 +186,10 @@ fn network_volumes() -> Result<String, String> {
 }
 
 fn kernel_nbd() -> Result<String, String> {
-    if !(Path::new("/sys/module/nbd").exists() || Path::new("/dev/nbd0").exists()) {
-        return Err("this kernel has no NBD client (no nbd module): volumes use fio's nbd engine or FUSE + loop".into());
+    match crate::volume::remote::kernel_nbd_unavailable() {
+        Some(why) => Err(format!("{why}: volumes use fio's nbd engine or FUSE + loop")),
+        None => version_of("nbd-client", "nbd-client"),
     }
-    version_of("nbd-client", "nbd-client")
 }
 
 fn fuse() -> Result<String, String> {

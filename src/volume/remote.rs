@@ -171,7 +171,7 @@ fn latency_unavailable(latency: Duration, place: Where) -> Option<String> {
     })
 }
 
-fn kernel_nbd_unavailable() -> Option<String> {
+pub fn kernel_nbd_unavailable() -> Option<String> {
     if !(Path::new("/sys/module/nbd").exists() || Path::new("/dev/nbd0").exists()) {
         return Some("this kernel has no NBD client (no nbd module)".into());
     }
