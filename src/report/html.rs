@@ -9,7 +9,7 @@ use super::chart::{self, BASELINE_COLOUR, Bar, BarChart, Line, LineChart, colour
 use super::{
     Report, Table, density_table, diff_text, headline, metric_title, runs_text, settings, status_text, summary_tables,
 };
-use crate::compare::{self, CellResult, HOURS_PER_MONTH, Verdict};
+use crate::compare::{self, CellResult, Verdict};
 use crate::units::{self, human};
 
 pub const STYLE: &str = r#"
@@ -603,27 +603,16 @@ fn facts(report: &Report) -> String {
 }
 
 fn cost(report: &Report) -> String {
+    let Some(table) = super::cost_table(report) else { return String::new() };
     let mut rows = String::new();
-    for c in report.analysis.cells.iter().filter(|c| c.runs_ok > 0) {
-        let Some(per_hour) = c.record.cost_per_hour else {
-            continue;
-        };
-        for m in c.metrics.iter().filter(|m| m.unit == "op/s" && c.record.headline.contains(&m.metric)) {
-            let Some(per_million) = compare::cost_per_million(per_hour, m.summary.median) else {
-                continue;
-            };
-            let _ = write!(
-                rows,
-                "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">${per_hour:.2}</td><td class=\"num\">${per_million:.4}</td><td class=\"num\">${:.0}</td></tr>",
-                h(&c.record.cell),
-                h(&m.metric),
-                h(&human(m.summary.median, &m.unit)),
-                per_hour * HOURS_PER_MONTH
-            );
-        }
-    }
-    if rows.is_empty() {
-        return rows;
+    for row in &table.rows {
+        let _ = write!(
+            rows,
+            "<tr><td>{}</td><td>{}</td>{}</tr>",
+            h(&row[0]),
+            h(&row[1]),
+            row[2..].iter().map(|v| format!("<td class=\"num\">{}</td>", h(v))).collect::<String>()
+        );
     }
     format!(
         "<h2 id=\"cost\">Cost</h2><table><tr><th>cell</th><th>metric</th><th>median</th><th>$/hour</th><th>$/million operations</th><th>$/month</th></tr>{rows}</table>"

@@ -5,7 +5,6 @@
 use super::{
     Report, Table, density_table, diff_text, headline, metric_title, runs_text, settings, status_text, summary_tables,
 };
-use crate::compare::{self, HOURS_PER_MONTH};
 use crate::units::{self, human};
 
 fn ci(lo: f64, hi: f64, unit: &str) -> String {
@@ -171,30 +170,6 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-/// $ per million operations and per month, for cells whose environment has a price.
 fn cost_section(report: &Report) -> String {
-    let mut rows = Vec::new();
-    for c in report.analysis.cells.iter().filter(|c| c.runs_ok > 0) {
-        let Some(per_hour) = c.record.cost_per_hour else {
-            continue;
-        };
-        for m in c.metrics.iter().filter(|m| m.unit == "op/s" && c.record.headline.contains(&m.metric)) {
-            let Some(per_million) = compare::cost_per_million(per_hour, m.summary.median) else {
-                continue;
-            };
-            rows.push(vec![
-                c.record.cell.clone(),
-                m.metric.clone(),
-                human(m.summary.median, &m.unit),
-                format!("${per_hour:.2}"),
-                format!("${per_million:.4}"),
-                format!("${:.0}", per_hour * HOURS_PER_MONTH),
-            ]);
-        }
-    }
-    if rows.is_empty() {
-        return String::new();
-    }
-    let headers = ["Cell", "Metric", "Median", "$/hour", "$/million operations", "$/month"].map(String::from).to_vec();
-    format!("\n## Cost\n\n{}", Table { headers, rows }.to_markdown())
+    super::cost_table(report).map_or_else(String::new, |table| format!("\n## Cost\n\n{}", table.to_markdown()))
 }

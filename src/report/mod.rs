@@ -236,6 +236,32 @@ pub fn summary_tables(analysis: &Analysis) -> Vec<(String, Table)> {
 /// One row per density cell: how many sandboxes ran and failed, how fast they came up, the host
 /// memory each took, and the spread of the first headline metric between them; and the failed
 /// sandboxes by name.
+/// The cost table: per priced cell and headline rate, $/hour, $/million operations and
+/// $/month (the environment's price, plus a managed cluster's nodes for a CQL cell).
+pub fn cost_table(report: &Report) -> Option<Table> {
+    let mut rows = Vec::new();
+    for c in report.analysis.cells.iter().filter(|c| c.runs_ok > 0) {
+        let Some(per_hour) = c.record.cost_per_hour else {
+            continue;
+        };
+        for m in c.metrics.iter().filter(|m| m.unit == "op/s" && c.record.headline.contains(&m.metric)) {
+            let Some(per_million) = compare::cost_per_million(per_hour, m.summary.median) else {
+                continue;
+            };
+            rows.push(vec![
+                c.record.cell.clone(),
+                m.metric.clone(),
+                units::human(m.summary.median, &m.unit),
+                format!("${per_hour:.2}"),
+                format!("${per_million:.4}"),
+                format!("${:.0}", per_hour * compare::HOURS_PER_MONTH),
+            ]);
+        }
+    }
+    let headers = ["cell", "metric", "median", "$/hour", "$/million operations", "$/month"].map(String::from).to_vec();
+    (!rows.is_empty()).then_some(Table { headers, rows })
+}
+
 pub fn density_table(report: &Report) -> Option<(Table, Vec<String>)> {
     let cells: Vec<&CellResult> = report.analysis.cells.iter().filter(|c| c.record.density.is_some()).collect();
     if cells.is_empty() {

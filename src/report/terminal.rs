@@ -43,6 +43,10 @@ pub fn render(report: &Report) -> String {
     out.push_str(
         "\n(% = median against the baseline's; ~ = within the noise: the 95% CI of the difference includes 0)\n",
     );
+    if let Some(table) = super::cost_table(report) {
+        out.push_str("\ncost:\n");
+        out.push_str(&table.to_text("  "));
+    }
     if let Some((table, failures)) = super::density_table(report) {
         out.push_str("\nsandboxes started together (density):\n");
         out.push_str(&table.to_text("  "));
