@@ -69,8 +69,10 @@ fn parse(f: &mut Fields, _ctx: &ParseContext) -> Result<Spec, SuiteError> {
     Ok(Spec::Cql(Cql { args, load, target: None, loaders }))
 }
 
+/// A phase as a shell would pass it: `keyspace="keys" "replication(factor=3)"` pasted from a
+/// study's command line means what it meant there.
 fn words(text: &str) -> Vec<String> {
-    settings::tokens(&[text.to_string()])
+    settings::tokens(&shlex::split(text).unwrap_or_else(|| vec![text.to_string()]))
 }
 
 /// One phase's settings; the target's nodes, port and login take the place of `-node`,
@@ -289,6 +291,13 @@ mod tests {
         assert_eq!(s.native_port, 19042);
         assert_eq!(s.mode.password.as_deref(), Some("p"));
         assert!(!format!("{target:?}").contains("\"p\""));
+    }
+
+    #[test]
+    fn a_phase_pasted_from_a_shell_loses_its_quotes() {
+        let s = parse_phase(r#"write n=10 cl=QUORUM -schema keyspace="keys" "replication(factor=3)""#, None).unwrap();
+        assert_eq!(s.schema.keyspace, "keys");
+        assert_eq!(words("write -schema 'replication(factor=3)'"), ["write", "-schema", "replication(factor=3)"]);
     }
 
     #[test]
