@@ -111,8 +111,12 @@ enum ServerAction {
         /// C1 JIT only: starts in half the time, runs at half the speed (for tests, not measurements).
         #[arg(long)]
         quick_jit: bool,
+        /// Nodes in one ring, node k on 127.0.0.k (data in <data>/node<k>); returns when every
+        /// node sees every node Up and Normal.
+        #[arg(long, default_value_t = 1)]
+        nodes: usize,
     },
-    /// Stop a node (SIGTERM, SIGKILL after 45 s): the one on --port, or all.
+    /// Stop nodes (SIGTERM, SIGKILL after 45 s): those on --port, or all.
     Stop {
         /// cassandra
         kind: String,
@@ -239,6 +243,11 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     let plan = Plan::new(&suite, &selectors).map_err(anyhow::Error::msg)?;
     crate::density::check(&suite, &plan).map_err(anyhow::Error::msg)?;
+    if let Some(crate::server::ServerSpec::Managed(managed)) = &suite.server {
+        let available = crate::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
+        crate::server::cluster::check_memory(managed.nodes, &managed.heap, available)
+            .map_err(|e| anyhow::anyhow!("{}: [[server]]: {e}", suite.file))?;
+    }
     for id in &plan.added_baselines {
         eprintln!("isobench: also running {id}: the filter left out the baseline the selected cells are compared with");
     }
@@ -398,18 +407,28 @@ fn cleanup(workdir: &Path) -> Result<ExitCode> {
 fn server(workdir: &Path, action: ServerAction) -> Result<ExitCode> {
     use crate::server;
     match action {
-        ServerAction::Start { kind, data, heap, port, version, quick_jit } => {
-            let node = server::start(workdir, &kind, &server::StartOptions { data, heap, port, version, quick_jit })?;
-            println!(
-                "Cassandra {} answers CQL on {}:{} after {:.1} s (pid {}, data {}, log {})",
-                node.release_version,
-                node.config.address,
-                node.config.native_port,
-                node.ready_after.as_secs_f64(),
-                node.pid,
-                node.config.data.display(),
-                node.config.log().display()
-            );
+        ServerAction::Start { kind, data, heap, port, version, quick_jit, nodes } => {
+            let options = server::StartOptions { data, heap, port, version, quick_jit, nodes };
+            let cluster = server::start(workdir, &kind, &options)?;
+            for node in &cluster.nodes {
+                println!(
+                    "Cassandra {} answers CQL on {}:{} after {:.1} s (pid {}, data {}, log {})",
+                    node.release_version,
+                    node.config.address,
+                    node.config.native_port,
+                    node.ready_after.as_secs_f64(),
+                    node.pid,
+                    node.config.data.display(),
+                    node.config.log().display()
+                );
+            }
+            if let Some(ring) = cluster.ring_after {
+                println!(
+                    "{} nodes form one ring (every node sees all Up and Normal) {:.1} s after the first started",
+                    cluster.nodes.len(),
+                    ring.as_secs_f64()
+                );
+            }
         }
         ServerAction::Stop { kind, port } => {
             let stopped = server::stop(workdir, &kind, port)?;
@@ -421,7 +440,8 @@ fn server(workdir: &Path, action: ServerAction) -> Result<ExitCode> {
             }
             for (node, took) in stopped {
                 println!(
-                    "stopped Cassandra on port {} (pid {}) in {:.1} s",
+                    "stopped Cassandra on {}:{} (pid {}) in {:.1} s",
+                    node.config.address,
                     node.config.native_port,
                     node.pid,
                     took.as_secs_f64()

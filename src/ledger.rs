@@ -322,6 +322,12 @@ impl Ledger {
         write_atomic(&self.path, &serde_json::to_vec_pretty(&inner.state)?)
     }
 
+    /// Removes the state file and releases nothing: what it recorded now belongs to someone
+    /// else (detached servers, which `isobench server stop` stops).
+    pub fn forget(self) -> Result<()> {
+        fs::remove_file(&self.path).with_context(|| format!("removing {}", self.path.display()))
+    }
+
     /// Releases everything and removes the state file.
     pub fn close(self) -> Result<()> {
         let result = self.release_to(Mark(0));

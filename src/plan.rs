@@ -179,6 +179,18 @@ impl Plan {
     }
 
     pub fn record(&self, suite: &Suite) -> PlanRecord {
+        /// A cell's $/hour: its environment's, plus each node of a managed cluster it loads.
+        fn cost_per_hour(suite: &Suite, c: &Cell) -> Option<f64> {
+            let env = suite.envs[c.env].cost_per_hour;
+            let served = matches!(suite.workloads[c.workload].variants[c.variant].spec, crate::workload::Spec::Cql(_));
+            match &suite.server {
+                Some(crate::server::ServerSpec::Managed(m)) if served => match (env, m.cost_per_hour) {
+                    (None, None) => None,
+                    (env, node) => Some(env.unwrap_or(0.0) + m.nodes as f64 * node.unwrap_or(0.0)),
+                },
+                _ => env,
+            }
+        }
         PlanRecord {
             suite: suite.name.clone(),
             baseline: suite.baseline.clone(),
@@ -196,7 +208,7 @@ impl Plan {
                         env_kind: env.kind.clone(),
                         sandbox: env.item.is_sandbox(),
                         workload_setup: workload.describe(),
-                        cost_per_hour: env.cost_per_hour,
+                        cost_per_hour: cost_per_hour(suite, c),
                         density: suite.workloads[c.workload].variants[c.variant].density,
                     }
                 })

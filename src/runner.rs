@@ -15,16 +15,12 @@ use crate::ledger::{Ledger, Resource};
 use crate::plan::{Plan, Slot};
 use crate::process::{self, Interrupted};
 use crate::proof;
-use crate::server::cassandra::{Distribution, free_ports};
-use crate::server::serve::{Control, Ready, Serve};
-use crate::server::{STOP_TIMEOUT, ServerSpec};
+use crate::server::ServerSpec;
 use crate::store::{RawFile, ResultSet, RunRecord, Status, utc_now};
 use crate::suite::Suite;
 use crate::units;
 use crate::volume::ProvisionContext;
-use crate::workload::cql::{Cql, Target};
-use crate::workload::{self, Spec, Workload};
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::workload::{Spec, Workload};
 
 pub struct Runner<'a> {
     pub suite: &'a Suite,
@@ -280,7 +276,7 @@ impl<'a> Runner<'a> {
                     .into(),
             );
         }
-        let served = matches!((&self.suite.server, spec), (Some(ServerSpec::Managed { .. }), Spec::Cql(_)));
+        let served = matches!((&self.suite.server, spec), (Some(ServerSpec::Managed(_)), Spec::Cql(_)));
         if let Some(why) = unfit_volume(volume, spec.workload(), &volume_entry.name, served) {
             return Ok(agent::Report { error: Some(why), unfit: true, ..Default::default() });
         }
@@ -293,20 +289,9 @@ impl<'a> Runner<'a> {
             record.sandboxes = sandboxes;
             return Ok(report);
         }
-        if let (
-            Some(ServerSpec::Managed { version, heap, quick_jit, start_timeout, jvm_args, login }),
-            Spec::Cql(cql),
-        ) = (&self.suite.server, &spec)
-        {
-            let managed = Managed {
-                version,
-                heap,
-                quick_jit: *quick_jit,
-                start_timeout: *start_timeout,
-                jvm_args,
-                login: login.as_ref(),
-            };
-            return self.served(slot, &managed, cql, volume, &run_dir, record);
+        if let (Some(ServerSpec::Managed(managed)), Spec::Cql(cql)) = (&self.suite.server, &spec) {
+            let env_name = &self.suite.envs[cell.env].name;
+            return crate::server::cell::run(&place, env_name, managed, cql, volume, &run_dir, record);
         }
         place.run(&spec, volume, &run_dir, None, None)
     }
@@ -399,7 +384,7 @@ pub fn skip_reason(
 }
 
 /// A mirror's copies after the run: identical or not, and what its nexus reported.
-fn check_replicas(volume: &crate::volume::Provisioned, report: &mut agent::Report) {
+pub fn check_replicas(volume: &crate::volume::Provisioned, report: &mut agent::Report) {
     if let Some(replicas) = &volume.replicas {
         let (facts, notes) = replicas.check();
         report.setup.extend(facts);
@@ -424,142 +409,6 @@ fn unfit_volume(
         return Some(format!("volume \"{name}\" is a raw device (fs = \"none\"); a database needs a filesystem"));
     }
     None
-}
-
-/// A managed server's settings from the suite.
-struct Managed<'s> {
-    version: &'s str,
-    heap: &'s str,
-    quick_jit: bool,
-    start_timeout: Duration,
-    jvm_args: &'s [String],
-    login: Option<&'s (String, String)>,
-}
-
-impl Runner<'_> {
-    /// A CQL cell with a managed server: the agent runs the node inside the environment with its
-    /// data on the volume, while this thread's helper loads it from the host, over the network
-    /// the environment gives, and then tells the agent to stop it.
-    fn served(
-        &mut self,
-        slot: Slot,
-        managed: &Managed,
-        cql: &Cql,
-        volume: &crate::volume::Provisioned,
-        run_dir: &std::path::Path,
-        record: &mut RunRecord,
-    ) -> Result<agent::Report> {
-        let cell = &self.plan.cells[slot.cell];
-        let env_entry = &self.suite.envs[cell.env];
-        let env = &env_entry.item;
-        let reach = env.reach().map_err(|why| anyhow::anyhow!("env \"{}\": {why}", env_entry.name))?;
-        let distribution = Distribution::fetch(managed.version, &mut |m| eprintln!("isobench: {m}"))?;
-        let ports = free_ports(4)?;
-        let measured = cql.phase(&cql.args)?;
-        let serve = Serve {
-            keyspace: measured.schema.keyspace.clone(),
-            table: crate::cql::schema::table(measured.command.ops[0].0).into(),
-            distribution,
-            heap: managed.heap.to_string(),
-            quick_jit: managed.quick_jit,
-            jvm_args: managed.jvm_args.to_vec(),
-            listen: reach.inside.clone(),
-            native_port: ports[0],
-            storage_port: ports[1],
-            jmx_port: ports[2],
-            control_port: ports[3],
-            start_timeout: managed.start_timeout,
-            auth: managed.login.is_some(),
-        };
-        let mut load = cql.clone();
-        let (user, password) = managed.login.cloned().unzip();
-        load.target = Some(Target { nodes: vec![reach.host.clone()], port: serve.native_port, user, password });
-        // The agent only serves: the load and its login stay on the host.
-        let request = agent::Request {
-            workload: Spec::Cql(cql.clone()),
-            data_dir: env.data_dir(volume),
-            raw: None,
-            read_only: false,
-            scratch_dir: env.scratch_dir(run_dir),
-            serve: Some(serve.clone()),
-            barrier: false,
-        };
-        let timeout = managed.start_timeout + STOP_TIMEOUT + load.expected_duration() * 3 + Duration::from_secs(120);
-        let control = format!("{}:{}", reach.host, serve.control_port);
-        let forward = [serve.native_port, serve.control_port];
-        let agent_done = AtomicBool::new(false);
-        let ledger = self.ledger;
-        let workdir = &self.workdir;
-        let attach = self.suite.volumes[cell.volume].attach.as_ref();
-        let (report, loaded) = std::thread::scope(|scope| {
-            let loader = scope.spawn(|| drive_load(&control, &load, managed.start_timeout, &agent_done));
-
-            let report = env.run_agent(Launch {
-                request: &request,
-                volume,
-                run_dir,
-                timeout,
-                ledger,
-                workdir,
-                attach,
-                forward: &forward,
-                network: None,
-                gate: None,
-                memory: None,
-            });
-            agent_done.store(true, Ordering::Relaxed);
-            (report, loader.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the load panicked"))))
-        });
-        let mut report = report?;
-        check_replicas(volume, &mut report);
-        record.setup.insert("server.kind".into(), "cassandra".into());
-        record.setup.insert("server.heap".into(), managed.heap.to_string());
-        if let Some((user, _)) = managed.login {
-            record.setup.insert("server.login".into(), format!("PasswordAuthenticator, role {user}"));
-        }
-        if report.error.is_some() {
-            // The agent's error has the server's log; the load only saw its symptom.
-            return Ok(report);
-        }
-        match loaded {
-            Ok((ready, out)) => {
-                record.setup.insert("server.version".into(), ready.release_version);
-                report.samples.extend(out.samples);
-                report.series.extend(out.series);
-                report.notes.extend(out.notes);
-            }
-            Err(e) => report.error = Some(format!("{e:#}")),
-        }
-        Ok(report)
-    }
-}
-
-/// The host's side of a served cell: wait for the node, run the load phases, read the
-/// server's own statistics, and always tell the agent to stop.
-fn drive_load(
-    control: &str,
-    load: &Cql,
-    start_timeout: Duration,
-    agent_done: &AtomicBool,
-) -> Result<(Ready, workload::Output)> {
-    let mut control = Control::connect(control, agent_done)?;
-    let ready = control.ready(start_timeout)?;
-    if let Some(Target { nodes, port, user: Some(user), password: Some(password) }) = &load.target {
-        let made = crate::server::cassandra::create_role(&format!("{}:{port}", nodes[0]), user, password);
-        if let Err(e) = made {
-            control.stop();
-            return Err(e);
-        }
-    }
-    let mut out = workload::Output::default();
-    let scratch = std::env::temp_dir();
-    let ctx = workload::RunContext { data_dir: &scratch, raw: None, read_only: false, scratch_dir: &scratch };
-    let result = load.run(&ctx, &mut out);
-    if result.is_ok() {
-        out.samples.extend(crate::server::stats::after_run(load));
-    }
-    control.stop();
-    result.map(|()| (ready, out))
 }
 
 /// A line above the progress bar; plain stderr when there is no terminal to draw the bar on

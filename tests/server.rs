@@ -4,38 +4,13 @@
 
 mod common;
 
-use std::process::Output;
-
-use common::{Sandbox, have, is_root, run_record, text};
-use isobench::server::cassandra::{free_port, java_feature_version};
-
-fn unable() -> Option<String> {
-    if !is_root() {
-        return Some("needs root (mounts)".into());
-    }
-    if java_feature_version().is_none() {
-        return Some("java is not installed (scripts/setup.sh installs openjdk-17-jre-headless)".into());
-    }
-    if !have("mvn") {
-        return Some("maven is not installed (scripts/setup.sh installs it)".into());
-    }
-    None
-}
-
-/// Java processes whose command line names this sandbox (their data or configuration).
-fn javas(sb: &Sandbox) -> Vec<String> {
-    sb.processes().into_iter().filter(|p| p.contains("java")).collect()
-}
-
-fn ok(out: &Output) -> String {
-    let all = text(out);
-    assert!(out.status.success(), "{all}");
-    all
-}
+use common::cassandra::{javas, unable_to_manage};
+use common::{Sandbox, ok, run_record, text};
+use isobench::server::cassandra::free_port;
 
 #[test]
 fn start_from_the_cache_then_stop_leaves_no_java() {
-    if let Some(why) = unable() {
+    if let Some(why) = unable_to_manage() {
         return eprintln!("SKIP: {why}");
     }
     let sb = Sandbox::new();
@@ -54,14 +29,14 @@ fn start_from_the_cache_then_stop_leaves_no_java() {
     eprintln!("second start, from the cache: CQL-ready after {seconds:.1} s");
     assert!(data.join("data/system").is_dir(), "the data directory is the one asked for");
     let stopped = ok(&sb.run(&["server", "stop", "cassandra"]));
-    assert!(stopped.contains(&format!("stopped Cassandra on port {port}")), "{stopped}");
+    assert!(stopped.contains(&format!("stopped Cassandra on 127.0.0.1:{port}")), "{stopped}");
     assert_eq!(javas(&sb), Vec::<String>::new(), "stop leaves no java");
     assert!(text(&sb.run(&["server", "status"])).contains("no servers started by isobench"));
 }
 
 #[test]
-fn a_taken_port_or_a_bad_heap_fails_with_the_servers_log() {
-    if let Some(why) = unable() {
+fn a_taken_port_fails_with_the_servers_log_and_a_bad_heap_before_java_starts() {
+    if let Some(why) = unable_to_manage() {
         return eprintln!("SKIP: {why}");
     }
     let sb = Sandbox::new();
@@ -80,7 +55,7 @@ fn a_taken_port_or_a_bad_heap_fails_with_the_servers_log() {
         sb.run(&["server", "start", "cassandra", "--port", &port, "--data", data.to_str().unwrap(), "--heap", "1Q"]);
     let err = text(&out);
     assert!(!out.status.success());
-    assert!(err.contains("Invalid initial heap size") || err.contains("Invalid maximum heap size"), "{err}");
+    assert!(err.contains("heap \"1Q\": \"1Q\" has an unknown unit"), "refused before java starts: {err}");
     assert_eq!(javas(&sb), Vec::<String>::new());
     assert!(text(&sb.run(&["server", "status"])).contains("no servers started by isobench"));
 }
@@ -128,7 +103,7 @@ fn sample(record: &serde_json::Value, metric: &str) -> f64 {
 
 #[test]
 fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
-    if let Some(why) = unable() {
+    if let Some(why) = unable_to_manage() {
         return eprintln!("SKIP: {why}");
     }
     let runsc = isobench::env::oci::Runtime::resolve("runsc").path.is_some();
@@ -169,7 +144,7 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
 
 #[test]
 fn loaders_split_a_cells_key_space_and_log_in_without_showing_the_password() {
-    if let Some(why) = unable() {
+    if let Some(why) = unable_to_manage() {
         return eprintln!("SKIP: {why}");
     }
     let sb = Sandbox::new();
@@ -196,16 +171,18 @@ fn loaders_split_a_cells_key_space_and_log_in_without_showing_the_password() {
 
 #[test]
 fn a_server_that_cannot_start_fails_its_cell_with_its_log() {
-    if let Some(why) = unable() {
+    if let Some(why) = unable_to_manage() {
         return eprintln!("SKIP: {why}");
     }
     let sb = Sandbox::new();
-    let (out, dir) = sb.run_suite(&db_suite("", TMPFS, "1Q"), &[]);
+    let suite = db_suite("", TMPFS, "768M")
+        .replace("quick_jit = true", "quick_jit = true\njvm_args = [\"-XX:+IsobenchNoSuchOption\"]");
+    let (out, dir) = sb.run_suite(&suite, &[]);
     assert!(!out.status.success() || text(&out).contains("FAILED"));
     let r = run_record(&dir, "host.data.cassandra", 1);
     assert_eq!(r["status"], "failed");
     let error = r["error"].as_str().unwrap();
-    assert!(error.contains("The end of its log") && error.contains("heap size"), "{error}");
+    assert!(error.contains("The end of its log") && error.contains("Unrecognized VM option"), "{error}");
     sb.assert_nothing_left();
     assert_eq!(javas(&sb), Vec::<String>::new());
 }

@@ -405,3 +405,36 @@ fn a_workload_may_name_its_own_baseline() {
     let e = error_with("ioengine = \"libaio\"", "ioengine = \"libaio\"\nbaseline = { volume = \"nvme\" }");
     assert!(e.contains("key \"volume\": names no [[volume]]: \"nvme\"; the suite's volumes are: tmpfs, ext4"), "{e}");
 }
+
+#[test]
+fn every_example_loads_and_plans() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let suite = Suite::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
+            Plan::new(&suite, &[]).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            seen += 1;
+        }
+    }
+    assert!(seen >= 5, "only {seen} examples");
+}
+
+const CLUSTER: &str = "\n[[server]]\nkind = \"cassandra\"\nnodes = 3\n";
+
+#[test]
+fn a_cluster_fault_names_a_node_it_has_and_both_keys() {
+    let with = |extra: &str| load(&format!("{BASE}{CLUSTER}{extra}"));
+    let e = with("kill_node = 4\nkill_after = \"5s\"").err().expect("refused");
+    assert!(e.contains("kill_node") && e.contains("node 4 does not exist: nodes are 1 to 3"), "{e}");
+    let e = with("kill_node = 2").err().expect("refused");
+    assert!(e.contains("a fault needs both: kill_node = 3, kill_after = \"20s\""), "{e}");
+    let e = with("cost_per_hour = -1").err().expect("refused");
+    assert!(e.contains("cost_per_hour") && e.contains("must not be negative"), "{e}");
+    let s = load_with(&format!("{BASE}{CLUSTER}"), &["server.kill_node=3", "server.kill_after=20s"]).unwrap();
+    let Some(isobench::server::ServerSpec::Managed(m)) = &s.server else { panic!("a managed server") };
+    assert_eq!((m.nodes, m.kill.as_ref().map(|k| (k.node, k.after.as_secs()))), (3, Some((3, 20))));
+    let e = load_with(BASE, &["server.nodes=3"]).err().expect("refused");
+    assert!(e.contains("the suite has no [[server]] table"), "{e}");
+}

@@ -141,6 +141,16 @@ pub struct NodeConfig {
     /// Clients log in (PasswordAuthenticator); the default superuser exists from the start.
     #[serde(default)]
     pub auth: bool,
+    /// The cluster's seeds ("address:storage_port"); a node alone is its own seed.
+    #[serde(default)]
+    pub seeds: Vec<String>,
+    /// The replication factor the token allocator balances the ring for.
+    #[serde(default = "one")]
+    pub token_rf: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// The superuser Cassandra makes on its first start with PasswordAuthenticator.
@@ -166,6 +176,8 @@ impl NodeConfig {
             quick_jit: false,
             jvm_args: Vec::new(),
             auth: false,
+            seeds: Vec::new(),
+            token_rf: 1,
         })
     }
 
@@ -187,7 +199,7 @@ impl NodeConfig {
         format!(
             "cluster_name: isobench
 num_tokens: 16
-allocate_tokens_for_local_replication_factor: 1
+allocate_tokens_for_local_replication_factor: {token_rf}
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 authenticator: {authenticator}
 authorizer: AllowAllAuthorizer
@@ -203,7 +215,7 @@ commitlog_segment_size: 32MiB
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: \"{a}:{s}\"
+      - seeds: \"{seeds}\"
 listen_address: {a}
 rpc_address: {rpc}
 broadcast_rpc_address: {a}
@@ -225,6 +237,12 @@ disk_access_mode: mmap_index_only
             s = self.storage_port,
             n = self.native_port,
             authenticator = if self.auth { "PasswordAuthenticator" } else { "AllowAllAuthenticator" },
+            token_rf = self.token_rf,
+            seeds = if self.seeds.is_empty() {
+                format!("{}:{}", self.local_address(), self.storage_port)
+            } else {
+                self.seeds.join(",")
+            },
         )
     }
 
@@ -515,10 +533,22 @@ impl Node {
         pid_alive(self.pid)
     }
 
+    /// SIGKILL at once, as a node fails; waits until it is gone.
+    pub fn kill(&mut self) {
+        signal(self.pid, libc::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.running() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGTERM, then SIGKILL after `timeout`; returns how long the stop took.
     pub fn stop(&mut self, timeout: Duration) -> Result<Duration> {
         let started = Instant::now();
-        signal(self.pid, libc::SIGTERM);
+        // Not a node that is gone already: its pid may be someone else's by now.
+        if self.running() {
+            signal(self.pid, libc::SIGTERM);
+        }
         let deadline = started + timeout;
         while self.running() {
             if Instant::now() > deadline {

@@ -3,6 +3,8 @@
 //! environment.
 
 pub mod cassandra;
+pub mod cell;
+pub mod cluster;
 pub mod serve;
 pub mod stats;
 
@@ -11,7 +13,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+use serde::{Deserialize, Serialize};
+
 use self::cassandra::{Distribution, Node, NodeConfig, Start};
+use self::cluster::Layout;
+use crate::ledger::{Ledger, Resource};
 use crate::store::write_atomic;
 use crate::suite::tree::{Fields, SuiteError};
 use crate::workload::cql::Target;
@@ -27,6 +33,7 @@ pub struct StartOptions {
     pub port: u16,
     pub version: String,
     pub quick_jit: bool,
+    pub nodes: usize,
 }
 
 fn state_file(workdir: &Path, port: u16) -> PathBuf {
@@ -42,29 +49,91 @@ fn check_kind(kind: &str) -> Result<()> {
     Ok(())
 }
 
-/// `isobench server start cassandra`: fetch if needed, start detached, wait for CQL.
-pub fn start(workdir: &Path, kind: &str, opts: &StartOptions) -> Result<Node> {
+/// What `isobench server start` leaves for `stop` and `status`: the nodes it started (one node
+/// is a cluster of one) and how long they took to form a ring.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    #[serde(default)]
+    pub ring_after: Option<Duration>,
+}
+
+/// `isobench server start cassandra`: fetch if needed, start the nodes detached one after
+/// another, wait for CQL (and for a ring of them all). While it starts, the nodes are in a
+/// ledger, so a start that is killed leaves nothing after `isobench cleanup`.
+pub fn start(workdir: &Path, kind: &str, opts: &StartOptions) -> Result<Cluster> {
     check_kind(kind)?;
+    if opts.nodes == 0 || opts.nodes > 254 {
+        bail!("--nodes {}: a cluster has 1 to 254 nodes (one per address 127.0.0.k)", opts.nodes);
+    }
     let state = state_file(workdir, opts.port);
-    if let Some(node) = load(&state)?
-        && node.alive()
+    if let Some(cluster) = load(&state)?
+        && cluster.nodes.iter().any(Node::alive)
     {
         bail!(
             "a Cassandra isobench started is already running on port {} (pid {}); `isobench server stop cassandra --port {}` first",
             opts.port,
-            node.pid,
+            cluster.nodes[0].pid,
             opts.port
         );
     }
+    let available = crate::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
+    cluster::check_memory(opts.nodes, &opts.heap, available).map_err(|e| anyhow::anyhow!("{e}"))?;
     let dist = Distribution::fetch(&opts.version, &mut |m| eprintln!("isobench: {m}"))?;
     let data = opts.data.clone().unwrap_or_else(|| workdir.join(format!("cassandra-{}", opts.port)));
-    let mut config = NodeConfig::local(&data, opts.port)?;
-    config.heap = opts.heap.clone();
-    config.quick_jit = opts.quick_jit;
-    let node = Node::start(&dist, &config, Start { token: None, detached: true, timeout: START_TIMEOUT })?;
+    let mut base = NodeConfig::local(&data, opts.port)?;
+    base.heap = opts.heap.clone();
+    base.quick_jit = opts.quick_jit;
+    let layout = if opts.nodes > 1 {
+        cluster::has_nodetool(&dist)?;
+        Some(Layout::new(opts.nodes, Some(opts.port))?)
+    } else {
+        None
+    };
+    let configs = match &layout {
+        Some(layout) => (0..opts.nodes).map(|k| layout.node(k, &cluster::node_data(&data, k), &base)).collect(),
+        None => vec![base],
+    };
+    let ledger = Ledger::open(workdir)?;
+    let token = ledger.new_process_token();
+    ledger.record(Resource::Processes { token: token.clone() })?;
+    let started = started_cluster(&dist, &configs, layout.as_ref(), &token);
+    let cluster = match started {
+        Ok(cluster) => cluster,
+        Err(e) => {
+            ledger.close()?;
+            return Err(e);
+        }
+    };
     std::fs::create_dir_all(state.parent().expect("servers dir"))?;
-    write_atomic(&state, serde_json::to_string_pretty(&node)?.as_bytes())?;
-    Ok(node)
+    write_atomic(&state, serde_json::to_string_pretty(&cluster)?.as_bytes())?;
+    // From here on the nodes are the server state's to stop, not the ledger's.
+    ledger.forget()?;
+    Ok(cluster)
+}
+
+fn started_cluster(
+    dist: &Distribution,
+    configs: &[NodeConfig],
+    layout: Option<&Layout>,
+    token: &str,
+) -> Result<Cluster> {
+    let began = std::time::Instant::now();
+    let mut nodes = Vec::new();
+    for config in configs {
+        if configs.len() > 1 {
+            eprintln!("isobench: starting node {} of {} on {}", nodes.len() + 1, configs.len(), config.address);
+        }
+        nodes.push(Node::start(dist, config, Start { token: Some(token), detached: true, timeout: START_TIMEOUT })?);
+    }
+    let ring_after = match layout {
+        Some(layout) => {
+            cluster::wait_ring(dist, layout, START_TIMEOUT)?;
+            Some(began.elapsed())
+        }
+        None => None,
+    };
+    Ok(Cluster { nodes, ring_after })
 }
 
 /// `isobench server fetch cassandra`: the distribution, downloaded if it is not cached.
@@ -73,29 +142,55 @@ pub fn fetch(kind: &str, version: &str) -> Result<Distribution> {
     Distribution::fetch(version, &mut |m| eprintln!("isobench: {m}"))
 }
 
-fn load(state: &Path) -> Result<Option<Node>> {
+fn load(state: &Path) -> Result<Option<Cluster>> {
+    /// A state file from before clusters held one node.
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Recorded {
+        Cluster(Cluster),
+        Node(Box<Node>),
+    }
     match std::fs::read_to_string(state) {
-        Ok(text) => Ok(Some(
-            serde_json::from_str(&text).with_context(|| format!("{} does not parse; remove it", state.display()))?,
-        )),
+        Ok(text) => {
+            let recorded = serde_json::from_str(&text)
+                .with_context(|| format!("{} does not parse; remove it", state.display()))?;
+            Ok(Some(match recorded {
+                Recorded::Cluster(c) => c,
+                Recorded::Node(node) => Cluster { nodes: vec![*node], ring_after: None },
+            }))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("reading {}", state.display())),
     }
 }
 
-/// `isobench server stop cassandra`: the nodes on `port`, or all of them.
+/// `isobench server stop cassandra`: the nodes on `port`, or all of them; a cluster's nodes stop
+/// together.
 pub fn stop(workdir: &Path, kind: &str, port: Option<u16>) -> Result<Vec<(Node, Duration)>> {
     check_kind(kind)?;
     let mut stopped = Vec::new();
     for state in states(workdir, port)? {
-        if let Some(mut node) = load(&state)? {
-            let took = node.stop(STOP_TIMEOUT)?;
-            if node.alive() {
-                bail!("Cassandra (pid {}) is still running after SIGKILL", node.pid);
-            }
-            std::fs::remove_file(&state)?;
-            stopped.push((node, took));
+        let Some(cluster) = load(&state)? else { continue };
+        let results: Vec<Result<(Node, Duration)>> = std::thread::scope(|scope| {
+            let stops: Vec<_> = cluster
+                .nodes
+                .into_iter()
+                .map(|mut node| {
+                    scope.spawn(move || {
+                        let took = node.stop(STOP_TIMEOUT)?;
+                        if node.alive() {
+                            bail!("Cassandra (pid {}) is still running after SIGKILL", node.pid);
+                        }
+                        Ok((node, took))
+                    })
+                })
+                .collect();
+            stops.into_iter().map(|s| s.join().unwrap_or_else(|_| bail!("stopping a node panicked"))).collect()
+        });
+        for result in results {
+            stopped.push(result?);
         }
+        std::fs::remove_file(&state)?;
     }
     Ok(stopped)
 }
@@ -104,7 +199,7 @@ pub fn stop(workdir: &Path, kind: &str, port: Option<u16>) -> Result<Vec<(Node, 
 pub fn status(workdir: &Path) -> Result<Vec<(Node, Result<String>)>> {
     let mut out = Vec::new();
     for state in states(workdir, None)? {
-        if let Some(node) = load(&state)? {
+        for node in load(&state)?.map(|c| c.nodes).unwrap_or_default() {
             let answer = if node.alive() {
                 let login = node.config.auth.then_some(cassandra::DEFAULT_LOGIN);
                 cassandra::cql_probe(&format!("{}:{}", node.config.address, node.config.native_port), login)
@@ -133,20 +228,36 @@ fn states(workdir: &Path, port: Option<u16>) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// A suite's `[[server]]`: a Cassandra isobench runs inside each CQL cell's environment, or
+/// A suite's `[[server]]`: Cassandra that isobench runs inside each CQL cell's environment, or
 /// nodes someone else runs.
 #[derive(Clone, Debug)]
 pub enum ServerSpec {
-    Managed {
-        version: String,
-        heap: String,
-        quick_jit: bool,
-        start_timeout: Duration,
-        jvm_args: Vec<String>,
-        /// Clients log in as this role, which isobench makes (the password is never shown).
-        login: Option<(String, String)>,
-    },
+    Managed(Managed),
     External(Target),
+}
+
+/// A managed server: one node, or a ring of `nodes`, each in a sandbox of the cell's
+/// environment with its data on the cell's volume.
+#[derive(Clone, Debug)]
+pub struct Managed {
+    pub version: String,
+    pub heap: String,
+    pub quick_jit: bool,
+    pub start_timeout: Duration,
+    pub jvm_args: Vec<String>,
+    /// Clients log in as this role, which isobench makes (the password is never shown).
+    pub login: Option<(String, String)>,
+    pub nodes: usize,
+    /// What an hour of one node costs; the cell's cost adds `nodes` of them to its environment's.
+    pub cost_per_hour: Option<f64>,
+    pub kill: Option<Kill>,
+}
+
+/// A fault: node `node` (from 1) is killed `after` the measured phase began.
+#[derive(Clone, Debug)]
+pub struct Kill {
+    pub node: usize,
+    pub after: Duration,
 }
 
 pub const KINDS: &[&str] = &["cassandra", "external"];
@@ -162,18 +273,52 @@ fn login(f: &mut Fields) -> Result<Option<(String, String)>, SuiteError> {
     }
 }
 
+impl Managed {
+    fn parse(f: &mut Fields) -> Result<Managed, SuiteError> {
+        let nodes = f.count("nodes")?.unwrap_or(1) as usize;
+        if nodes > 254 {
+            return Err(f.error_at("nodes", "a managed cluster has 1 to 254 nodes (one per address 127.0.0.k)"));
+        }
+        let cost_per_hour = f.float("cost_per_hour")?;
+        if cost_per_hour.is_some_and(|c| c < 0.0) {
+            return Err(f.error_at("cost_per_hour", "must not be negative"));
+        }
+        let kill = match (f.uint("kill_node")?, f.duration("kill_after")?) {
+            (Some(node), Some(after)) if (1..=nodes as u64).contains(&node) => {
+                Some(Kill { node: node as usize, after })
+            }
+            (Some(node), Some(_)) => {
+                return Err(f.error_at("kill_node", format!("node {node} does not exist: nodes are 1 to {nodes}")));
+            }
+            (None, None) => None,
+            (node, _) => {
+                return Err(f.error_at(
+                    if node.is_some() { "kill_node" } else { "kill_after" },
+                    "a fault needs both: kill_node = 3, kill_after = \"20s\" (from the start of the measured phase)",
+                ));
+            }
+        };
+        let heap = f.str("heap")?.unwrap_or_else(|| "1G".into());
+        crate::units::parse_size(&heap).map_err(|e| f.error_at("heap", e))?;
+        Ok(Managed {
+            version: f.str("version")?.unwrap_or_else(cassandra::default_version),
+            heap,
+            quick_jit: f.bool("quick_jit")?.unwrap_or(false),
+            start_timeout: f.duration("start_timeout")?.unwrap_or(START_TIMEOUT),
+            jvm_args: f.str_list("jvm_args")?.unwrap_or_default(),
+            login: login(f)?,
+            nodes,
+            cost_per_hour,
+            kill,
+        })
+    }
+}
+
 impl ServerSpec {
     pub fn parse(f: &mut Fields) -> Result<ServerSpec, SuiteError> {
         let kind = f.required_str("kind")?;
         let spec = match kind.as_str() {
-            "cassandra" => ServerSpec::Managed {
-                version: f.str("version")?.unwrap_or_else(cassandra::default_version),
-                heap: f.str("heap")?.unwrap_or_else(|| "1G".into()),
-                quick_jit: f.bool("quick_jit")?.unwrap_or(false),
-                start_timeout: f.duration("start_timeout")?.unwrap_or(START_TIMEOUT),
-                jvm_args: f.str_list("jvm_args")?.unwrap_or_default(),
-                login: login(f)?,
-            },
+            "cassandra" => ServerSpec::Managed(Managed::parse(f)?),
             "external" => {
                 let nodes = f.str_list("nodes")?.unwrap_or_default();
                 if nodes.is_empty() {

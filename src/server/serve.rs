@@ -1,8 +1,9 @@
-//! A managed server inside a cell's environment, loaded from the host. The agent starts
-//! Cassandra in the sandbox with its data on the volume under test and listens on a control
-//! port; the host connects there over the environment's network, learns when the node answers
-//! CQL (or why it never will), runs the load, and says "stop". The agent then stops the node,
-//! measures what it left on the volume, and reports the usual way.
+//! A managed server inside a cell's environment, loaded from the host. The agent listens on a
+//! control port in the sandbox; the host connects there over the environment's network and says
+//! "start" (a cluster's nodes start in turn; "off" calls a node off), and the agent starts
+//! Cassandra with its data on the volume under test. The host learns when the node answers CQL
+//! (or why it never will), runs the load, may say "kill" (a fault: SIGKILL), and says "stop".
+//! The agent then stops the node, measures what it left on the volume, and reports the usual way.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -40,6 +41,16 @@ pub struct Serve {
     /// Clients log in (PasswordAuthenticator).
     #[serde(default)]
     pub auth: bool,
+    /// A cluster's seeds; empty for a node alone.
+    #[serde(default)]
+    pub seeds: Vec<String>,
+    #[serde(default)]
+    pub token_rf: u32,
+    /// How long the host may take to connect: a cluster's nodes start one after another, so a
+    /// later node waits for the earlier ones.
+    pub connect_window: Duration,
+    /// The node's directory under the volume ("cassandra", or "cassandra/node2" in a cluster).
+    pub directory: String,
 }
 
 /// The agent's one message to the host.
@@ -62,7 +73,7 @@ pub struct Ready {
 const HELLO: &[u8] = b"isobench-serve\n";
 
 /// How long the host may take to connect to the control port after the agent started.
-const CONNECT_WINDOW: Duration = Duration::from_secs(120);
+pub const CONNECT_WINDOW: Duration = Duration::from_secs(120);
 
 /// Inside the environment: runs the node until the host says stop (or goes away), then
 /// stops it and records what it cost. The node's own failure is the run's error, with the
@@ -70,10 +81,15 @@ const CONNECT_WINDOW: Duration = Duration::from_secs(120);
 pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
     let listener = TcpListener::bind((s.listen.as_str(), s.control_port))
         .with_context(|| format!("listening on the control port {}:{}", s.listen, s.control_port))?;
-    let mut control = accept_within(&listener, CONNECT_WINDOW)?;
+    let mut control = accept_within(&listener, s.connect_window)?;
     let _ = control.write_all(HELLO);
+    let mut go = String::new();
+    let _ = BufReader::new(&control).read_line(&mut go);
+    if go.trim() != "start" {
+        bail!("the host called this node off: an earlier node of the cluster did not start");
+    }
     let config = NodeConfig {
-        data: data_dir.join("cassandra"),
+        data: data_dir.join(&s.directory),
         heap: s.heap.clone(),
         address: s.listen.clone(),
         native_port: s.native_port,
@@ -82,6 +98,8 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
         quick_jit: s.quick_jit,
         jvm_args: s.jvm_args.clone(),
         auth: s.auth,
+        seeds: s.seeds.clone(),
+        token_rf: s.token_rf.max(1),
     };
     let started =
         Node::start(&s.distribution, &config, Start { token: None, detached: false, timeout: s.start_timeout });
@@ -100,13 +118,28 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
             release_version: node.release_version.clone(),
         },
     );
-    // "stop", or the end of the stream when the host is gone: either way the node stops.
-    let mut line = String::new();
-    let _ = BufReader::new(&control).read_line(&mut line);
-    let rss = rss_bytes(node.pid);
+    // "kill" (a fault the suite asked for), then "stop", or the end of the stream when the host
+    // is gone: either way the node stops.
+    let mut reader = BufReader::new(&control);
+    let mut rss = None;
+    let mut killed = false;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim() != "kill" {
+            break;
+        }
+        rss = rss_bytes(node.pid);
+        node.kill();
+        killed = true;
+    }
+    if !killed {
+        rss = rss_bytes(node.pid);
+    }
     let stop_took = node.stop(STOP_TIMEOUT)?;
     out.samples.push(Sample::new("server_startup", node.ready_after.as_secs_f64(), "s"));
-    out.samples.push(Sample::new("server_stop", stop_took.as_secs_f64(), "s"));
+    if !killed {
+        out.samples.push(Sample::new("server_stop", stop_took.as_secs_f64(), "s"));
+    }
     if let Some(rss) = rss {
         out.samples.push(Sample::new("server_rss", rss as f64, "B"));
     }
@@ -225,8 +258,9 @@ impl Control {
         }
     }
 
-    /// Waits for the node to answer CQL inside the environment.
+    /// Has the agent start its node, and waits for it to answer CQL inside the environment.
     pub fn ready(&mut self, start_timeout: Duration) -> Result<Ready> {
+        self.stream.write_all(b"start\n").context("asking the agent to start its node")?;
         self.stream.set_read_timeout(Some(start_timeout + Duration::from_secs(30)))?;
         let mut line = String::new();
         BufReader::new(&self.stream).read_line(&mut line).context("waiting for the server to start")?;
@@ -240,9 +274,19 @@ impl Control {
         }
     }
 
+    /// Tells the agent not to start its node.
+    pub fn call_off(mut self) {
+        let _ = self.stream.write_all(b"off\n");
+    }
+
     /// Asks the agent to stop the node (dropping the connection would too).
     pub fn stop(mut self) {
         let _ = self.stream.write_all(b"stop\n");
+    }
+
+    /// Asks the agent to kill the node at once (SIGKILL): a node failing mid-run.
+    pub fn kill(&self) -> Result<()> {
+        (&self.stream).write_all(b"kill\n").context("asking the agent to kill its node")
     }
 }
 

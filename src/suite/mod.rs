@@ -448,7 +448,7 @@ fn parse_baseline(
 }
 
 /// Applies one `--set path=value`: `repeat=5`, `workload.fio.runtime=3s`,
-/// `workload.fio.env.FIO_RW=read`, `volume.tmpfs.size=1G`, `baseline.env=host`.
+/// `workload.fio.env.FIO_RW=read`, `volume.tmpfs.size=1G`, `baseline.env=host`, `server.nodes=3`.
 fn apply_override(file: &str, root: &mut Table, text: &str) -> Result<(), SuiteError> {
     let err = |message: String| SuiteError { file: file.into(), origin: Origin::Set(text.into()), message };
     let (path, value) = text
@@ -483,6 +483,17 @@ fn apply_override(file: &str, root: &mut Table, text: &str) -> Result<(), SuiteE
                         names.join(", ")
                     )));
                 }
+            }
+        }
+        // One [[server]] per suite: it needs no name.
+        ["server", rest @ ..] if !rest.is_empty() => {
+            let first = match root.get_mut("server") {
+                Some(Node { value: Value::List(items), .. }) => items.first_mut(),
+                _ => None,
+            };
+            match first {
+                Some(Node { value: Value::Table(t), .. }) => (t, rest),
+                _ => return Err(err("the suite has no [[server]] table".into())),
             }
         }
         [section @ ("env" | "volume" | "workload" | "bound"), ..] => {

@@ -176,8 +176,15 @@ impl Workload for Cql {
     }
 
     fn run(&self, ctx: &RunContext, out: &mut Output) -> Result<()> {
+        self.run_cued(ctx, out, &mut || {})
+    }
+}
+
+impl Cql {
+    /// Runs the phases; `measured` is called as the measured phase begins (a fault's cue).
+    pub fn run_cued(&self, ctx: &RunContext, out: &mut Output, measured: &mut dyn FnMut()) -> Result<()> {
         if let Some(n) = self.loaders {
-            return self.run_with_loaders(n, ctx, out);
+            return self.run_with_loaders(n, ctx, out, measured);
         }
         if let Some(load) = &self.load {
             let report = cql::run(self.phase(load)?, &shown(load), false)?;
@@ -187,6 +194,7 @@ impl Workload for Cql {
             }
             out.samples.push(Sample::new("load_op_rate", last.summary().op_rate, "op/s"));
         }
+        measured();
         let report = cql::run(self.phase(&self.args)?, &shown(&self.args), false).map_err(|e| {
             // A node that cannot be reached fails every repetition the same way.
             if format!("{e:#}").contains("cannot connect to") { anyhow::Error::new(Unfit(format!("{e:#}"))) } else { e }
@@ -204,10 +212,8 @@ impl Workload for Cql {
         }
         Ok(())
     }
-}
 
-impl Cql {
-    fn run_with_loaders(&self, n: u32, ctx: &RunContext, out: &mut Output) -> Result<()> {
+    fn run_with_loaders(&self, n: u32, ctx: &RunContext, out: &mut Output, measured: &mut dyn FnMut()) -> Result<()> {
         if let Some(load) = &self.load {
             let merged = self.run_loaders(load, n, &ctx.scratch_dir.join("load"), out)?;
             if let Some(failed) = &merged.failed {
@@ -215,6 +221,7 @@ impl Cql {
             }
             out.samples.push(Sample::new("load_op_rate", merged.op_rate, "op/s"));
         }
+        measured();
         let merged = self.run_loaders(&self.args, n, &ctx.scratch_dir.join("run"), out)?;
         let ms = |q: f64| merged.latency.value_at_quantile(q) as f64 / 1000.0;
         out.samples.extend([

@@ -75,3 +75,22 @@ pub fn shared() -> Result<TestNode, String> {
     static NODE: OnceLock<Result<TestNode, String>> = OnceLock::new();
     NODE.get_or_init(|| start_node("shared")).clone()
 }
+
+/// Why isobench cannot manage a Cassandra here (`isobench server`, `[[server]]`), if it cannot.
+pub fn unable_to_manage() -> Option<String> {
+    if !super::is_root() {
+        return Some("needs root (mounts)".into());
+    }
+    if isobench::server::cassandra::java_feature_version().is_none() {
+        return Some("java is not installed (scripts/setup.sh installs openjdk-17-jre-headless)".into());
+    }
+    if !super::have("mvn") {
+        return Some("maven is not installed (scripts/setup.sh installs it)".into());
+    }
+    None
+}
+
+/// Java processes whose command line names this sandbox (their data or configuration).
+pub fn javas(sb: &super::Sandbox) -> Vec<String> {
+    sb.processes().into_iter().filter(|p| p.contains("java")).collect()
+}

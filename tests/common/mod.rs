@@ -210,6 +210,13 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The command's output, after asserting that it succeeded.
+pub fn ok(out: &Output) -> String {
+    let all = text(out);
+    assert!(out.status.success(), "{all}");
+    all
+}
+
 pub fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }

@@ -1,0 +1,322 @@
+//! A CQL cell with a managed server: one agent per node, each serving its node inside a sandbox
+//! of the cell's environment with its data on the cell's volume, while the host loads them over
+//! the network that environment gives. Node k's agent starts its node when the host connects,
+//! so nodes start one after another; a cluster is loaded once every node sees every node Up and
+//! Normal. A fault the suite asks for (`kill_node`, `kill_after`) is carried out on the same
+//! control connection: the agent kills its node with SIGKILL and still reports.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow, bail};
+
+use super::cassandra::Distribution;
+use super::cluster::{self, Layout};
+use super::serve::{CONNECT_WINDOW, Control, Ready, Serve};
+use super::{Kill, Managed, STOP_TIMEOUT};
+use crate::agent;
+use crate::env::Launch;
+use crate::runner::Place;
+use crate::store::{RunRecord, Sample};
+use crate::volume::Provisioned;
+use crate::workload::cql::{Cql, Target};
+use crate::workload::{self, Spec, Workload};
+
+/// Runs one repetition of a served CQL cell.
+pub fn run(
+    place: &Place,
+    env_name: &str,
+    managed: &Managed,
+    cql: &Cql,
+    volume: &Provisioned,
+    run_dir: &std::path::Path,
+    record: &mut RunRecord,
+) -> Result<agent::Report> {
+    let env = place.env;
+    let reach = env.reach().map_err(|why| anyhow!("env \"{env_name}\": {why}"))?;
+    let nodes = managed.nodes;
+    if nodes > 1 && reach.inside != "127.0.0.1" {
+        let why = format!(
+            "env \"{env_name}\": a cluster's nodes gossip with one another, and each sandbox of this environment has a network of its own that the others cannot reach; run the cluster on the host, or in containers with network = \"host\""
+        );
+        return Ok(agent::Report { error: Some(why), unfit: true, ..Default::default() });
+    }
+    let distribution = Distribution::fetch(&managed.version, &mut |m| eprintln!("isobench: {m}"))?;
+    if nodes > 1 {
+        cluster::has_nodetool(&distribution)?;
+    }
+    let mut layout = Layout::new(nodes, None)?;
+    // A node alone listens where the environment says (every interface of a VM).
+    let host_addresses = if nodes == 1 {
+        layout.addresses = vec![reach.inside.clone()];
+        vec![reach.host.clone()]
+    } else {
+        layout.addresses.clone()
+    };
+    let control_ports = layout.other_free_ports(nodes)?;
+    let measured = cql.phase(&cql.args)?;
+    let serves: Vec<Serve> = (0..nodes)
+        .map(|k| Serve {
+            keyspace: measured.schema.keyspace.clone(),
+            table: crate::cql::schema::table(measured.command.ops[0].0).into(),
+            distribution: distribution.clone(),
+            heap: managed.heap.clone(),
+            quick_jit: managed.quick_jit,
+            jvm_args: managed.jvm_args.clone(),
+            listen: layout.addresses[k].clone(),
+            native_port: layout.native_port,
+            storage_port: layout.storage_port,
+            jmx_port: layout.jmx_ports[k],
+            control_port: control_ports[k],
+            start_timeout: managed.start_timeout,
+            auth: managed.login.is_some(),
+            seeds: if nodes > 1 { layout.seeds() } else { Vec::new() },
+            token_rf: layout.token_rf(),
+            connect_window: CONNECT_WINDOW + managed.start_timeout * k as u32,
+            directory: if nodes > 1 { format!("cassandra/node{}", k + 1) } else { "cassandra".into() },
+        })
+        .collect();
+    let mut load = cql.clone();
+    let (user, password) = managed.login.clone().unzip();
+    load.target = Some(Target { nodes: host_addresses.clone(), port: layout.native_port, user, password });
+    // The agents only serve: the load and its login stay on the host.
+    let requests: Vec<agent::Request> = serves
+        .iter()
+        .map(|serve| agent::Request {
+            workload: Spec::Cql(cql.clone()),
+            data_dir: env.data_dir(volume),
+            raw: None,
+            read_only: false,
+            scratch_dir: env.scratch_dir(run_dir),
+            serve: Some(serve.clone()),
+            barrier: false,
+        })
+        .collect();
+    let timeout = managed.start_timeout * (nodes as u32 + 1)
+        + STOP_TIMEOUT
+        + load.expected_duration() * 3
+        + Duration::from_secs(120);
+    let controls: Vec<String> =
+        host_addresses.iter().zip(&control_ports).map(|(address, port)| format!("{address}:{port}")).collect();
+    let forwards: Vec<[u16; 2]> = control_ports.iter().map(|c| [layout.native_port, *c]).collect();
+    let run_dirs: Vec<std::path::PathBuf> = (0..nodes)
+        .map(|k| if nodes == 1 { run_dir.to_path_buf() } else { run_dir.join(format!("node{}", k + 1)) })
+        .collect();
+    for dir in &run_dirs {
+        std::fs::create_dir_all(dir)?;
+    }
+    // The loaders' logs and HDR files, on the host, with the run's other files.
+    let loads = run_dir.join("load");
+    std::fs::create_dir_all(&loads)?;
+    let agents_done = AtomicBool::new(false);
+    let ring = (nodes > 1).then_some((&distribution, &layout));
+    let (reports, loaded) = std::thread::scope(|scope| {
+        let loader = scope.spawn(|| drive(&controls, &load, managed, ring, &loads, &agents_done));
+        let agents: Vec<_> = (0..nodes)
+            .map(|k| {
+                let (request, forward, run_dir) = (&requests[k], &forwards[k], &run_dirs[k]);
+                scope.spawn(move || {
+                    env.run_agent(Launch {
+                        request,
+                        volume,
+                        run_dir,
+                        timeout,
+                        ledger: place.ledger,
+                        workdir: place.workdir,
+                        attach: place.attach,
+                        forward,
+                        network: None,
+                        gate: None,
+                        memory: None,
+                    })
+                })
+            })
+            .collect();
+        let reports: Vec<Result<agent::Report>> =
+            agents.into_iter().map(|a| a.join().unwrap_or_else(|_| bail!("an agent panicked"))).collect();
+        agents_done.store(true, Ordering::Relaxed);
+        (reports, loader.join().unwrap_or_else(|_| Err(anyhow!("the load panicked"))))
+    });
+    let mut report = combine(reports)?;
+    crate::runner::check_replicas(volume, &mut report);
+    record.setup.insert("server.kind".into(), "cassandra".into());
+    record.setup.insert("server.heap".into(), managed.heap.clone());
+    if let Some(price) = managed.cost_per_hour {
+        record.setup.insert("server.cost_per_hour".into(), format!("{nodes} × ${price:.2} per node"));
+    }
+    if nodes > 1 {
+        record.setup.insert("server.nodes".into(), nodes.to_string());
+        record.setup.insert("server.addresses".into(), layout.addresses.join(", "));
+    }
+    if let Some((user, _)) = &managed.login {
+        record.setup.insert("server.login".into(), format!("PasswordAuthenticator, role {user}"));
+    }
+    if report.error.is_some() {
+        // The agent's error has the server's log; the load only saw its symptom.
+        return Ok(report);
+    }
+    match loaded {
+        Ok(loaded) => {
+            record.setup.insert("server.version".into(), loaded.ready[0].release_version.clone());
+            if let Some(ring) = loaded.ring_after {
+                report.samples.push(Sample::new("server_ring", ring.as_secs_f64(), "s"));
+            }
+            if let Some((kill, at)) = &loaded.killed {
+                let node = format!("node {} ({})", kill.node, layout.addresses[kill.node - 1]);
+                record.setup.insert("fault.killed".into(), format!("{node} at {:.1} s", at.as_secs_f64()));
+                report.notes.push(format!(
+                    "fault: {node} was killed (SIGKILL) {:.1} s into the measured phase, as the suite asked (kill_node = {}, kill_after = {} s)",
+                    at.as_secs_f64(),
+                    kill.node,
+                    kill.after.as_secs_f64()
+                ));
+            } else if let Some(kill) = &managed.kill {
+                report.notes.push(format!(
+                    "fault: node {} was not killed: the measured phase ended before {} s",
+                    kill.node,
+                    kill.after.as_secs_f64()
+                ));
+            }
+            report.samples.extend(loaded.out.samples);
+            report.series.extend(loaded.out.series);
+            report.notes.extend(loaded.out.notes);
+            report.raw.extend(loaded.out.raw);
+            if let Some(e) = loaded.error {
+                report.error = Some(e);
+            }
+        }
+        Err(e) => report.error = Some(format!("{e:#}")),
+    }
+    Ok(report)
+}
+
+/// One report from the nodes' reports: the first error, else the server's figures summed over
+/// the nodes (what the cluster holds) and the slowest start and stop.
+fn combine(reports: Vec<Result<agent::Report>>) -> Result<agent::Report> {
+    let several = reports.len() > 1;
+    let mut combined: Option<agent::Report> = None;
+    for (k, report) in reports.into_iter().enumerate() {
+        let mut report = report?;
+        if several {
+            report.notes.iter_mut().for_each(|n| *n = format!("node {}: {n}", k + 1));
+            report.error = report.error.map(|e| format!("node {}: {e}", k + 1));
+            report.raw.iter_mut().for_each(|r| r.name = format!("node{}-{}", k + 1, r.name));
+        }
+        let Some(into) = &mut combined else {
+            combined = Some(report);
+            continue;
+        };
+        for sample in report.samples {
+            match into.samples.iter_mut().find(|s| s.metric == sample.metric) {
+                Some(s) if sample.unit == "s" => s.value = s.value.max(sample.value),
+                Some(s) => s.value += sample.value,
+                None => into.samples.push(sample),
+            }
+        }
+        into.notes.extend(report.notes);
+        into.raw.extend(report.raw);
+        into.setup.extend(report.setup);
+        into.unfit |= report.unfit;
+        if into.error.is_none() {
+            into.error = report.error;
+        }
+    }
+    combined.ok_or_else(|| anyhow!("no node ran"))
+}
+
+/// What the host's side of a served cell learned.
+struct Loaded {
+    ready: Vec<Ready>,
+    ring_after: Option<Duration>,
+    out: workload::Output,
+    killed: Option<(Kill, Duration)>,
+    /// The load's own failure: the nodes still report what they hold.
+    error: Option<String>,
+}
+
+/// The host's side: start the nodes one by one, wait for the ring, run the load phases (killing
+/// a node on cue), read the server's own statistics, and always tell the agents to stop.
+fn drive(
+    controls: &[String],
+    load: &Cql,
+    managed: &Managed,
+    ring: Option<(&Distribution, &Layout)>,
+    scratch: &std::path::Path,
+    agents_done: &AtomicBool,
+) -> Result<Loaded> {
+    let began = Instant::now();
+    let mut connected = Vec::new();
+    let mut ready = Vec::new();
+    let mut failed = None;
+    for address in controls {
+        let mut control = Control::connect(address, agents_done)?;
+        // An earlier node failed: the later agents are told to give up, not left waiting.
+        if failed.is_some() {
+            control.call_off();
+            continue;
+        }
+        match control.ready(managed.start_timeout) {
+            Ok(r) => {
+                ready.push(r);
+                connected.push(control);
+            }
+            Err(e) => failed = Some(e),
+        }
+    }
+    if let Some(e) = failed {
+        bail!("node {} of {} did not start: {e:#}", ready.len() + 1, controls.len());
+    }
+    let ring_after = match ring {
+        Some((dist, layout)) => {
+            cluster::wait_ring(dist, layout, managed.start_timeout)?;
+            Some(began.elapsed())
+        }
+        None => None,
+    };
+    if let Some(Target { nodes, port, user: Some(user), password: Some(password) }) = &load.target {
+        super::cassandra::create_role(&format!("{}:{port}", nodes[0]), user, password)?;
+    }
+    let mut out = workload::Output::default();
+    let ctx = workload::RunContext { data_dir: scratch, raw: None, read_only: false, scratch_dir: scratch };
+    let (cue, cued) = mpsc::channel();
+    let (result, killed) = std::thread::scope(|scope| {
+        let fault = managed.kill.as_ref().map(|kill| {
+            let control = &connected[kill.node - 1];
+            scope.spawn(move || fault(kill, control, &cued))
+        });
+        let measured = cue.clone();
+        let result = load.run_cued(&ctx, &mut out, &mut || {
+            let _ = measured.send(Cue::Measured(Instant::now()));
+        });
+        let _ = cue.send(Cue::Done);
+        (result, fault.and_then(|f| f.join().ok().flatten()))
+    });
+    if result.is_ok() && controls.len() == 1 {
+        out.samples.extend(super::stats::after_run(load));
+    }
+    for control in connected {
+        control.stop();
+    }
+    Ok(Loaded { ready, ring_after, out, killed, error: result.err().map(|e| format!("{e:#}")) })
+}
+
+enum Cue {
+    Measured(Instant),
+    Done,
+}
+
+/// Kills the node `kill.after` into the measured phase, unless the load is done by then;
+/// returns when it was killed, counted from the start of the measured phase.
+fn fault(kill: &Kill, control: &Control, cued: &mpsc::Receiver<Cue>) -> Option<(Kill, Duration)> {
+    let Ok(Cue::Measured(began)) = cued.recv() else { return None };
+    match cued.recv_timeout(kill.after) {
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            let at = began.elapsed();
+            control.kill().ok()?;
+            eprintln!("isobench: killed node {} {:.1} s into the measured phase", kill.node, at.as_secs_f64());
+            Some((kill.clone(), at))
+        }
+        _ => None,
+    }
+}

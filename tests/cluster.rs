@@ -1,0 +1,198 @@
+//! A managed 3-node Cassandra 5.0 cluster on this machine (node k on 127.0.0.k): `isobench server
+//! start --nodes 3` forms one ring that 4 loaders fill at QUORUM, each with its slice, counted
+//! afterwards by the test's own client; a suite's cluster, priced per node, loses a node mid-run
+//! and completes; a run killed while its cluster runs leaves nothing after `isobench cleanup`;
+//! a cluster that cannot fit in memory is refused before anything starts.
+//!
+//! The clusters take one test at a time: nine JVMs starting at once on two cores would measure
+//! the machine's patience, not isobench.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::cassandra::{javas, unable_to_manage};
+use common::{Sandbox, ok, run_record, serial, text};
+use isobench::server::cassandra::free_port;
+
+/// `SELECT COUNT(*)` at QUORUM with the test's own CQL client, not isobench's.
+fn count_at_quorum(node: &str, port: u16, table: &str) -> i64 {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let session = scylla::client::session_builder::SessionBuilder::new()
+            .known_node(format!("{node}:{port}"))
+            .build()
+            .await
+            .unwrap();
+        let mut count = scylla::statement::unprepared::Statement::new(format!("SELECT COUNT(*) FROM {table}"));
+        count.set_consistency(scylla::statement::Consistency::Quorum);
+        count.set_request_timeout(Some(Duration::from_secs(60)));
+        let rows = session.query_unpaged(count, ()).await.unwrap();
+        let (n,): (i64,) = rows.into_rows_result().unwrap().first_row().unwrap();
+        n
+    })
+}
+
+#[test]
+fn three_nodes_form_one_ring_that_four_loaders_fill_at_quorum_each_with_its_slice() {
+    if let Some(why) = unable_to_manage() {
+        return eprintln!("SKIP: {why}");
+    }
+    let _one_cluster = serial();
+    let sb = Sandbox::new();
+    let port = free_port().unwrap();
+    let data = sb.path().join("cluster");
+    let start = ok(&sb.run(&[
+        "server",
+        "start",
+        "cassandra",
+        "--nodes",
+        "3",
+        "--port",
+        &port.to_string(),
+        "--data",
+        data.to_str().unwrap(),
+        "--heap",
+        "512M",
+        "--quick-jit",
+    ]));
+    for k in 1..=3 {
+        assert!(start.contains(&format!("answers CQL on 127.0.0.{k}:{port}")), "{start}");
+        assert!(data.join(format!("node{k}/data/system")).is_dir(), "node {k} keeps its data apart");
+    }
+    let ring = start.lines().find(|l| l.contains("form one ring")).unwrap_or_else(|| panic!("{start}"));
+    eprintln!("{ring}");
+    let status = ok(&sb.run(&["server", "status"]));
+    assert_eq!(status.matches(": up (pid").count(), 3, "{status}");
+
+    let logs = sb.path().join("loaders");
+    let load = sb
+        .isobench()
+        .arg("cql")
+        .args("write n=20000 no-warmup cl=QUORUM -pop seq=1..20000 -schema keyspace=t_cluster".split(' '))
+        .arg("replication(factor=3)")
+        .args(["-rate", "threads=8", "-node", "127.0.0.1,127.0.0.2,127.0.0.3", "-port"])
+        .arg(format!("native={port}"))
+        .args(["-loaders", "4"])
+        .arg(format!("dir={}", logs.display()))
+        .output()
+        .unwrap();
+    let loaded = ok(&load);
+    for (i, slice) in ["1..5000", "5001..10000", "10001..15000", "15001..20000"].iter().enumerate() {
+        let line = format!("loader {}: isobench cql write n=5000 no-warmup cl=QUORUM -pop seq={slice}", i + 1);
+        assert!(loaded.contains(&line), "{line}?\n{loaded}");
+    }
+    assert!(loaded.contains("Total errors              :          0"), "{loaded}");
+    // Asked of another node than the loaders' first: the union of the slices, each key once.
+    assert_eq!(count_at_quorum("127.0.0.2", port, "t_cluster.standard1"), 20000);
+
+    let stopped = ok(&sb.run(&["server", "stop", "cassandra"]));
+    for k in 1..=3 {
+        assert!(stopped.contains(&format!("stopped Cassandra on 127.0.0.{k}:{port}")), "{stopped}");
+    }
+    assert_eq!(javas(&sb), Vec::<String>::new(), "stop leaves no node");
+    assert!(text(&sb.run(&["server", "status"])).contains("no servers started by isobench"));
+}
+
+/// A suite whose 3-node cluster is loaded by 2 loaders for `duration`, with `extra` lines in
+/// its [[server]].
+fn cluster_suite(duration: &str, extra: &str) -> String {
+    format!(
+        r#"
+name = "cluster"
+repeat = 1
+baseline = {{ env = "host" }}
+
+[[server]]
+kind = "cassandra"
+nodes = 3
+heap = "512M"
+quick_jit = true
+cost_per_hour = 4.32
+{extra}
+
+[[env]]
+name = "host"
+kind = "host"
+cost_per_hour = 1.00
+
+[[volume]]
+name = "data"
+kind = "tmpfs"
+size = "2G"
+
+[[workload]]
+name = "write"
+kind = "cql"
+args = "write duration={duration} no-warmup cl=QUORUM -schema replication(factor=3) -rate threads=8"
+loaders = 2
+"#
+    )
+}
+
+fn sample(record: &serde_json::Value, metric: &str) -> Option<f64> {
+    record["samples"].as_array().unwrap().iter().find(|s| s["metric"] == metric).and_then(|s| s["value"].as_f64())
+}
+
+#[test]
+fn a_node_killed_mid_run_at_quorum_is_reported_and_the_run_completes_priced_per_node() {
+    if let Some(why) = unable_to_manage() {
+        return eprintln!("SKIP: {why}");
+    }
+    let _one_cluster = serial();
+    let sb = Sandbox::new();
+    let (out, dir) = sb.run_suite(&cluster_suite("25s", "kill_node = 3\nkill_after = \"8s\""), &[]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    let r = run_record(&dir, "host.data.write", 1);
+    assert_eq!(r["status"], "ok", "{r:#}");
+    assert_eq!(r["setup"]["server.nodes"], "3");
+    assert_eq!(r["setup"]["server.addresses"], "127.0.0.1, 127.0.0.2, 127.0.0.3");
+    let killed = r["setup"]["fault.killed"].as_str().unwrap_or_else(|| panic!("{r:#}"));
+    let at: f64 = killed.strip_prefix("node 3 (127.0.0.3) at ").unwrap().trim_end_matches(" s").parse().unwrap();
+    assert!((8.0..12.0).contains(&at), "killed {at} s into the measured phase");
+    assert!(r["notes"].to_string().contains("node 3 (127.0.0.3) was killed (SIGKILL)"), "{r:#}");
+    assert!(sample(&r, "server_ring").unwrap() > 0.0);
+    assert!(sample(&r, "op_rate").unwrap() > 0.0);
+    // Errors are counted per loader (QUORUM holds with 2 of 3: the driver retries elsewhere).
+    for loader in 1..=2 {
+        let errors = sample(&r, &format!("loader_{loader}_errors")).unwrap_or_else(|| panic!("{r:#}"));
+        eprintln!("loader {loader}: {errors} errors after node 3 went");
+    }
+    // $1.00 for the environment + 3 nodes × $4.32.
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("## Cost") && md.contains("| host.data.write | op_rate |") && md.contains("$13.96"), "{md}");
+    assert!(all.contains("cost:") && all.contains("$13.96"), "the terminal prices the cell too:\n{all}");
+    sb.assert_nothing_left();
+    assert_eq!(javas(&sb), Vec::<String>::new());
+}
+
+#[test]
+fn a_run_killed_while_its_cluster_runs_leaves_nothing_after_cleanup() {
+    if let Some(why) = unable_to_manage() {
+        return eprintln!("SKIP: {why}");
+    }
+    let _one_cluster = serial();
+    let sb = Sandbox::new();
+    let (mut run, _) = sb.start_suite(&cluster_suite("60s", ""), &[]);
+    // Caught with at least two nodes up (the second starts once the first answers CQL).
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while javas(&sb).len() < 2 {
+        assert!(run.try_wait().unwrap().is_none(), "the run ended before its cluster started");
+        assert!(Instant::now() < deadline, "the cluster never started");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    sb.kill_then_cleanup(run);
+    sb.assert_nothing_left();
+    assert_eq!(javas(&sb), Vec::<String>::new());
+}
+
+#[test]
+fn a_cluster_that_cannot_fit_in_memory_is_refused_with_the_arithmetic() {
+    let sb = Sandbox::new();
+    let (out, _) = sb.run_suite(&cluster_suite("5s", "").replace("heap = \"512M\"", "heap = \"900G\""), &[]);
+    let err = text(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("[[server]]: 3 Cassandra nodes × (heap 900 GiB + 640 MiB off-heap each) = "), "{err}");
+    assert!(err.contains("available (MemAvailable); use fewer nodes or a smaller heap"), "{err}");
+}
