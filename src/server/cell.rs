@@ -314,7 +314,6 @@ fn fault(kill: &Kill, control: &Control, cued: &mpsc::Receiver<Cue>) -> Option<(
         Err(mpsc::RecvTimeoutError::Timeout) => {
             let at = began.elapsed();
             control.kill().ok()?;
-            eprintln!("isobench: killed node {} {:.1} s into the measured phase", kill.node, at.as_secs_f64());
             Some((kill.clone(), at))
         }
         _ => None,
