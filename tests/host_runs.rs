@@ -51,6 +51,18 @@ fn value(rows: &[Vec<String>], cell: &str, metric: &str) -> Vec<f64> {
     rows.iter().filter(|r| r[0] == cell && r[6] == metric).map(|r| r[7].parse().unwrap()).collect()
 }
 
+fn series_names(run: &serde_json::Value) -> Vec<String> {
+    let no_series = Vec::new();
+    let mut names: Vec<String> = run["series"]
+        .as_array()
+        .unwrap_or(&no_series)
+        .iter()
+        .map(|s| s["metric"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
 #[test]
 fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
     skip_if!(unable().is_some(), "{}", unable().unwrap());
@@ -74,6 +86,9 @@ fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
         }
     }
     assert!(value(&rows, "host.ext4.fio.rw=randread", "read_clat_p99").iter().all(|v| *v > 0.0));
+    // fio's IOPS log drops the last partial second, so a 1 s run may have no series at all.
+    let run = run_record(&out, "host.ext4.fio.rw=randread", 1);
+    assert!(series_names(&run).iter().all(|n| n == "read_iops"), "by default no latency log: it slows fio");
     assert!(value(&rows, "host.ext4.fio.rw=write", "read_iops").is_empty(), "no read samples for a write job");
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
@@ -292,9 +307,9 @@ fn a_job_file_runs_as_is_with_its_environment_as_an_axis() {
     let sb = Sandbox::new();
     sb.write(
         "job.fio",
-        "[global]\nioengine=psync\nsize=16m\nruntime=1s\ntime_based\n\n[job]\nrw=${FIO_RW}\nbs=${FIO_BS}\n",
+        "[global]\nioengine=psync\nsize=16m\nruntime=2s\ntime_based\n\n[job]\nrw=${FIO_RW}\nbs=${FIO_BS}\n",
     );
-    let workload = "jobfile = \"job.fio\"\nenv = { FIO_RW = [\"read\", \"randwrite\"], FIO_BS = \"8k\" }\n";
+    let workload = "jobfile = \"job.fio\"\nenv = { FIO_RW = [\"read\", \"randwrite\"], FIO_BS = \"8k\" }\nseries = [\"iops\", \"clat\"]\n";
     let (o, out) = sb.run_suite(&suite("", workload, "").replace("repeat = 2", "repeat = 1"), &[]);
     assert!(o.status.success(), "{}", text(&o));
     let rows = samples(&out);
@@ -306,6 +321,7 @@ fn a_job_file_runs_as_is_with_its_environment_as_an_axis() {
         serde_json::from_str(&std::fs::read_to_string(out.join(run["raw"][1].as_str().unwrap())).unwrap()).unwrap();
     assert_eq!(fio_json["jobs"][0]["job options"]["bs"], "8k");
     assert!(run["raw"][0].as_str().unwrap().ends_with("job.fio"), "the job file is kept with the run");
+    assert_eq!(series_names(&run), ["write_clat_mean", "write_iops"], "the latency log was asked for");
     // `isobench report` prints the table again and rewrites report.md.
     std::fs::remove_file(out.join("report.md")).unwrap();
     let o = sb.run(&["report", out.to_str().unwrap()]);

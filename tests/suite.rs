@@ -397,6 +397,15 @@ fn new_workload_kinds_check_their_keys() {
 }
 
 #[test]
+fn fio_series_are_a_list_of_known_logs() {
+    let e = error_with("direct = true", "direct = true\nseries = [\"iops\", \"bw\"]");
+    assert!(e.contains("fio logs no per-second series \"bw\"; choose from [\"iops\", \"clat\"]"), "{e}");
+    let suite = load(&BASE.replacen("direct = true", "direct = true\nseries = []", 1)).unwrap();
+    let plan = Plan::new(&suite, &[]).unwrap();
+    assert_eq!(plan.cells.len(), load(BASE).map(|s| Plan::new(&s, &[]).unwrap().cells.len()).unwrap(), "not an axis");
+}
+
+#[test]
 fn a_workload_may_name_its_own_baseline() {
     let own = BASE.replacen("ioengine = \"libaio\"", "ioengine = \"libaio\"\nbaseline = { volume = \"ext4\" }", 1);
     let s = load(&own).unwrap();
