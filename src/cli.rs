@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
 use crate::compare::BoundVerdict;
@@ -136,8 +136,29 @@ enum ServerAction {
 
 #[derive(Args)]
 struct RunArgs {
-    /// The suite file (TOML).
-    suite: PathBuf,
+    /// The suite file (TOML); or build one from --env and --fio/--cql.
+    #[arg(required_unless_present = "env", conflicts_with = "env")]
+    suite: Option<PathBuf>,
+    /// Without a suite file: the environments to compare, the first the baseline (host, runc,
+    /// crun, runsc, podman, vm, vm-virtio-blk …).
+    #[arg(long, value_delimiter = ',', value_name = "ENV,...")]
+    env: Vec<String>,
+    /// Without a suite file: the volumes (tmpfs[:SIZE], ext4[:SIZE], xfs[:SIZE], dir:PATH;
+    /// default ext4:2G).
+    #[arg(long, value_delimiter = ',', value_name = "VOLUME,...", requires = "env")]
+    volume: Vec<String>,
+    /// Without a suite file: fio settings, a comma making a matrix axis: --fio rw=randread,randwrite bs=4k.
+    #[arg(long, num_args = 1.., value_name = "KEY=VALUE", requires = "env")]
+    fio: Vec<String>,
+    /// Without a suite file: a cassandra-stress command run against Cassandra in each environment.
+    #[arg(long, value_name = "COMMAND", requires = "env")]
+    cql: Option<String>,
+    /// Without a suite file: the environment the others are compared with (default: the first).
+    #[arg(long, value_name = "ENV", requires = "env")]
+    baseline: Option<String>,
+    /// Write the suite built from --env … to this file, to edit and run again.
+    #[arg(long, value_name = "FILE", requires = "env")]
+    save: Option<PathBuf>,
     /// Override a suite value: --set workload.fio.runtime=3s, --set repeat=5.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
@@ -204,7 +225,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     report::write(&set, &report, &[Format::Html])?;
                 }
                 let png = set.dir.join("report.png");
-                report::html::screenshot(&html, &png)?;
+                report::html::screenshot(&html, &png, 1280)?;
                 println!("wrote {}", png.display());
             }
             Ok(ExitCode::SUCCESS)
@@ -234,8 +255,42 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// The suite `--env`, `--volume`, `--fio` and `--cql` describe, read like a file (and saved with
+/// `--save`), and how to name it to resume the run: the copy the result set keeps.
+fn adhoc_suite(args: &RunArgs) -> Result<(Suite, String)> {
+    let adhoc = crate::suite::adhoc::Adhoc {
+        envs: args.env.clone(),
+        volumes: args.volume.clone(),
+        fio: args.fio.clone(),
+        cql: args.cql.clone(),
+        baseline: args.baseline.clone(),
+    };
+    let text = adhoc.to_toml().map_err(anyhow::Error::msg)?;
+    let cwd = std::env::current_dir()?;
+    // Line numbers would point into a file the user has not seen: the key names the flag.
+    let suite = Suite::from_text("command line", &text, &cwd, &args.overrides).map_err(|mut e| {
+        if matches!(e.origin, crate::suite::tree::Origin::Line(_)) {
+            e.origin = crate::suite::tree::Origin::Default;
+        }
+        e
+    })?;
+    if let Some(path) = &args.save {
+        // What runs, --set values included, under the command that made it.
+        let made_by = args.overrides.iter().fold(adhoc.command_line(), |line, o| format!("{line} --set {o}"));
+        let header =
+            format!("# Made by: {made_by}\n# A suite file like any other: edit it, run it with `isobench run FILE`.\n");
+        std::fs::write(path, header + &suite.resolved).with_context(|| format!("--save {}", path.display()))?;
+        eprintln!("isobench: wrote the suite to {}", path.display());
+    }
+    let kept = args.out.clone().or(args.resume.clone()).unwrap_or_else(|| PathBuf::from("RESULT_SET"));
+    Ok((suite, kept.join("suite.toml").display().to_string()))
+}
+
 fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
-    let suite = Suite::load(&args.suite, &args.overrides)?;
+    let (suite, rerun) = match &args.suite {
+        Some(path) => (Suite::load(path, &args.overrides)?, path.display().to_string()),
+        None => adhoc_suite(&args)?,
+    };
     let selectors = args
         .filter
         .iter()
@@ -293,7 +348,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
             if closed.is_ok() {
                 eprintln!("isobench: interrupted; everything the runs created was removed");
             }
-            eprintln!("isobench: continue with: isobench run {} --resume {}", args.suite.display(), set.dir.display());
+            eprintln!("isobench: continue with: isobench run {rerun} --resume {}", set.dir.display());
             return Ok(ExitCode::from(130));
         }
         other => other?,

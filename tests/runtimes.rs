@@ -260,3 +260,54 @@ fn sigkill_during_a_runsc_container_then_cleanup_leaves_nothing() {
     assert!(text(&o).contains("removed container"), "{}", text(&o));
     sb.assert_nothing_left();
 }
+
+#[test]
+fn an_adhoc_run_compares_environments_and_its_saved_suite_runs_the_same_cells() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let envs: Vec<&str> =
+        ["host", "runc", "runsc"].into_iter().filter(|e| *e == "host" || runtime(e).is_some()).collect();
+    if envs.len() < 3 {
+        eprintln!("SKIP part of {}: only {envs:?} here (scripts/setup.sh installs runc and runsc)", module_path!());
+    }
+    let sb = Sandbox::new();
+    let saved = sb.path().join("saved.toml");
+    let out = sb.path().join("adhoc");
+    let fio = ["rw=randread,randwrite", "bs=4k", "size=32M", "runtime=1s", "direct=true", "ioengine=libaio"];
+    let env_list = envs.join(",");
+    let mut args = vec!["run", "--env", &env_list, "--volume", "tmpfs:256M", "--fio"];
+    args.extend(fio);
+    args.extend(["--set", "repeat=1", "--save", saved.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let o = sb.run(&args);
+    assert!(o.status.success(), "{}", text(&o));
+    let cells = |dir: &std::path::Path| {
+        let mut cells: Vec<String> = std::fs::read_dir(dir.join("runs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        cells.sort();
+        cells
+    };
+    let adhoc_cells = cells(&out);
+    assert_eq!(adhoc_cells.len(), envs.len() * 2, "{adhoc_cells:?}");
+    for env in &envs[1..] {
+        let run = run_record(&out, &format!("{env}.tmpfs.fio.rw=randwrite"), 1);
+        assert_eq!(run["status"], "ok", "{env}: {}", run["error"]);
+        assert_eq!(run["setup"]["runtime.name"], *env);
+    }
+    assert!(text(&o).contains("host/tmpfs (baseline)"), "the first environment is the baseline: {}", text(&o));
+    let suite = std::fs::read_to_string(&saved).unwrap();
+    assert!(suite.starts_with("# Made by: isobench run --env host"), "{suite}");
+    assert!(suite.contains("repeat = 1"), "--set values are saved with the suite: {suite}");
+    let again = sb.path().join("again");
+    let o = sb.run(&["run", saved.to_str().unwrap(), "--out", again.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(cells(&again), adhoc_cells, "the saved suite runs the same cells");
+    let o = sb.run(&["run", "--env", "host", "--fio", "rw=randred"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).contains("isobench: error: command line: workload \"fio\": key \"rw\": \"randred\" is not allowed"),
+        "{}",
+        text(&o)
+    );
+    sb.assert_nothing_left();
+}

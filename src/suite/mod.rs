@@ -2,6 +2,7 @@
 //! validates everything up front, every kind checking its own keys, so a mistake is reported
 //! once, with the file, line and key, before anything runs.
 
+pub mod adhoc;
 pub mod tree;
 
 use std::path::{Path, PathBuf};
