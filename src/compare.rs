@@ -293,6 +293,8 @@ pub fn check_bounds(analysis: &Analysis) -> Vec<BoundCheck> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Warning {
     pub cell: String,
+    /// What kind of doubt this is: warnings with the same cause are grouped in reports.
+    pub cause: &'static str,
     pub message: String,
 }
 
@@ -305,15 +307,18 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<War
     let mut out = Vec::new();
     let repeat_metric = analysis.plan.repeat.metric.as_deref();
     for cell in analysis.cells.iter().filter(|c| c.runs_ok > 0) {
-        let mut warn = |message: String| out.push(Warning { cell: cell.record.cell.clone(), message });
+        let mut warn = |cause, message| out.push(Warning { cell: cell.record.cell.clone(), cause, message });
         if let Some(m) = cell.target_metric(repeat_metric)
             && m.summary.n > 1
             && m.summary.cv_pct > CV_LIMIT_PCT
         {
-            warn(format!(
-                "{} varies {:.1}% (CV) across {} runs, above {CV_LIMIT_PCT}%: the machine was noisy or the runs are too short",
-                m.metric, m.summary.cv_pct, m.summary.n
-            ));
+            warn(
+                "noisy",
+                format!(
+                    "{} varies {:.1}% (CV) across {} runs, above {CV_LIMIT_PCT}%: the machine was noisy or the runs are too short",
+                    m.metric, m.summary.cv_pct, m.summary.n
+                ),
+            );
         }
         if cell.record.sandbox
             && let Some(base) = cell.baseline.map(|b| &analysis.cells[b])
@@ -323,25 +328,28 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<War
                 if let Some(d) = &m.vs_baseline
                     && d.verdict == Verdict::Faster
                 {
-                    warn(format!(
-                        "{} is {:.1}% better than on the bare host (95% CI {:.1}% to {:.1}% better), beyond the noise: a sandbox should not beat the host; likely {}",
-                        m.metric,
-                        -d.overhead_pct,
-                        -d.overhead_ci.1,
-                        -d.overhead_ci.0,
-                        likely_cause(cell)
-                    ));
+                    warn(
+                        "beats-host",
+                        format!(
+                            "{} is {:.1}% better than on the bare host (95% CI {:.1}% to {:.1}% better), beyond the noise: a sandbox should not beat the host; likely {}",
+                            m.metric,
+                            -d.overhead_pct,
+                            -d.overhead_ci.1,
+                            -d.overhead_ci.0,
+                            likely_cause(cell)
+                        ),
+                    );
                     break;
                 }
             }
         }
         if let Some(w) = page_cache_warning(cell) {
-            warn(w);
+            warn("page-cache", w);
         }
         if cell.record.sandbox
             && let Some(why) = crate::proof::looks_like_host(&cell.facts, host)
         {
-            warn(format!("env \"{}\" is a sandbox, but {why}", cell.record.labels.env));
+            warn("looks-like-host", format!("env \"{}\" is a sandbox, but {why}", cell.record.labels.env));
         }
     }
     out
@@ -366,6 +374,11 @@ fn likely_cause(cell: &CellResult) -> String {
 fn page_cache_warning(cell: &CellResult) -> Option<String> {
     let setup = &cell.record.workload_setup;
     if setup.get("fio.direct")? != "false" {
+        return None;
+    }
+    // Writes each followed by an fsync reach the volume, cache or not.
+    let writes_only = setup.get("fio.rw").is_some_and(|rw| matches!(rw.as_str(), "write" | "randwrite"));
+    if writes_only && setup.get("fio.fsync").is_some_and(|n| n != "0") {
         return None;
     }
     let size: f64 = setup.get("fio.size")?.parse().ok()?;
@@ -472,6 +485,34 @@ mod tests {
             host.iter().enumerate().map(|(i, v)| run("host", i as u32 + 1, *v, 1e6 / v)).collect();
         out.extend(runc.iter().enumerate().map(|(i, v)| run("runc", i as u32 + 1, *v, 1e6 / v)));
         out
+    }
+
+    #[test]
+    fn buffered_io_is_warned_about_unless_every_write_is_fsynced() {
+        let mut p = plan(10.0);
+        let mut host_runs = runs(&[100.0, 101.0, 99.0], &[100.0, 101.0, 99.0]);
+        host_runs.iter_mut().for_each(|r| {
+            r.facts.insert("mem_total_kib".into(), "1048576".into());
+        });
+        let setup = |rw: &str, fsync: Option<&str>| {
+            let mut s: BTreeMap<String, String> = [("fio.direct", "false"), ("fio.size", "268435456"), ("fio.rw", rw)]
+                .map(|(k, v)| (k.into(), v.into()))
+                .into();
+            s.extend(fsync.map(|n| ("fio.fsync".to_string(), n.to_string())));
+            s
+        };
+        let causes = |p: &PlanRecord| -> Vec<&'static str> {
+            warnings(&analyze(p, &host_runs), &BTreeMap::new()).iter().map(|w| w.cause).collect()
+        };
+        for (rw, fsync, warned) in [
+            ("randwrite", None, true),
+            ("randwrite", Some("1"), false),
+            ("randrw", Some("1"), true),
+            ("write", Some("0"), true),
+        ] {
+            p.cells.iter_mut().for_each(|c| c.workload_setup = setup(rw, fsync));
+            assert_eq!(causes(&p).contains(&"page-cache"), warned, "rw={rw} fsync={fsync:?}");
+        }
     }
 
     #[test]

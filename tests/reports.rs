@@ -125,6 +125,48 @@ fn the_html_report_renders_in_chromium_without_console_errors() {
     for fetch in ["src=\"http", "href=\"http", "url(http", "@import"] {
         assert!(!dom.contains(fetch), "nothing is fetched from the network ({fetch})");
     }
+    let verdict = dom.find("id=\"verdict\"").expect("a verdict section");
+    assert!(verdict < dom.find("id=\"summary\"").unwrap(), "the verdict comes before the detail");
+}
+
+#[test]
+fn the_html_report_fits_a_phone_and_a_desktop() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let Some(browser) = chromium() else {
+        skip_if!(true, "chromium is not installed (scripts/setup.sh installs it)");
+        return;
+    };
+    let (sb, out) = shared().unwrap();
+    // The page measures itself: how wide its content is against the window it was given.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap().replace(
+        "</body>",
+        "<script>document.body.dataset.fit = document.documentElement.scrollWidth + '/' + window.innerWidth;</script></body>",
+    );
+    let page = sb.write("measured.html", &html);
+    let measured = regex::Regex::new(r#"data-fit="(\d+)/(\d+)""#).unwrap();
+    for width in [390, 1280] {
+        // Kept after the test (target/tmp) for a person to look at.
+        let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("report-{width}px.png"));
+        isobench::report::html::screenshot(&out.join("report.html"), &png, width).unwrap();
+        assert!(std::fs::metadata(&png).unwrap().len() > 10_000, "a real screenshot at {width} px");
+        let profile = tempfile::tempdir().unwrap();
+        let o = Command::new(&browser)
+            .args(isobench::report::html::headless_args(profile.path()))
+            .args([format!("--window-size={width},900"), "--dump-dom".into(), format!("file://{}", page.display())])
+            .output()
+            .unwrap();
+        let dom = String::from_utf8_lossy(&o.stdout);
+        let (content, window): (u32, u32) = measured
+            .captures(&dom)
+            .map(|c| (c[1].parse().unwrap(), c[2].parse().unwrap()))
+            .unwrap_or_else(|| panic!("the page did not measure itself at {width} px"));
+        assert!(
+            content <= window,
+            "at {width} px the page is {content} px wide: something does not fit (see {})",
+            png.display()
+        );
+    }
+    eprintln!("screenshots: {}/report-{{390,1280}}px.png", env!("CARGO_TARGET_TMPDIR"));
 }
 
 #[test]

@@ -47,7 +47,7 @@ pub fn json(report: &Report) -> String {
             "cell": c.cell, "metric": c.bound.metric, "max_overhead_pct": c.bound.max_overhead_pct,
             "overhead_pct": finite(c.overhead_pct), "overhead_ci": pair(c.overhead_ci), "verdict": c.verdict.text(),
         })).collect::<Vec<_>>(),
-        "warnings": report.warnings.iter().map(|w| json!({ "cell": w.cell, "message": w.message })).collect::<Vec<_>>(),
+        "warnings": report.warnings.iter().map(|w| json!({ "cell": w.cell, "cause": w.cause, "message": w.message })).collect::<Vec<_>>(),
     });
     serde_json::to_string_pretty(&doc).expect("JSON values serialise") + "\n"
 }

@@ -32,6 +32,12 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .fail { color: #b2182b; font-weight: 600; } .pass { color: #1a7f37; } .inconclusive { color: #8a6d00; font-weight: 600; }
 .diff { background: #fde2c8; } .muted { color: #777; }
 details { margin: 6px 0; } summary { cursor: pointer; color: #0b5cad; }
+.verdict { background: #eef5ff; border-left: 4px solid #0b5cad; padding: 2px 14px 8px; margin: 12px 0; }
+.verdict h2 { border: 0; margin-top: 10px; } .verdict ul { padding-left: 18px; margin: 6px 0; }
+.verdict li { margin: 4px 0; } .verdict li span { white-space: nowrap; }
+table { display: block; max-width: 100%; overflow-x: auto; } svg { max-width: 100%; height: auto; }
+@media (max-width: 700px) { main { padding: 4px 10px 32px; } nav a { display: inline-block; margin: 2px 10px 2px 0; }
+  .verdict li span { white-space: normal; } }
 "#;
 
 pub fn render(report: &Report) -> String {
@@ -58,17 +64,33 @@ pub fn render(report: &Report) -> String {
         .collect();
     let _ = write!(out, "<p class=\"meta\">Host: {}</p>", host.join(" · "));
     out.push_str("<nav><a href=\"#summary\">summary</a><a href=\"#heatmap\">overheads</a><a href=\"#settings\">settings</a><a href=\"#facts\">environments</a><a href=\"#raw\">raw files</a></nav>");
-    if !report.warnings.is_empty() {
-        let _ = write!(out, "<h2 id=\"warnings\">Warnings ({})</h2>", report.warnings.len());
-        let shown = 5;
-        for (i, w) in report.warnings.iter().enumerate() {
-            if i == shown {
-                let _ = write!(out, "<details><summary>{} more</summary>", report.warnings.len() - shown);
-            }
-            let _ = write!(out, "<div class=\"warn\"><b>{}</b>: {}</div>", h(&w.cell), h(&w.message));
+    let (lines, against) = super::verdict(analysis);
+    if !lines.is_empty() {
+        let _ = write!(
+            out,
+            "<section class=\"verdict\"><h2 id=\"verdict\">Verdict</h2><p class=\"meta\">Against {}: each setting's first headline metric, median difference [95&nbsp;% CI]; ~ = within the noise.</p><ul>",
+            h(&against)
+        );
+        for line in &lines {
+            let items: Vec<String> = line.items.iter().map(|i| format!("<span>{}</span>", h(i))).collect();
+            let _ = write!(out, "<li><b>{}</b> {}</li>", h(&line.subject), items.join(" · "));
         }
-        if report.warnings.len() > shown {
-            out.push_str("</details>");
+        out.push_str("</ul></section>");
+    }
+    if !report.warnings.is_empty() {
+        let groups = super::grouped_warnings(&report.warnings);
+        let _ = write!(out, "<h2 id=\"warnings\">Warnings ({})</h2>", report.warnings.len());
+        for group in &groups {
+            let _ = write!(out, "<div class=\"warn\"><b>{}</b>: {}", h(&group.first.cell), h(&group.first.message));
+            if !group.also.is_empty() {
+                let _ = write!(
+                    out,
+                    "<details><summary>the same in {} more</summary>{}</details>",
+                    group.also.len(),
+                    h(&group.also.join(", "))
+                );
+            }
+            out.push_str("</div>");
         }
     }
     out.push_str(&summary(report));
@@ -648,8 +670,8 @@ fn raw_links(report: &Report) -> String {
 }
 
 /// Renders `html` to a PNG with headless Chromium (Debian's `chromium`): the top of the report,
-/// 1280 px wide, for people to glance at.
-pub fn screenshot(html: &std::path::Path, png: &std::path::Path) -> anyhow::Result<()> {
+/// `width` px wide (1280 for people to glance at; the tests also look at a phone's 390).
+pub fn screenshot(html: &std::path::Path, png: &std::path::Path, width: u32) -> anyhow::Result<()> {
     let browser = ["chromium", "chromium-browser", "google-chrome"]
         .iter()
         .find_map(|b| crate::process::find_program(b))
@@ -658,7 +680,7 @@ pub fn screenshot(html: &std::path::Path, png: &std::path::Path) -> anyhow::Resu
     let finished = crate::process::run(
         std::process::Command::new(browser).args(headless_args(&profile)).args([
             "--hide-scrollbars",
-            "--window-size=1280,2400",
+            &format!("--window-size={width},2400"),
             &format!("--screenshot={}", png.display()),
             &format!("file://{}", std::fs::canonicalize(html)?.display()),
         ]),

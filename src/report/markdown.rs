@@ -1,4 +1,4 @@
-//! `report.md`: per workload setting, each headline metric of each cell with its median and
+//! `report.md`: the verdict per environment first; then per workload setting, each headline metric of each cell with its median and
 //! 95 % CI, min–max, runs and % difference from the baseline (with its CI and a verdict); then
 //! warnings, bounds, cost, failures and every metric measured.
 
@@ -36,10 +36,19 @@ pub fn render(report: &Report) -> String {
     if !host_line.is_empty() {
         out.push_str(&format!("Host: {}\n", host_line.join(" · ")));
     }
+    let (lines, against) = super::verdict(analysis);
+    if !lines.is_empty() {
+        out.push_str(&format!(
+            "\n## Verdict\n\nAgainst {against}: each setting's first headline metric, median difference [95% CI].\n\n"
+        ));
+        for line in &lines {
+            out.push_str(&format!("- **{}**: {}\n", line.subject, line.items.join(" · ")));
+        }
+    }
     if !report.warnings.is_empty() {
         out.push_str("\n## Warnings\n\n");
-        for w in &report.warnings {
-            out.push_str(&format!("- `{}`: {}\n", w.cell, w.message));
+        for group in super::grouped_warnings(&report.warnings) {
+            out.push_str(&format!("- {}\n", group.text()));
         }
     }
     out.push_str("\n## Summary\n\nPer workload, each setting's first headline metric: median (% against the baseline [95% CI]).\n");

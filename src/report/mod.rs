@@ -91,6 +91,88 @@ pub fn write(set: &ResultSet, report: &Report, formats: &[Format]) -> Result<Vec
     Ok(written)
 }
 
+/// The answer a reader wants first: per environment and volume that is not a baseline, each
+/// workload setting's first headline metric against its baseline, with the difference's 95 % CI.
+pub struct VerdictLine {
+    /// "runsc/ext4".
+    pub subject: String,
+    /// "fio rw=randread IOPS -38% [-41%, -35%]", or why the setting has no number.
+    pub items: Vec<String>,
+}
+
+/// The verdict lines and what they are compared with ("host/ext4", or "each cell's baseline").
+pub fn verdict(analysis: &Analysis) -> (Vec<VerdictLine>, String) {
+    let mut lines: Vec<VerdictLine> = Vec::new();
+    let mut baselines: Vec<String> = Vec::new();
+    for cell in analysis.cells.iter().filter(|c| !c.is_baseline) {
+        let setting = cell.record.labels.setting();
+        let item = match status_text(cell) {
+            Some(status) => format!("{setting}: {status}"),
+            None => {
+                let metric = cell.record.headline.iter().find_map(|m| cell.metric(m));
+                match metric.and_then(|m| Some((m, m.vs_baseline.as_ref()?))) {
+                    Some((m, d)) => format!(
+                        "{setting} {} {} [{}, {}]",
+                        metric_title(&m.metric),
+                        diff_text(d),
+                        units::signed_percent(d.ci.0),
+                        units::signed_percent(d.ci.1)
+                    ),
+                    None => format!("{setting}: no baseline to compare with"),
+                }
+            }
+        };
+        if let Some(base) = cell.baseline.map(|b| analysis.cells[b].name())
+            && !baselines.contains(&base)
+        {
+            baselines.push(base);
+        }
+        let subject = cell.name();
+        match lines.iter_mut().find(|l| l.subject == subject) {
+            Some(line) => line.items.push(item),
+            None => lines.push(VerdictLine { subject, items: vec![item] }),
+        }
+    }
+    let against = match baselines.as_slice() {
+        [one] => one.clone(),
+        _ => "each cell's baseline".to_string(),
+    };
+    (lines, against)
+}
+
+/// Warnings with one cause said once: the first in full, then the other cells it was seen in.
+pub struct WarningGroup<'a> {
+    pub first: &'a Warning,
+    pub also: Vec<&'a str>,
+}
+
+pub fn grouped_warnings(warnings: &[Warning]) -> Vec<WarningGroup<'_>> {
+    let mut groups: Vec<WarningGroup> = Vec::new();
+    for w in warnings {
+        match groups.iter_mut().find(|g| g.first.cause == w.cause) {
+            Some(g) => g.also.push(&w.cell),
+            None => groups.push(WarningGroup { first: w, also: Vec::new() }),
+        }
+    }
+    groups
+}
+
+impl WarningGroup<'_> {
+    /// "cell: message", and "(also in 3 more cells: a, b, c)" when it repeats.
+    pub fn text(&self) -> String {
+        let mut text = format!("{}: {}", self.first.cell, self.first.message);
+        if !self.also.is_empty() {
+            let n = self.also.len();
+            text.push_str(&format!(
+                " (the same in {n} more cell{}: {})",
+                if n == 1 { "" } else { "s" },
+                self.also.join(", ")
+            ));
+        }
+        text
+    }
+}
+
 /// Cells grouped by workload setting (workload + parameters), in plan order.
 pub fn settings(analysis: &Analysis) -> Vec<(String, Vec<&CellResult>)> {
     let mut groups: Vec<(String, Vec<&CellResult>)> = Vec::new();

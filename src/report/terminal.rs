@@ -1,5 +1,6 @@
 //! The table `isobench run` ends with: one block per workload setting, one row per cell, the
-//! headline metrics' medians with their difference from the baseline; then warnings and bounds.
+//! headline metrics' medians with their difference from the baseline; then warnings, bounds and,
+//! last, the verdict per environment.
 
 use super::{Report, Table, headline, metric_title, runs_text, settings, status_text, value_with_diff};
 use crate::compare::BoundVerdict;
@@ -56,8 +57,8 @@ pub fn render(report: &Report) -> String {
     }
     if !report.warnings.is_empty() {
         out.push_str(&format!("\nwarnings ({}):\n", report.warnings.len()));
-        for w in &report.warnings {
-            out.push_str(&format!("  {}: {}\n", w.cell, w.message));
+        for group in super::grouped_warnings(&report.warnings) {
+            out.push_str(&format!("  {}\n", group.text()));
         }
     }
     if !report.checks.is_empty() {
@@ -78,6 +79,15 @@ pub fn render(report: &Report) -> String {
                 units::signed_percent(c.overhead_ci.1),
                 units::signed_percent(c.bound.max_overhead_pct)
             ));
+        }
+    }
+    // Last, where the eye lands when the run ends: the answer.
+    let (lines, against) = super::verdict(analysis);
+    if !lines.is_empty() {
+        out.push_str(&format!("\nverdict against {against} (median difference [95% CI]; ~ = within the noise):\n"));
+        let width = lines.iter().map(|l| l.subject.chars().count()).max().unwrap_or(0);
+        for line in &lines {
+            out.push_str(&format!("  {:width$}  {}\n", line.subject, line.items.join(" · ")));
         }
     }
     out
