@@ -4,14 +4,12 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
 
 BIN := target/release/isobench
-# Short runs so the demo finishes in a few minutes; the suite file keeps its real settings.
-DEMO_SET := --set workload.fio.runtime=1s --set workload.fio.size=128M
 
 .PHONY: demo test build setup-demo setup-test lint clean
 
 demo: setup-demo build
 	$(BIN) server fetch cassandra
-	$(BIN) run examples/quick.toml $(DEMO_SET)
+	$(BIN) run examples/demo.toml
 
 test: setup-test
 	cargo build --release

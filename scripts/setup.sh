@@ -61,6 +61,12 @@ RUNSC_VERSION=${RUNSC_VERSION:-v0.0.0-20260905035102-160fafc42237}
 TOOL_DIR=/usr/local/lib/isobench/bin
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/isobench
 
+demo_runtimes() {
+  # The demo compares the host with runc and gVisor: Debian's packages, no Go build (where the
+  # test stage built a current runsc, isobench uses that one).
+  apt_install runc runsc
+}
+
 runtimes() {
   # runc, crun and podman from Debian; Debian's runsc stays selectable as /usr/bin/runsc.
   apt_install runc crun podman runsc uidmap
@@ -121,7 +127,7 @@ databases() {
 need_root
 check_rust
 case "$stage" in
-  demo) core; databases ;;
+  demo) core; demo_runtimes; databases ;;
   test) core; report_tools; runtimes; vms; network_volumes; databases ;;
   *) log "unknown stage '$stage' (demo | test)"; exit 2 ;;
 esac
