@@ -217,6 +217,15 @@ fn json_and_csv_exports_carry_the_statistics() {
     }));
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Cost") && md.contains("$0.50"), "cost per hour gives $ per million operations");
+    // The verdict: first in report.md, last in the terminal, with the CI of the difference.
+    let verdict =
+        regex::Regex::new(r"host/ext4\*?\*?:? +fio rw=randread IOPS -\d+% \[-\d+%, -\d+%\] · fio rw=write IOPS")
+            .unwrap();
+    assert!(md.find("## Verdict").unwrap() < md.find("## Summary").unwrap(), "{md}");
+    assert!(verdict.is_match(&md), "{md}");
+    let terminal = text(&o);
+    let tail: Vec<&str> = terminal.lines().rev().take_while(|l| !l.starts_with("verdict against host/tmpfs")).collect();
+    assert!(tail.iter().any(|l| verdict.is_match(l)), "the terminal output ends with the verdict: {terminal}");
 }
 
 #[test]

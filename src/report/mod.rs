@@ -111,6 +111,11 @@ pub fn verdict(analysis: &Analysis) -> (Vec<VerdictLine>, String) {
             None => {
                 let metric = cell.record.headline.iter().find_map(|m| cell.metric(m));
                 match metric.and_then(|m| Some((m, m.vs_baseline.as_ref()?))) {
+                    Some((m, d)) if d.ci.0 == d.ci.1 => format!(
+                        "{setting} {} {} (too few runs for a CI)",
+                        metric_title(&m.metric),
+                        units::signed_percent(d.pct)
+                    ),
                     Some((m, d)) => format!(
                         "{setting} {} {} [{}, {}]",
                         metric_title(&m.metric),
