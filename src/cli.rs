@@ -256,8 +256,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
 }
 
 /// The suite `--env`, `--volume`, `--fio` and `--cql` describe, read like a file (and saved with
-/// `--save`), and how to name it to resume the run: the copy the result set keeps.
-fn adhoc_suite(args: &RunArgs) -> Result<(Suite, String)> {
+/// `--save`).
+fn adhoc_suite(args: &RunArgs) -> Result<Suite> {
     let adhoc = crate::suite::adhoc::Adhoc {
         envs: args.env.clone(),
         volumes: args.volume.clone(),
@@ -282,13 +282,12 @@ fn adhoc_suite(args: &RunArgs) -> Result<(Suite, String)> {
         std::fs::write(path, header + &suite.resolved).with_context(|| format!("--save {}", path.display()))?;
         eprintln!("isobench: wrote the suite to {}", path.display());
     }
-    let kept = args.out.clone().or(args.resume.clone()).unwrap_or_else(|| PathBuf::from("RESULT_SET"));
-    Ok((suite, kept.join("suite.toml").display().to_string()))
+    Ok(suite)
 }
 
 fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
-    let (suite, rerun) = match &args.suite {
-        Some(path) => (Suite::load(path, &args.overrides)?, path.display().to_string()),
+    let suite = match &args.suite {
+        Some(path) => Suite::load(path, &args.overrides)?,
         None => adhoc_suite(&args)?,
     };
     let selectors = args
@@ -348,7 +347,9 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
             if closed.is_ok() {
                 eprintln!("isobench: interrupted; everything the runs created was removed");
             }
-            eprintln!("isobench: continue with: isobench run {rerun} --resume {}", set.dir.display());
+            // An ad-hoc run resumes from the copy of its suite that the result set keeps.
+            let suite_file = args.suite.clone().unwrap_or_else(|| set.dir.join("suite.toml"));
+            eprintln!("isobench: continue with: isobench run {} --resume {}", suite_file.display(), set.dir.display());
             return Ok(ExitCode::from(130));
         }
         other => other?,
