@@ -121,7 +121,7 @@ fn quoted(word: &str) -> String {
 }
 
 /// An environment named as people name it: `host`, `podman`, `docker`, `vm` or `vm-ATTACH`
-/// (9p, virtio-fs, virtio-blk), or any other name as an OCI runtime. A database runs with the
+/// (9p, virtiofs, virtio-blk), or any other name as an OCI runtime. A database runs with the
 /// host's network, where the load generator reaches it.
 fn env_table(name: &str, database: bool) -> Table {
     let mut t = Table::new();
