@@ -83,11 +83,13 @@ fn chromium() -> Option<PathBuf> {
     ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|b| isobench::process::find_program(b))
 }
 
-/// Loads `page` in headless Chromium; returns the DOM after load and the console's error lines.
-fn load_in_chromium(browser: &Path, page: &Path) -> (String, Vec<String>) {
+/// Loads `page` in headless Chromium, in a window `width` px wide; returns the DOM after load and
+/// the console's error lines.
+fn load_in_chromium(browser: &Path, page: &Path, width: u32) -> (String, Vec<String>) {
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new(browser)
         .args(isobench::report::html::headless_args(profile.path()))
+        .arg(format!("--window-size={width},900"))
         .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
         .arg(format!("file://{}", page.display()))
         .output()
@@ -115,9 +117,9 @@ fn the_html_report_renders_in_chromium_without_console_errors() {
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 20_000, "a real screenshot");
     // The detector is real: a page with a script error is caught.
     let broken = sb.write("broken.html", "<html><body><script>notDefinedAnywhere();</script></body></html>");
-    let (_, errors) = load_in_chromium(&browser, &broken);
+    let (_, errors) = load_in_chromium(&browser, &broken, 1280);
     assert!(errors.iter().any(|e| e.contains("notDefinedAnywhere")), "console errors are seen: {errors:?}");
-    let (dom, errors) = load_in_chromium(&browser, &out.join("report.html"));
+    let (dom, errors) = load_in_chromium(&browser, &out.join("report.html"), 1280);
     assert!(errors.is_empty(), "console errors: {errors:?}");
     assert!(dom.contains("<table class=\"heat\" data-metric=\"iops\">"), "the heatmap is there");
     assert!(dom.matches("<svg").count() >= 4, "charts are there");
@@ -149,13 +151,7 @@ fn the_html_report_fits_a_phone_and_a_desktop() {
         let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("report-{width}px.png"));
         isobench::report::html::screenshot(&out.join("report.html"), &png, width).unwrap();
         assert!(std::fs::metadata(&png).unwrap().len() > 10_000, "a real screenshot at {width} px");
-        let profile = tempfile::tempdir().unwrap();
-        let o = Command::new(&browser)
-            .args(isobench::report::html::headless_args(profile.path()))
-            .args([format!("--window-size={width},900"), "--dump-dom".into(), format!("file://{}", page.display())])
-            .output()
-            .unwrap();
-        let dom = String::from_utf8_lossy(&o.stdout);
+        let (dom, _) = load_in_chromium(&browser, &page, width);
         let (content, window): (u32, u32) = measured
             .captures(&dom)
             .map(|c| (c[1].parse().unwrap(), c[2].parse().unwrap()))
