@@ -93,6 +93,123 @@ runtimes() {
   install -D -m 755 "$built" "$TOOL_DIR/runsc"
 }
 
+# A real Kubernetes node for the k8s environment's tests: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and kubelet built from the Go module proxy (no release
+# tarball is reachable here), cached by version. containerd runs the pods with Debian's runc and
+# with gVisor's containerd shim built from the same Go module as runsc. Debian's containerd (1.6)
+# cannot start a current gVisor shim (it does not read the shim's bootstrap reply), so containerd
+# is the version that shim is built against, also from the Go module proxy.
+KUBE_VERSION=${KUBE_VERSION:-1.34.4}
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.1.5}
+KUBE_DIR=/usr/local/lib/isobench/k8s-v$KUBE_VERSION
+
+# gVisor's shim gives itself an OOM score of -999, which takes CAP_SYS_RESOURCE; where root lacks
+# it (this project's CI VMs) every gVisor pod would fail with "failed to set OOM Score on shim".
+# There the shim is built from a copy of the module with that one constant at 0.
+keep_shim_oom_score() {
+  local src=$1 module
+  if (echo -999 >/proc/self/oom_score_adj) 2>/dev/null; then
+    return 0
+  fi
+  module=$(cd "$src" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' gvisor.dev/gvisor)
+  cp -r "$module" "$src/gvisor"
+  chmod -R u+w "$src/gvisor"
+  sed -i 's/oomScoreMax = -999/oomScoreMax = 0/' "$src/gvisor/pkg/shim/v1/manager.go"
+  (cd "$src" && go mod edit -replace gvisor.dev/gvisor=./gvisor)
+  log "no CAP_SYS_RESOURCE: gVisor's shim is built to keep its OOM score at 0"
+}
+
+kubernetes() {
+  apt_install runc openssl containernetworking-plugins busybox-static curl python3
+  export PATH="/usr/local/go/bin:$PATH"
+  if [ ! -x "$TOOL_DIR/containerd-shim-runsc-v1" ]; then
+    if command -v go >/dev/null; then
+      local shim="$CACHE/runsc-$RUNSC_VERSION/containerd-shim-runsc-v1" src
+      if [ ! -x "$shim" ]; then
+        log "building gVisor's containerd shim $RUNSC_VERSION from the Go module proxy"
+        src=$(mktemp -d)
+        (cd "$src" && go mod init isobench-shim >/dev/null 2>&1 \
+          && GOFLAGS=-mod=mod go get "gvisor.dev/gvisor/shim@$RUNSC_VERSION" \
+          && mkdir -p "$(dirname "$shim")" \
+          && keep_shim_oom_score "$src" \
+          && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -o "$shim" gvisor.dev/gvisor/shim)
+        rm -rf "$src"
+      fi
+      install -D -m 755 "$shim" "$TOOL_DIR/containerd-shim-runsc-v1"
+    fi
+  fi
+  if [ -x "$KUBE_DIR/kubelet" ] && [ -x "$KUBE_DIR/etcd" ] && [ -x "$KUBE_DIR/containerd" ]; then
+    return 0
+  fi
+  if ! command -v go >/dev/null; then
+    log "go is not installed: cannot build Kubernetes; the k8s tests will say they skipped"
+    return 0
+  fi
+  local cached="$CACHE/k8s-v$KUBE_VERSION"
+  if [ ! -x "$cached/kubelet" ]; then
+    log "building Kubernetes v$KUBE_VERSION from the Go module proxy (about 15 minutes on 2 cores, once)"
+    build_kubernetes "$cached"
+  fi
+  local containerd="$CACHE/containerd-$CONTAINERD_VERSION"
+  if [ ! -x "$containerd/containerd" ]; then
+    log "building containerd $CONTAINERD_VERSION from the Go module proxy (about 3 minutes)"
+    build_containerd "$containerd"
+  fi
+  mkdir -p "$KUBE_DIR"
+  install -m 755 "$cached"/* "$containerd"/* "$KUBE_DIR/"
+}
+
+build_containerd() {
+  local out=$1 src cmd
+  src=$(mktemp -d)
+  (
+    cd "$src"
+    go mod init isobench-containerd >/dev/null 2>&1
+    GOFLAGS=-mod=mod go get "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" 2>&1 \
+      | grep -v '^go: ' || true
+    mkdir -p "$out.tmp"
+    for cmd in containerd containerd-shim-runc-v2 ctr; do
+      CGO_ENABLED=0 GOFLAGS=-mod=mod go build -tags "no_btrfs no_devmapper no_zfs" -o "$out.tmp/$cmd" \
+        "github.com/containerd/containerd/v2/cmd/$cmd"
+    done
+  )
+  rm -rf "$src" "$out"
+  mv "$out.tmp" "$out"
+}
+
+build_kubernetes() {
+  local out=$1 src ldflags p
+  src=$(mktemp -d)
+  GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION" >/dev/null
+  cp -r "$(go env GOMODCACHE)/k8s.io/kubernetes@v$KUBE_VERSION/." "$src/"
+  chmod -R u+w "$src"
+  (
+    cd "$src"
+    rm -f go.work go.work.sum
+    # The module zip has no staging/: each ./staging replace points at the published k8s.io/*
+    # module of the same minor and patch instead.
+    # shellcheck disable=SC2046
+    go mod edit $(sed -n '/^replace (/,/^)/p' go.mod \
+      | awk -v v="v0.${KUBE_VERSION#1.}" '/=>/ { printf " -replace=%s=%s@%s", $1, $1, v }')
+    # etcd 3.6 from the version Kubernetes itself requires (Debian's 3.4 breaks watches).
+    mkdir -p cmd/isobench-etcd
+    printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' \
+      > cmd/isobench-etcd/main.go
+    ldflags="-s -w"
+    for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      ldflags="$ldflags -X $p.gitVersion=v$KUBE_VERSION -X $p.gitMajor=1"
+      ldflags="$ldflags -X $p.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X $p.gitTreeState=clean"
+    done
+    mkdir -p "$out.tmp"
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -ldflags "$ldflags" -o "$out.tmp/" \
+      ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubelet \
+      ./cmd/isobench-etcd
+  )
+  mv "$out.tmp/isobench-etcd" "$out.tmp/etcd"
+  rm -rf "$src" "$out"
+  mv "$out.tmp" "$out"
+}
+
 # Guest kernels for the vm environment: Debian's *generic* kernel (the cloud one has no 9p),
 # downloaded and unpacked, not installed on the host.
 GUEST_DIR=/usr/local/lib/isobench/guest
@@ -128,7 +245,7 @@ need_root
 check_rust
 case "$stage" in
   demo) core; demo_runtimes; databases ;;
-  test) core; report_tools; runtimes; vms; network_volumes; databases ;;
+  test) core; report_tools; runtimes; vms; network_volumes; databases; kubernetes ;;
   *) log "unknown stage '$stage' (demo | test)"; exit 2 ;;
 esac
 log "ready ($stage)"
