@@ -378,6 +378,20 @@ pub fn skip_reason(
     volume: &crate::suite::Named<Box<dyn crate::volume::Volume>>,
 ) -> Option<String> {
     let env_why = env.item.unavailable().or_else(|| volume.item.raw().then(|| env.item.no_raw_devices()).flatten());
+    let claim_why = match (env.item.mounts_claims(), volume.item.claim().is_some()) {
+        (true, false) => Some(format!(
+            "env \"{}\" runs pods on a cluster's nodes, which cannot mount volume \"{}\" of this host: give it a kind = \"pvc\" volume",
+            env.name, volume.name
+        )),
+        (false, true) => Some(format!(
+            "volume \"{}\" is a PersistentVolumeClaim, which only a k8s environment's pods can mount",
+            volume.name
+        )),
+        _ => None,
+    };
+    if claim_why.is_some() {
+        return claim_why;
+    }
     env_why
         .map(|why| format!("env \"{}\": {why}", env.name))
         .or_else(|| volume.item.unavailable().map(|why| format!("volume \"{}\": {why}", volume.name)))

@@ -194,6 +194,7 @@ impl Block {
                 block: Some(source),
                 nbd: None,
                 replicas: None,
+                claim: None,
                 facts,
             });
         };
@@ -213,6 +214,7 @@ impl Block {
                 block: Some(source),
                 nbd: None,
                 replicas: None,
+                claim: None,
                 facts,
             });
         }

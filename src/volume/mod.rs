@@ -9,6 +9,7 @@ pub mod loopfs;
 pub mod mirror;
 pub mod nbd;
 pub mod nvmeof;
+pub mod pvc;
 pub mod remote;
 pub mod tmpfs;
 
@@ -37,6 +38,8 @@ pub struct Provisioned {
     pub nbd: Option<NbdExport>,
     /// A mirror's copies, compared after the run.
     pub replicas: Option<mirror::Replicas>,
+    /// A PersistentVolumeClaim the environment asks its cluster for (nothing on the host).
+    pub claim: Option<pvc::Claim>,
     /// What it is: kind, filesystem, device, mount options.
     pub facts: BTreeMap<String, String>,
 }
@@ -44,7 +47,7 @@ pub struct Provisioned {
 impl Provisioned {
     /// A directory (or mount point) on the host, described by `facts`.
     pub fn dir(path: PathBuf, facts: BTreeMap<String, String>) -> Provisioned {
-        Provisioned { path, raw: false, read_only: false, block: None, nbd: None, replicas: None, facts }
+        Provisioned { path, raw: false, read_only: false, block: None, nbd: None, replicas: None, claim: None, facts }
     }
 }
 
@@ -116,6 +119,10 @@ pub trait Volume {
     fn memory(&self) -> Option<u64> {
         None
     }
+    /// The claim on a cluster's storage it is, which only a cluster's pods can mount.
+    fn claim(&self) -> Option<pvc::Claim> {
+        None
+    }
 }
 
 /// `n` independent copies of `volume`, each provisioned in a directory of its own under the run's.
@@ -135,7 +142,8 @@ pub struct Kind {
     pub parse: fn(&mut Fields) -> Result<Box<dyn Volume>, SuiteError>,
 }
 
-pub const KINDS: &[Kind] = &[dir::KIND, tmpfs::KIND, loopfs::KIND, block::KIND, nbd::KIND, mirror::KIND, nvmeof::KIND];
+pub const KINDS: &[Kind] =
+    &[dir::KIND, tmpfs::KIND, loopfs::KIND, block::KIND, nbd::KIND, mirror::KIND, nvmeof::KIND, pvc::KIND];
 
 pub fn kind(name: &str) -> Option<&'static Kind> {
     KINDS.iter().find(|k| k.name == name)

@@ -146,6 +146,7 @@ impl Volume for Nvmeof {
                 block: Some(super::BlockSource::File { path: device, offset: 0, size: None }),
                 nbd: None,
                 replicas: None,
+                claim: None,
                 facts,
             });
         };

@@ -497,6 +497,7 @@ pub fn deliver(
             block: Some(BlockSource::Nbd(export.clone())),
             nbd: Some(export.clone()),
             replicas: None,
+            claim: None,
             facts,
         });
     }
@@ -509,6 +510,7 @@ pub fn deliver(
         block: Some(as_disk.clone()),
         nbd: None,
         replicas: None,
+        claim: None,
         facts: facts.clone(),
     };
     let Some(fs) = &common.fs else {
