@@ -82,11 +82,27 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Kubernetes: `render SUITE` prints the objects its k8s cells would apply.
+    K8s {
+        #[command(subcommand)]
+        action: K8sAction,
+    },
     /// (internal) Run a workload inside an environment and print one framed JSON report.
     #[command(hide = true)]
     Agent {
         #[arg(long, default_value = "-")]
         request: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum K8sAction {
+    /// Print the Secret, PersistentVolumeClaim and Job each k8s cell's run applies, as YAML.
+    Render {
+        suite: PathBuf,
+        /// Override a suite value, as for `run` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
     },
 }
 
@@ -252,6 +268,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Cleanup => cleanup(&workdir),
         Command::Cql { .. } | Command::Agent { .. } => unreachable!("handled above"),
         Command::Server { action } => server(&workdir, action),
+        Command::K8s { action: K8sAction::Render { suite, overrides } } => {
+            let suite = Suite::load(&suite, &overrides)?;
+            let plan = Plan::new(&suite, &[]).map_err(anyhow::Error::msg)?;
+            print!("{}", crate::env::k8s::render::render_suite(&suite, &plan)?);
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

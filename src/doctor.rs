@@ -50,7 +50,25 @@ pub fn checks(workdir: &Path) -> Vec<Check> {
         add("tool", tool, version_of(tool, package));
     }
     out.extend(runtime_checks(workdir));
+    add_kubernetes(&mut out);
     out
+}
+
+/// Whether the kubeconfig a k8s env would use by default reaches an API server.
+fn add_kubernetes(out: &mut Vec<Check>) {
+    use crate::env::k8s::api::{Cluster, block_on};
+    let cluster = Cluster { namespace: "default".into(), ..Default::default() };
+    let status = match cluster.missing() {
+        Some(why) => Err(why),
+        None => block_on(async {
+            let client = cluster.client().await?;
+            cluster.check(&client).await
+        })
+        .and_then(|r| r)
+        .map(|version| format!("API server {version} ({})", cluster.kubeconfig_path().unwrap_or_default().display()))
+        .map_err(|e| format!("{e:#}")),
+    };
+    out.push(Check { area: "env", name: "k8s (default kubeconfig)".into(), status });
 }
 
 /// The sandboxes isobench knows, each as a suite would write it.

@@ -44,6 +44,9 @@ pub enum Resource {
     NvmeConnection { nqn: String },
     /// A kernel nvmet target made through configfs: a subsystem and its port.
     NvmetTarget { root: PathBuf, nqn: String, port_id: u16 },
+    /// Kubernetes objects (Jobs, pods, Secrets, claims) in a cluster, by a label selector that
+    /// names one run.
+    Kube { cluster: crate::env::k8s::api::Cluster, selector: String },
 }
 
 impl Resource {
@@ -71,6 +74,7 @@ impl Resource {
             Resource::NvmetTarget { root, nqn, port_id } => {
                 crate::volume::nvmeof::KernelTarget { root: root.clone(), nqn: nqn.clone(), port_id: *port_id }.remove()
             }
+            Resource::Kube { cluster, selector } => crate::env::k8s::delete(cluster, selector),
         }
     }
 
@@ -92,6 +96,9 @@ impl Resource {
             Resource::NbdClient { device } => format!("NBD client on {device}"),
             Resource::NvmeConnection { nqn } => format!("NVMe/TCP connection to {nqn}"),
             Resource::NvmetTarget { nqn, port_id, .. } => format!("nvmet target {nqn} on port {port_id}"),
+            Resource::Kube { cluster, selector } => {
+                format!("Kubernetes objects labelled {selector} in namespace {}", cluster.namespace)
+            }
         }
     }
 }

@@ -139,6 +139,14 @@ pub fn run(commands: &[Vec<String>], dir: &Path) -> Result<Vec<Loader>> {
     outcomes.into_iter().collect()
 }
 
+/// Runs loader number `index` (1-based: its seed) alone, in this process's place: one pod of an
+/// Indexed Job.
+pub fn run_single(index: usize, command: &[String], dir: &Path) -> Result<Loader> {
+    let exe = std::env::current_exe().context("finding isobench's own binary")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    run_one(&exe, index, command, dir)
+}
+
 fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path) -> Result<Loader> {
     let hdr = dir.join(format!("loader-{index}.hdr"));
     let mut args = command.to_vec();
@@ -160,19 +168,18 @@ fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path) -> Result<L
     let finished = process::run(&mut cmd, process::Options { token: token.as_deref(), ..Default::default() })?;
     let output = format!("{}{}", finished.stdout, finished.stderr);
     std::fs::write(dir.join(format!("loader-{index}.log")), &output)?;
-    let (operations, op_rate) = match hdrlog::series(std::slice::from_ref(&hdr), "st") {
-        Ok(all) => (all.histogram.len(), all.rate()),
-        Err(_) => (0, 0.0),
-    };
-    Ok(Loader {
-        command: super::redacted(command),
-        hdr,
-        success: finished.status.success(),
-        errors: total_errors(&output),
-        output,
-        operations,
-        op_rate,
-    })
+    Ok(Loader::read(super::redacted(command), hdr, output, finished.status.success()))
+}
+
+impl Loader {
+    /// A loader's outcome from its HDR log and its output (here, or carried back from a pod).
+    pub fn read(command: String, hdr: PathBuf, output: String, success: bool) -> Loader {
+        let (operations, op_rate) = match hdrlog::series(std::slice::from_ref(&hdr), "st") {
+            Ok(all) => (all.histogram.len(), all.rate()),
+            Err(_) => (0, 0.0),
+        };
+        Loader { command, hdr, success, errors: total_errors(&output), output, operations, op_rate }
+    }
 }
 
 /// The loaders' results as one: operations and rate over the span of all their logs, and the

@@ -2,6 +2,7 @@
 //! the isobench agent inside its sandbox with the volume visible, and carry its report back.
 
 pub mod host;
+pub mod k8s;
 pub mod net;
 pub mod oci;
 pub mod podman;
@@ -95,6 +96,15 @@ pub trait Environment: Send + Sync {
     fn memory_per_sandbox(&self) -> Option<u64> {
         None
     }
+    /// Whether its sandboxes are a cluster's pods, which mount claims (`pvc` volumes) and nothing
+    /// on this host.
+    fn mounts_claims(&self) -> bool {
+        false
+    }
+    /// The k8s environment itself (`isobench k8s render` builds its objects).
+    fn as_k8s(&self) -> Option<&k8s::K8s> {
+        None
+    }
     /// Why this environment cannot hand a raw block device to the workload, if it cannot.
     fn no_raw_devices(&self) -> Option<String> {
         None
@@ -131,7 +141,7 @@ pub struct Kind {
     pub parse: fn(&mut Fields) -> Result<Box<dyn Environment>, SuiteError>,
 }
 
-pub const KINDS: &[Kind] = &[host::KIND, oci::KIND, podman::PODMAN, podman::DOCKER, vm::KIND];
+pub const KINDS: &[Kind] = &[host::KIND, oci::KIND, podman::PODMAN, podman::DOCKER, vm::KIND, k8s::KIND];
 
 pub fn kind(name: &str) -> Option<&'static Kind> {
     KINDS.iter().find(|k| k.name == name)

@@ -28,7 +28,15 @@ pub struct Cql {
     /// loader when not set.
     #[serde(default)]
     pub loaders: Option<u32>,
+    /// This agent is one pod of an Indexed Job of `loaders` pods: it runs its own slice (the
+    /// pod's `JOB_COMPLETION_INDEX`) and sends its HDR logs back for the host to merge
+    /// (`combine_indexed`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub indexed: bool,
 }
+
+/// Where Kubernetes tells a pod of an Indexed Job its index.
+pub const INDEX_VAR: &str = "JOB_COMPLETION_INDEX";
 
 /// Where the database is and how to log in. The password travels to the agent but is never
 /// shown: `Debug` and every description redact it.
@@ -66,7 +74,7 @@ fn parse(f: &mut Fields, _ctx: &ParseContext) -> Result<Spec, SuiteError> {
         }
     }
     f.finish()?;
-    Ok(Spec::Cql(Cql { args, load, target: None, loaders }))
+    Ok(Spec::Cql(Cql { args, load, target: None, loaders, indexed: false }))
 }
 
 /// A phase as a shell would pass it: `keyspace="keys" "replication(factor=3)"` pasted from a
@@ -183,6 +191,9 @@ impl Workload for Cql {
 impl Cql {
     /// Runs the phases; `measured` is called as the measured phase begins (a fault's cue).
     pub fn run_cued(&self, ctx: &RunContext, out: &mut Output, measured: &mut dyn FnMut()) -> Result<()> {
+        if let (Some(n), true) = (self.loaders, self.indexed) {
+            return self.run_slice(n, ctx, out);
+        }
         if let Some(n) = self.loaders {
             return self.run_with_loaders(n, ctx, out, measured);
         }
@@ -223,6 +234,11 @@ impl Cql {
         }
         measured();
         let merged = self.run_loaders(&self.args, n, &ctx.scratch_dir.join("run"), out)?;
+        self.merged_output(&merged, n, out)
+    }
+
+    /// The merged figures of `n` loaders, each loader's own, and its command lines.
+    fn merged_output(&self, merged: &loaders::Merged, n: u32, out: &mut Output) -> Result<()> {
         let ms = |q: f64| merged.latency.value_at_quantile(q) as f64 / 1000.0;
         out.samples.extend([
             Sample::new("op_rate", merged.op_rate, "op/s"),
@@ -244,13 +260,105 @@ impl Cql {
             out.samples.push(Sample::new(format!("loader_{}_errors", i + 1), l.errors as f64, "errors"));
         }
         out.notes.push(format!(
-            "{n} loader processes: {}",
+            "{n} loaders: {}",
             merged.each.iter().map(|l| l.command.as_str()).collect::<Vec<_>>().join(" | ")
         ));
         if let Some(failed) = &merged.failed {
             bail!("{failed} ({})", shown(&self.args));
         }
         Ok(())
+    }
+
+    /// One pod's slice of each phase (load, then the measured one); its output and HDR logs go
+    /// back as raw files named as `combine_indexed` reads them.
+    fn run_slice(&self, n: u32, ctx: &RunContext, out: &mut Output) -> Result<()> {
+        let index: usize = std::env::var(INDEX_VAR)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| anyhow!("{INDEX_VAR} is not set: an indexed loader runs as a pod of an Indexed Job"))?;
+        let phases = self.load.iter().map(|l| ("load", l)).chain([("run", &self.args)]);
+        for (phase, text) in phases {
+            let commands =
+                loaders::split(&self.loader_command(text), n).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
+            let command = commands.get(index).ok_or_else(|| anyhow!("loader index {index} of {n}"))?;
+            let loader = loaders::run_single(index + 1, command, &ctx.scratch_dir.join(phase))?;
+            out.raw.push(RawFile {
+                name: format!("{phase}-loader-{}.log", index + 1),
+                content: format!("isobench cql {}\n\n{}", loader.command, loader.output),
+            });
+            if let Ok(hdr) = std::fs::read_to_string(&loader.hdr) {
+                out.raw.push(RawFile { name: format!("{phase}-loader-{}.hdr", index + 1), content: hdr });
+            }
+            if !loader.success {
+                bail!(
+                    "loader {} failed ({phase}): {}",
+                    index + 1,
+                    crate::process::tail_lines(&loader.output, 5).trim_end()
+                );
+            }
+            out.samples.push(Sample::new(format!("{phase}_loader_op_rate"), loader.op_rate, "op/s"));
+        }
+        Ok(())
+    }
+
+    /// The reports of an Indexed Job's pods (in index order) as one: each phase merged from the
+    /// pods' HDR logs (written into `dir`), exactly as local loader processes are merged.
+    pub fn combine_indexed(&self, reports: Vec<crate::agent::Report>, dir: &std::path::Path) -> crate::agent::Report {
+        let n = reports.len() as u32;
+        let mut out = Output::default();
+        let mut combined = crate::agent::Report {
+            facts: reports.first().map(|r| r.facts.clone()).unwrap_or_default(),
+            ..Default::default()
+        };
+        let phases: Vec<&str> = if self.load.is_some() { vec!["load", "run"] } else { vec!["run"] };
+        let mut merged_phases = Vec::new();
+        for phase in phases {
+            let mut loaders = Vec::new();
+            for (i, report) in reports.iter().enumerate() {
+                let file = |ext: &str| {
+                    let name = format!("{phase}-loader-{}.{ext}", i + 1);
+                    report.raw.iter().find(|r| r.name == name).map(|r| r.content.clone())
+                };
+                let log = file("log").unwrap_or_default();
+                let hdr = dir.join(format!("{phase}-loader-{}.hdr", i + 1));
+                if let Some(content) = file("hdr") {
+                    let _ = std::fs::write(&hdr, content);
+                }
+                let (command, output) = log.split_once("\n\n").unwrap_or(("", &log));
+                let command = command.trim_start_matches("isobench cql ").to_string();
+                let failed = report.error.is_some() && !hdr.exists();
+                loaders.push(loaders::Loader::read(command, hdr, output.to_string(), !failed));
+            }
+            merged_phases.push((phase, loaders));
+        }
+        let result = (|| -> Result<()> {
+            for (phase, ran) in &merged_phases {
+                let fixed = self.phase(&self.args).map(|s| s.rate.fixed.is_some()).unwrap_or(false);
+                let merged = loaders::merge(ran, if fixed && *phase == "run" { "rt" } else { "st" })?;
+                if *phase == "load" {
+                    if let Some(failed) = &merged.failed {
+                        bail!("the load phase ({}) failed: {failed}", shown(self.load.as_deref().unwrap_or_default()));
+                    }
+                    out.samples.push(Sample::new("load_op_rate", merged.op_rate, "op/s"));
+                } else {
+                    self.merged_output(&merged, n, &mut out)?;
+                }
+            }
+            Ok(())
+        })();
+        for report in reports {
+            combined.raw.extend(report.raw.into_iter().filter(|r| r.name.ends_with(".log")));
+            combined.notes.extend(report.notes);
+            if combined.error.is_none() {
+                combined.error = report.error;
+            }
+        }
+        if let Err(e) = result {
+            combined.error = Some(format!("{e:#}"));
+        }
+        combined.samples = out.samples;
+        combined.notes.extend(out.notes);
+        combined
     }
 }
 

@@ -1,0 +1,287 @@
+//! The objects one run applies, as the API's typed structs: a Secret holding the agent's request
+//! (it may carry a database password, which must not sit in a pod spec), the claim of a `pvc`
+//! volume, and the Job whose pod runs `isobench agent`. `isobench k8s render` prints the same.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, ResourceRequirements, Secret, SecretVolumeSource,
+    Volume, VolumeDevice, VolumeMount, VolumeResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::volume::pvc::Claim;
+
+/// Every object isobench makes carries this, with the run's token as its value: what
+/// `isobench cleanup` deletes, and what a user selects to see a run's pods.
+pub const RUN_LABEL: &str = "isobench.dev/run";
+/// The one run of a cell an object belongs to (what the run deletes when it ends).
+pub const NAME_LABEL: &str = "isobench.dev/name";
+
+pub const AGENT_CONTAINER: &str = "agent";
+/// Where the image has isobench (the Dockerfile and `scripts/k8s-image.sh` put it there).
+pub const AGENT_IN_IMAGE: &str = "/usr/local/bin/isobench";
+pub const REQUEST_DIR: &str = "/run/isobench";
+pub const DATA_DIR: &str = "/data";
+pub const SCRATCH_DIR: &str = "/scratch";
+/// Where a `volume_mode = "Block"` claim appears in the pod.
+pub const DEVICE_PATH: &str = "/dev/isobench-data";
+
+/// How the suite's k8s environment shapes each pod.
+#[derive(Clone, Debug, Default)]
+pub struct PodSettings {
+    pub namespace: String,
+    pub runtime_class: Option<String>,
+    pub image: String,
+    pub pull_policy: Option<String>,
+    pub node_selector: Vec<(String, String)>,
+    pub cpu: Option<String>,
+    pub memory: Option<u64>,
+    pub host_network: bool,
+}
+
+/// What one run applies.
+pub struct Objects {
+    pub secret: Secret,
+    pub claim: Option<PersistentVolumeClaim>,
+    pub job: Job,
+}
+
+/// One run's objects. `loaders`: an Indexed Job of that many pods (each its completion index's
+/// slice of the load) that never mounts the claim, which a database load does not touch.
+pub fn objects(
+    pod: &PodSettings,
+    name: &str,
+    run_token: &str,
+    request_json: String,
+    claim: Option<&Claim>,
+    loaders: Option<u32>,
+    deadline: Duration,
+) -> Objects {
+    let meta = || ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some(pod.namespace.clone()),
+        labels: Some(labels(name, run_token)),
+        ..Default::default()
+    };
+    let secret = Secret {
+        metadata: meta(),
+        data: Some(BTreeMap::from([("request.json".to_string(), ByteString(request_json.into_bytes()))])),
+        ..Default::default()
+    };
+    let claim = claim.filter(|_| loaders.is_none()).map(|c| PersistentVolumeClaim {
+        metadata: meta(),
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec![c.access_mode.clone()]),
+            storage_class_name: Some(c.storage_class.clone()),
+            volume_mode: Some(if c.block { "Block" } else { "Filesystem" }.into()),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([("storage".to_string(), Quantity(c.size.to_string()))])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let job = Job {
+        metadata: meta(),
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            completions: loaders.map(|n| n as i32),
+            parallelism: loaders.map(|n| n as i32),
+            completion_mode: loaders.map(|_| "Indexed".into()),
+            active_deadline_seconds: Some(deadline.as_secs().max(1) as i64),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta { labels: Some(labels(name, run_token)), ..Default::default() }),
+                spec: Some(pod_spec(pod, name, claim.is_some().then(|| claim_mount(claim_block(claim.as_ref()))))),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Objects { secret, claim, job }
+}
+
+fn claim_block(claim: Option<&PersistentVolumeClaim>) -> bool {
+    claim.and_then(|c| c.spec.as_ref()?.volume_mode.clone()).is_some_and(|m| m == "Block")
+}
+
+/// How the data volume enters the container: a filesystem at DATA_DIR or a device node.
+#[derive(Clone, Copy)]
+pub enum DataMount {
+    Filesystem,
+    Device,
+}
+
+fn claim_mount(block: bool) -> DataMount {
+    if block { DataMount::Device } else { DataMount::Filesystem }
+}
+
+fn labels(name: &str, run_token: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/managed-by".to_string(), "isobench".to_string()),
+        (RUN_LABEL.into(), run_token.to_string()),
+        (NAME_LABEL.into(), name.to_string()),
+    ])
+}
+
+/// The pod: the agent reads its request from the Secret, writes scratch files to an emptyDir,
+/// and finds the volume under test at DATA_DIR (the claim, or an emptyDir when there is none).
+pub fn pod_spec(pod: &PodSettings, name: &str, claim: Option<DataMount>) -> PodSpec {
+    let mut mounts = vec![
+        VolumeMount {
+            name: "request".into(),
+            mount_path: REQUEST_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        },
+        VolumeMount { name: "scratch".into(), mount_path: SCRATCH_DIR.into(), ..Default::default() },
+    ];
+    let mut devices = Vec::new();
+    match claim {
+        Some(DataMount::Device) => devices.push(VolumeDevice { name: "data".into(), device_path: DEVICE_PATH.into() }),
+        _ => mounts.push(VolumeMount { name: "data".into(), mount_path: DATA_DIR.into(), ..Default::default() }),
+    }
+    let empty = || Some(EmptyDirVolumeSource::default());
+    let data = match claim {
+        Some(_) => Volume {
+            name: "data".into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: name.to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        None => Volume { name: "data".into(), empty_dir: empty(), ..Default::default() },
+    };
+    let volumes = vec![
+        Volume {
+            name: "request".into(),
+            secret: Some(SecretVolumeSource { secret_name: Some(name.to_string()), ..Default::default() }),
+            ..Default::default()
+        },
+        Volume { name: "scratch".into(), empty_dir: empty(), ..Default::default() },
+        data,
+    ];
+    // Requests equal to limits: the Guaranteed class, so the pod is not squeezed mid-run.
+    let mut limits = BTreeMap::new();
+    if let Some(cpu) = &pod.cpu {
+        limits.insert("cpu".to_string(), Quantity(cpu.clone()));
+    }
+    if let Some(memory) = pod.memory {
+        limits.insert("memory".to_string(), Quantity(memory.to_string()));
+    }
+    let resources = (!limits.is_empty()).then(|| ResourceRequirements {
+        requests: Some(limits.clone()),
+        limits: Some(limits),
+        ..Default::default()
+    });
+    PodSpec {
+        restart_policy: Some("Never".into()),
+        runtime_class_name: pod.runtime_class.clone(),
+        node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.iter().cloned().collect()),
+        host_network: pod.host_network.then_some(true),
+        dns_policy: pod.host_network.then(|| "ClusterFirstWithHostNet".into()),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        termination_grace_period_seconds: Some(5),
+        containers: vec![Container {
+            name: AGENT_CONTAINER.into(),
+            image: Some(pod.image.clone()),
+            image_pull_policy: pod.pull_policy.clone(),
+            command: Some(vec![
+                AGENT_IN_IMAGE.into(),
+                "agent".into(),
+                "--request".into(),
+                format!("{REQUEST_DIR}/request.json"),
+            ]),
+            volume_mounts: Some(mounts),
+            volume_devices: (!devices.is_empty()).then_some(devices),
+            resources,
+            ..Default::default()
+        }],
+        volumes: Some(volumes),
+        ..Default::default()
+    }
+}
+
+/// A pod of the Job's template, for the API server's dry run (admission: the RuntimeClass, the
+/// node selector, quotas) before the first run.
+pub fn dry_run_pod(pod: &PodSettings, name: &str) -> k8s_openapi::api::core::v1::Pod {
+    k8s_openapi::api::core::v1::Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(pod.namespace.clone()),
+            ..Default::default()
+        },
+        spec: Some(pod_spec(pod, name, None)),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> PodSettings {
+        PodSettings {
+            namespace: "bench".into(),
+            runtime_class: Some("gvisor".into()),
+            image: "isobench:1".into(),
+            cpu: Some("1".into()),
+            memory: Some(1 << 30),
+            node_selector: vec![("disk".into(), "nvme".into())],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_run_is_a_job_with_its_secret_and_claim_all_labelled() {
+        let claim =
+            Claim { storage_class: "fast".into(), size: 1 << 30, access_mode: "ReadWriteOnce".into(), block: false };
+        let o = objects(&settings(), "isobench-1-2", "1-2", "{}".into(), Some(&claim), None, Duration::from_secs(90));
+        let job = o.job.spec.as_ref().unwrap();
+        let pod = job.template.spec.as_ref().unwrap();
+        assert_eq!(pod.runtime_class_name.as_deref(), Some("gvisor"));
+        assert_eq!(job.backoff_limit, Some(0));
+        assert_eq!(job.completion_mode, None);
+        let volumes = pod.volumes.as_ref().unwrap();
+        let data = volumes.iter().find(|v| v.name == "data").unwrap();
+        assert_eq!(data.persistent_volume_claim.as_ref().unwrap().claim_name, "isobench-1-2");
+        let pvc = o.claim.unwrap();
+        assert_eq!(pvc.spec.as_ref().unwrap().storage_class_name.as_deref(), Some("fast"));
+        for labels in [&o.secret.metadata.labels, &pvc.metadata.labels, &o.job.metadata.labels] {
+            assert_eq!(labels.as_ref().unwrap()[RUN_LABEL], "1-2");
+        }
+        let limits = pod.containers[0].resources.as_ref().unwrap();
+        assert_eq!(limits.requests, limits.limits, "requests equal limits: the Guaranteed class");
+    }
+
+    #[test]
+    fn loaders_are_an_indexed_job_without_the_claim() {
+        let claim =
+            Claim { storage_class: "fast".into(), size: 1 << 30, access_mode: "ReadWriteOnce".into(), block: true };
+        let o = objects(&settings(), "n", "t", "{}".into(), Some(&claim), Some(4), Duration::from_secs(90));
+        let job = o.job.spec.as_ref().unwrap();
+        assert_eq!((job.completions, job.parallelism), (Some(4), Some(4)));
+        assert_eq!(job.completion_mode.as_deref(), Some("Indexed"));
+        assert!(o.claim.is_none());
+        let pod = job.template.spec.as_ref().unwrap();
+        assert!(pod.volumes.as_ref().unwrap().iter().any(|v| v.name == "data" && v.empty_dir.is_some()));
+    }
+
+    #[test]
+    fn a_block_claim_is_a_device_not_a_mount() {
+        let claim =
+            Claim { storage_class: "fast".into(), size: 1 << 30, access_mode: "ReadWriteOnce".into(), block: true };
+        let o = objects(&settings(), "n", "t", "{}".into(), Some(&claim), None, Duration::from_secs(90));
+        let c = &o.job.spec.unwrap().template.spec.unwrap().containers[0];
+        assert_eq!(c.volume_devices.as_ref().unwrap()[0].device_path, DEVICE_PATH);
+        assert!(!c.volume_mounts.as_ref().unwrap().iter().any(|m| m.mount_path == DATA_DIR));
+    }
+}

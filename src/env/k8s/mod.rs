@@ -1,0 +1,306 @@
+//! `kind = "k8s"`: each run is a Job in a Kubernetes cluster whose pod runs `isobench agent`
+//! with the suite's `runtimeClassName`, resources and node selector, on a `pvc` volume's claim.
+//! The request goes in as a Secret, the framed report comes back in the pod's log, and the pod's
+//! node, runtime class, image and bound PersistentVolume are recorded as proof. A CQL workload
+//! with `loaders = N` is an Indexed Job of N pods, merged from their HDR logs. Every object
+//! carries the run's labels; the ledger deletes them by label, after the run or in `cleanup`.
+
+pub mod api;
+pub mod manifest;
+pub mod render;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+
+use super::{Environment, Kind, Launch};
+use crate::agent;
+use crate::ledger::{Ledger, Resource};
+use crate::suite::tree::{Fields, SuiteError};
+use crate::units;
+use crate::volume::{Provisioned, RawTarget};
+use crate::workload::Spec;
+use api::{Cluster, block_on};
+use manifest::{DATA_DIR, DEVICE_PATH, PodSettings, SCRATCH_DIR};
+
+pub const KIND: Kind = Kind { name: "k8s", parse };
+
+/// The image when the suite names none: what `scripts/k8s-image.sh` imports into a node's
+/// containerd, and what the Dockerfile builds for a registry.
+pub const DEFAULT_IMAGE: &str = concat!("isobench:", env!("CARGO_PKG_VERSION"));
+
+/// How long a pod may take to be scheduled, pull its image and start, on top of the workload's
+/// own timeout.
+const START_ALLOWANCE: Duration = Duration::from_secs(180);
+
+pub struct K8s {
+    pub cluster: Cluster,
+    pub pod: PodSettings,
+}
+
+fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
+    let kubeconfig = f.str("kubeconfig")?.map(PathBuf::from);
+    let context = f.str("context")?;
+    let namespace = f.str("namespace")?.unwrap_or_else(|| "default".into());
+    let runtime_class = f.str("runtime_class")?;
+    let image = f.str("image")?.unwrap_or_else(|| DEFAULT_IMAGE.into());
+    let pull_policy = f.choice("image_pull_policy", &["Always", "IfNotPresent", "Never"])?;
+    let node_selector = f.str_map("node_selector")?.unwrap_or_default();
+    let mut cpu = None;
+    let mut memory = None;
+    for (key, value) in f.str_map("resources")?.unwrap_or_default() {
+        match key.as_str() {
+            "cpu" if value.parse::<f64>().is_ok_and(|c| c > 0.0) || value.ends_with('m') => cpu = Some(value),
+            "cpu" => {
+                return Err(f.error_at(
+                    "resources",
+                    format!("cpu = \"{value}\": give CPUs (\"1.5\") or millicores (\"1500m\")"),
+                ));
+            }
+            "memory" => {
+                memory = Some(units::parse_size(&value).map_err(|e| f.error_at("resources", format!("memory: {e}")))?)
+            }
+            other => {
+                return Err(f.error_at(
+                    "resources",
+                    format!("\"{other}\" is not a resource isobench sets; use cpu and memory"),
+                ));
+            }
+        }
+    }
+    let host_network = f.bool("host_network")?.unwrap_or(false);
+    f.finish()?;
+    for (what, name) in [("namespace", Some(&namespace)), ("runtime_class", runtime_class.as_ref())] {
+        if let Some(name) = name.filter(|n| !is_dns_label(n)) {
+            return Err(f.error_at(
+                what,
+                format!("\"{name}\" is not a valid Kubernetes name (lower-case letters, digits and '-')"),
+            ));
+        }
+    }
+    Ok(Box::new(K8s {
+        cluster: Cluster { kubeconfig, context, namespace: namespace.clone() },
+        pod: PodSettings { namespace, runtime_class, image, pull_policy, node_selector, cpu, memory, host_network },
+    }))
+}
+
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// The objects' name for one run: its run directory's name (the ledger token and the run's
+/// number), which no other run of any isobench shares.
+pub fn object_name(run_dir: &Path) -> String {
+    let base = run_dir.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    let clean: String = base.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    format!("isobench-{}", clean.trim_matches('-')).chars().take(52).collect()
+}
+
+impl K8s {
+    /// The request as the pod reads it: the workload's slice marked for an Indexed Job, and the
+    /// volume where the pod has it.
+    fn pod_request(&self, request: &agent::Request, block: bool) -> (agent::Request, Option<u32>) {
+        let mut request = request.clone();
+        let loaders = match &mut request.workload {
+            Spec::Cql(cql) if cql.loaders.is_some() => {
+                cql.indexed = true;
+                cql.loaders
+            }
+            _ => None,
+        };
+        if block && loaders.is_none() {
+            request.raw = Some(RawTarget::Device(PathBuf::from(DEVICE_PATH)));
+        }
+        (request, loaders)
+    }
+
+    /// Applies one run's objects (recorded first, by label), follows the Job and returns the
+    /// pods' reports in index order with the proof of where they ran.
+    fn run_job(
+        &self,
+        launch: &Launch,
+        request: &agent::Request,
+        loaders: Option<u32>,
+    ) -> Result<(Vec<agent::Report>, BTreeMap<String, String>)> {
+        let name = object_name(launch.run_dir);
+        let token = launch.ledger.token().to_string();
+        launch.ledger.record(Resource::Kube {
+            cluster: self.cluster.clone(),
+            selector: format!("{}={name}", manifest::NAME_LABEL),
+        })?;
+        let deadline = launch.timeout + START_ALLOWANCE;
+        let objects = manifest::objects(
+            &self.pod,
+            &name,
+            &token,
+            serde_json::to_string(request)?,
+            launch.volume.claim.as_ref(),
+            loaders,
+            deadline,
+        );
+        let completions = loaders.unwrap_or(1) as i32;
+        block_on(async {
+            let client = self.cluster.client().await?;
+            let server = self.cluster.check(&client).await?;
+            self.cluster.apply(&client, &objects).await?;
+            self.cluster.wait(&client, &name, completions, deadline).await?;
+            let pods = self.cluster.pods(&client, &name).await?;
+            let mut reports = Vec::new();
+            for pod in &pods {
+                let pod_name = pod.metadata.name.clone().unwrap_or_default();
+                let log = self.cluster.logs(&client, &pod_name).await?;
+                let report = agent::parse_output(&log).ok_or_else(|| {
+                    anyhow!("pod {pod_name} sent no report: {}", crate::process::tail_lines(&log, 10).trim_end())
+                })?;
+                reports.push(report);
+            }
+            let mut proof = BTreeMap::from([
+                ("k8s.server".to_string(), server),
+                ("k8s.job".into(), name.clone()),
+                ("k8s.pods".into(), pods.len().to_string()),
+            ]);
+            if let Some(pod) = pods.first() {
+                let spec = pod.spec.clone().unwrap_or_default();
+                proof.insert("k8s.node".into(), spec.node_name.unwrap_or_default());
+                proof.insert("k8s.runtime_class".into(), spec.runtime_class_name.unwrap_or_else(|| "(default)".into()));
+                let nodes: std::collections::BTreeSet<String> =
+                    pods.iter().filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
+                proof.insert("k8s.nodes".into(), nodes.into_iter().collect::<Vec<_>>().join(","));
+                let status = pod.status.clone().unwrap_or_default();
+                if let Some(c) = status.container_statuses.unwrap_or_default().first() {
+                    proof.insert("k8s.image_id".into(), c.image_id.clone());
+                }
+            }
+            if objects.claim.is_some() {
+                let pv = self.cluster.bound_volume(&client, &name).await?;
+                proof.insert("volume.pvc".into(), name.clone());
+                proof.insert("volume.pv".into(), pv.unwrap_or_else(|| "(not bound)".into()));
+            }
+            Ok::<_, anyhow::Error>((reports, proof))
+        })?
+    }
+}
+
+impl Environment for K8s {
+    fn unavailable(&self) -> Option<String> {
+        self.cluster.missing()
+    }
+
+    fn is_sandbox(&self) -> bool {
+        true
+    }
+
+    fn describe(&self) -> BTreeMap<String, String> {
+        let mut d = BTreeMap::from([
+            ("env.kind".to_string(), "k8s".to_string()),
+            ("k8s.namespace".into(), self.pod.namespace.clone()),
+            ("k8s.image".into(), self.pod.image.clone()),
+            ("runtime.name".into(), self.pod.runtime_class.clone().unwrap_or_else(|| "(cluster default)".into())),
+            ("k8s.host_network".into(), self.pod.host_network.to_string()),
+        ]);
+        if let Some(context) = &self.cluster.context {
+            d.insert("k8s.context".into(), context.clone());
+        }
+        if let Some(cpu) = &self.pod.cpu {
+            d.insert("limit.cpus".into(), cpu.clone());
+        }
+        if let Some(memory) = self.pod.memory {
+            d.insert("limit.memory".into(), units::fio_size(memory));
+        }
+        if !self.pod.node_selector.is_empty() {
+            let selector: Vec<String> = self.pod.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            d.insert("k8s.node_selector".into(), selector.join(","));
+        }
+        d
+    }
+
+    fn data_dir(&self, _volume: &Provisioned) -> PathBuf {
+        PathBuf::from(DATA_DIR)
+    }
+
+    fn raw_target(&self, _volume: &Provisioned) -> RawTarget {
+        RawTarget::Device(PathBuf::from(DEVICE_PATH))
+    }
+
+    fn mounts_claims(&self) -> bool {
+        true
+    }
+
+    fn as_k8s(&self) -> Option<&K8s> {
+        Some(self)
+    }
+
+    fn memory_per_sandbox(&self) -> Option<u64> {
+        self.pod.memory
+    }
+
+    fn scratch_dir(&self, _run_dir: &Path) -> PathBuf {
+        PathBuf::from(SCRATCH_DIR)
+    }
+
+    /// The API server answers, the namespace exists, and it admits a pod like the runs' (a
+    /// RuntimeClass that does not exist is refused here, in the API server's words).
+    fn preflight(&self, _ledger: &Ledger, run_dir: &Path, _workdir: &Path) -> Result<()> {
+        let pod = manifest::dry_run_pod(&self.pod, &object_name(run_dir));
+        block_on(async {
+            let client = self.cluster.client().await?;
+            self.cluster.check(&client).await?;
+            self.cluster.dry_run(&client, &pod).await
+        })?
+    }
+
+    fn reach(&self) -> Result<super::Reach, String> {
+        Err("a [[server]] inside a k8s environment is not supported yet: run the database in the cluster yourself and name it with kind = \"external\"".into())
+    }
+
+    fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
+        if launch.gate.is_some() {
+            anyhow::bail!("density cells are not supported on k8s yet: run N pods with a CQL workload's loaders = N");
+        }
+        let (request, loaders) = self.pod_request(launch.request, launch.volume.raw);
+        let (reports, proof) = self.run_job(&launch, &request, loaders)?;
+        let mut report = match (&request.workload, loaders) {
+            (Spec::Cql(cql), Some(_)) => cql.combine_indexed(reports, launch.run_dir),
+            _ => reports.into_iter().next().context("the Job had no pod")?,
+        };
+        report.setup.extend(proof);
+        Ok(super::oci::with_limit_notes(report, self.pod.cpu.as_deref().and_then(cpus), self.pod.memory))
+    }
+}
+
+/// CPUs of a Kubernetes CPU quantity ("1.5", "1500m").
+fn cpus(quantity: &str) -> Option<f64> {
+    match quantity.strip_suffix('m') {
+        Some(milli) => milli.parse::<f64>().ok().map(|m| m / 1000.0),
+        None => quantity.parse().ok(),
+    }
+}
+
+/// Deletes what a run left, by the labels the ledger recorded.
+pub fn delete(cluster: &Cluster, selector: &str) -> Result<()> {
+    block_on(async {
+        let client = cluster.client().await?;
+        cluster.delete(&client, selector).await
+    })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_names_are_valid_kubernetes_names() {
+        let name = object_name(Path::new("/var/lib/isobench/run/12345-987_3"));
+        assert_eq!(name, "isobench-12345-987-3");
+        assert!(is_dns_label(&name));
+        assert!(!is_dns_label("Gvisor"));
+        assert_eq!(cpus("1500m"), Some(1.5));
+        assert_eq!(cpus("2"), Some(2.0));
+    }
+}

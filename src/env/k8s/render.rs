@@ -1,0 +1,108 @@
+//! `isobench k8s render SUITE`: the objects each k8s cell's run would apply, as YAML that
+//! `kubectl apply -f` takes (the request's secrets shown as REDACTED).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use super::{K8s, manifest};
+use crate::agent;
+use crate::plan::Plan;
+use crate::server::ServerSpec;
+use crate::suite::Suite;
+use crate::workload::Spec;
+
+impl K8s {
+    /// One run's objects as YAML documents.
+    pub fn render(
+        &self,
+        request: &agent::Request,
+        claim: Option<&crate::volume::pvc::Claim>,
+        name: &str,
+    ) -> Result<String> {
+        let (request, loaders) = self.pod_request(request, claim.is_some_and(|c| c.block));
+        let mut shown = serde_json::to_value(&request)?;
+        redact(&mut shown);
+        let mut objects = manifest::objects(&self.pod, name, "RUN", String::new(), claim, loaders, Duration::ZERO);
+        objects.secret.data = None;
+        objects.secret.string_data =
+            Some(BTreeMap::from([("request.json".to_string(), serde_json::to_string_pretty(&shown)?)]));
+        if let Some(spec) = objects.job.spec.as_mut() {
+            spec.active_deadline_seconds = Some(request.workload.workload().timeout().as_secs() as i64 + 180);
+        }
+        let mut docs = vec![typed(&objects.secret, "v1", "Secret")?];
+        if let Some(claim) = &objects.claim {
+            docs.push(typed(claim, "v1", "PersistentVolumeClaim")?);
+        }
+        docs.push(typed(&objects.job, "batch/v1", "Job")?);
+        Ok(serde_saphyr::to_string_multiple(&docs)?)
+    }
+}
+
+/// An object with its apiVersion and kind first, as manifests have them.
+fn typed<T: serde::Serialize>(object: &T, api_version: &str, kind: &str) -> Result<Value> {
+    let mut map = serde_json::Map::new();
+    map.insert("apiVersion".into(), api_version.into());
+    map.insert("kind".into(), kind.into());
+    if let Value::Object(fields) = serde_json::to_value(object)? {
+        map.extend(fields.into_iter().filter(|(k, _)| k != "apiVersion" && k != "kind"));
+    }
+    Ok(Value::Object(map))
+}
+
+/// Secrets out of the request: keys that name one, and cassandra-stress's `password=`.
+fn redact(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if crate::suite::is_secret_key(key) && !v.is_null() {
+                    *v = Value::String("REDACTED".into());
+                } else {
+                    redact(v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact),
+        Value::String(text) if text.to_ascii_lowercase().contains("password") => {
+            *text = crate::cql::redacted(std::slice::from_ref(text));
+        }
+        _ => {}
+    }
+}
+
+/// Every k8s cell of the suite, its objects under a comment naming the cell.
+pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
+    let mut out = String::new();
+    for (i, cell) in plan.cells.iter().enumerate() {
+        let Some(k8s) = suite.envs[cell.env].item.as_k8s() else { continue };
+        let volume = &suite.volumes[cell.volume].item;
+        let mut spec = suite.workloads[cell.workload].variants[cell.variant].spec.clone();
+        if let (Some(ServerSpec::External(target)), Spec::Cql(cql)) = (&suite.server, &mut spec) {
+            cql.target = Some(target.clone());
+        }
+        let claim = volume.claim();
+        let request = agent::Request {
+            workload: spec,
+            data_dir: manifest::DATA_DIR.into(),
+            raw: None,
+            read_only: false,
+            scratch_dir: manifest::SCRATCH_DIR.into(),
+            serve: None,
+            barrier: false,
+        };
+        out.push_str(&format!("# cell {} (run {}: objects are named after each run)\n", cell.id, i + 1));
+        out.push_str(&k8s.render(
+            &request,
+            claim.as_ref(),
+            &super::object_name(Path::new(&format!("RUN-{}", i + 1))),
+        )?);
+        out.push_str("---\n");
+    }
+    if out.is_empty() {
+        anyhow::bail!("{}: no cell runs in a k8s environment (kind = \"k8s\")", suite.file);
+    }
+    Ok(out)
+}
