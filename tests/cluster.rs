@@ -11,27 +11,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::cassandra::{javas, unable_to_manage};
+use common::cassandra::{count_at_quorum, javas, unable_to_manage};
 use common::{Sandbox, ok, run_record, serial, text};
 use isobench::server::cassandra::free_port;
-
-/// `SELECT COUNT(*)` at QUORUM with the test's own CQL client, not isobench's.
-fn count_at_quorum(node: &str, port: u16, table: &str) -> i64 {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    runtime.block_on(async {
-        let session = scylla::client::session_builder::SessionBuilder::new()
-            .known_node(format!("{node}:{port}"))
-            .build()
-            .await
-            .unwrap();
-        let mut count = scylla::statement::unprepared::Statement::new(format!("SELECT COUNT(*) FROM {table}"));
-        count.set_consistency(scylla::statement::Consistency::Quorum);
-        count.set_request_timeout(Some(Duration::from_secs(60)));
-        let rows = session.query_unpaged(count, ()).await.unwrap();
-        let (n,): (i64,) = rows.into_rows_result().unwrap().first_row().unwrap();
-        n
-    })
-}
 
 #[test]
 fn three_nodes_form_one_ring_that_four_loaders_fill_at_quorum_each_with_its_slice() {

@@ -94,3 +94,21 @@ pub fn unable_to_manage() -> Option<String> {
 pub fn javas(sb: &super::Sandbox) -> Vec<String> {
     sb.processes().into_iter().filter(|p| p.contains("java")).collect()
 }
+
+/// `SELECT COUNT(*)` at QUORUM with the test's own CQL client, not isobench's.
+pub fn count_at_quorum(node: &str, port: u16, table: &str) -> i64 {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let session = scylla::client::session_builder::SessionBuilder::new()
+            .known_node(format!("{node}:{port}"))
+            .build()
+            .await
+            .unwrap();
+        let mut count = scylla::statement::unprepared::Statement::new(format!("SELECT COUNT(*) FROM {table}"));
+        count.set_consistency(scylla::statement::Consistency::Quorum);
+        count.set_request_timeout(Some(Duration::from_secs(60)));
+        let rows = session.query_unpaged(count, ()).await.unwrap();
+        let (n,): (i64,) = rows.into_rows_result().unwrap().first_row().unwrap();
+        n
+    })
+}
