@@ -135,7 +135,7 @@ fn unknown_kind_lists_the_allowed_kinds() {
     assert_eq!(
         e,
         format!(
-            "suite.toml:{}: volume \"ext4\": key \"kind\": unknown kind \"lvm\"; allowed kinds are: dir, tmpfs, loop, block, nbd, mirror, nvmeof",
+            "suite.toml:{}: volume \"ext4\": key \"kind\": unknown kind \"lvm\"; allowed kinds are: dir, tmpfs, loop, block, nbd, mirror, nvmeof, pvc",
             line("kind = \"loop\"")
         )
     );
