@@ -12,9 +12,9 @@ demo: setup-demo build
 	$(BIN) run examples/demo.toml
 
 test: setup-test
-	cargo build --release
-	$(BIN) server fetch cassandra
-	cargo test --release -- --test-threads=2
+	cargo build --profile ci
+	target/ci/isobench server fetch cassandra
+	cargo test --profile ci -- --test-threads=2
 
 build:
 	cargo build --release

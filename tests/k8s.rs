@@ -44,10 +44,8 @@ impl LocalCluster {
     fn start(sb: &Sandbox) -> Result<LocalCluster, String> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let image = sb.path().join("isobench-image.tar");
-        let bin = root.join("target/release/isobench");
-        if !bin.exists() {
-            return Err(format!("{} is missing (cargo build --release): the pod image is made of it", bin.display()));
-        }
+        // The pod image is made of the binary under test.
+        let bin = Path::new(env!("CARGO_BIN_EXE_isobench"));
         let made = Command::new(root.join("scripts/k8s-image.sh"))
             .args(["--bin", bin.to_str().unwrap(), image.to_str().unwrap()])
             .output()
