@@ -74,7 +74,9 @@ pub fn objects(
         data: Some(BTreeMap::from([("request.json".to_string(), ByteString(request_json.into_bytes()))])),
         ..Default::default()
     };
-    let claim = claim.filter(|_| loaders.is_none()).map(|c| PersistentVolumeClaim {
+    let claim = claim.filter(|_| loaders.is_none());
+    let data = claim.map(|c| if c.block { DataMount::Device } else { DataMount::Filesystem });
+    let claim = claim.map(|c| PersistentVolumeClaim {
         metadata: meta(),
         spec: Some(PersistentVolumeClaimSpec {
             access_modes: Some(vec![c.access_mode.clone()]),
@@ -98,7 +100,7 @@ pub fn objects(
             active_deadline_seconds: Some(deadline.as_secs().max(1) as i64),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta { labels: Some(labels(name, run_token)), ..Default::default() }),
-                spec: Some(pod_spec(pod, name, claim.is_some().then(|| claim_mount(claim_block(claim.as_ref()))))),
+                spec: Some(pod_spec(pod, name, data)),
             },
             ..Default::default()
         }),
@@ -107,19 +109,11 @@ pub fn objects(
     Objects { secret, claim, job }
 }
 
-fn claim_block(claim: Option<&PersistentVolumeClaim>) -> bool {
-    claim.and_then(|c| c.spec.as_ref()?.volume_mode.clone()).is_some_and(|m| m == "Block")
-}
-
 /// How the data volume enters the container: a filesystem at DATA_DIR or a device node.
 #[derive(Clone, Copy)]
 pub enum DataMount {
     Filesystem,
     Device,
-}
-
-fn claim_mount(block: bool) -> DataMount {
-    if block { DataMount::Device } else { DataMount::Filesystem }
 }
 
 fn labels(name: &str, run_token: &str) -> BTreeMap<String, String> {

@@ -103,9 +103,8 @@ pub fn object_name(run_dir: &Path) -> String {
 }
 
 impl K8s {
-    /// The request as the pod reads it: the workload's slice marked for an Indexed Job, and the
-    /// volume where the pod has it.
-    fn pod_request(&self, request: &agent::Request, block: bool) -> (agent::Request, Option<u32>) {
+    /// The request as the pod reads it: a CQL workload with loaders marked for an Indexed Job.
+    fn pod_request(&self, request: &agent::Request) -> (agent::Request, Option<u32>) {
         let mut request = request.clone();
         let loaders = match &mut request.workload {
             Spec::Cql(cql) if cql.loaders.is_some() => {
@@ -114,9 +113,6 @@ impl K8s {
             }
             _ => None,
         };
-        if block && loaders.is_none() {
-            request.raw = Some(RawTarget::Device(PathBuf::from(DEVICE_PATH)));
-        }
         (request, loaders)
     }
 
@@ -263,7 +259,7 @@ impl Environment for K8s {
         if launch.gate.is_some() {
             anyhow::bail!("density cells are not supported on k8s yet: run N pods with a CQL workload's loaders = N");
         }
-        let (request, loaders) = self.pod_request(launch.request, launch.volume.raw);
+        let (request, loaders) = self.pod_request(launch.request);
         let (reports, proof) = self.run_job(&launch, &request, loaders)?;
         let mut report = match (&request.workload, loaders) {
             (Spec::Cql(cql), Some(_)) => cql.combine_indexed(reports, launch.run_dir),

@@ -13,6 +13,7 @@ use crate::agent;
 use crate::plan::Plan;
 use crate::server::ServerSpec;
 use crate::suite::Suite;
+use crate::volume::RawTarget;
 use crate::workload::Spec;
 
 impl K8s {
@@ -23,7 +24,7 @@ impl K8s {
         claim: Option<&crate::volume::pvc::Claim>,
         name: &str,
     ) -> Result<String> {
-        let (request, loaders) = self.pod_request(request, claim.is_some_and(|c| c.block));
+        let (request, loaders) = self.pod_request(request);
         let mut shown = serde_json::to_value(&request)?;
         redact(&mut shown);
         let mut objects = manifest::objects(&self.pod, name, "RUN", String::new(), claim, loaders, Duration::ZERO);
@@ -87,7 +88,8 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
         let request = agent::Request {
             workload: spec,
             data_dir: manifest::DATA_DIR.into(),
-            raw: None,
+            // As `runner::Place::run` asks the environment for a raw volume.
+            raw: claim.as_ref().filter(|c| c.block).map(|_| RawTarget::Device(manifest::DEVICE_PATH.into())),
             read_only: false,
             scratch_dir: manifest::SCRATCH_DIR.into(),
             serve: None,
