@@ -52,6 +52,24 @@ pub fn redacted(args: &[String]) -> String {
         .join(" ")
 }
 
+/// `text` with the value of every `password=` in it replaced by REDACTED: for messages that
+/// quote a command line's tokens back (an option in the wrong group, say).
+pub fn redact_passwords(text: &str) -> String {
+    const KEY: &str = "password=";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.to_ascii_lowercase().find(KEY) {
+        let value_start = at + KEY.len();
+        out.push_str(&rest[..value_start]);
+        out.push_str("REDACTED");
+        let value = &rest[value_start..];
+        let end = value.find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ',' | ')')).unwrap_or(value.len());
+        rest = &value[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Parses, runs and reports a cassandra-stress command line; the exit code.
 pub fn main(args: &[String]) -> i32 {
     match args.first().map(String::as_str) {
@@ -233,5 +251,9 @@ mod tests {
             "write n=1 -mode native cql3 user=u password = s3cret".split(' ').map(str::to_string).collect();
         let shown = redacted(&args);
         assert_eq!(shown, "write n=1 -mode native cql3 user=u password=REDACTED");
+        assert_eq!(
+            redact_passwords("\"PassWord=s3cret\" is not an option of -rate; also password=x,y"),
+            "\"PassWord=REDACTED\" is not an option of -rate; also password=REDACTED,y"
+        );
     }
 }

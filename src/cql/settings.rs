@@ -204,17 +204,18 @@ pub enum ArgError {
     Invalid(String),
 }
 
+/// Messages quote the tokens they refuse; a password among them is shown as REDACTED.
 impl std::fmt::Display for ArgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ArgError::Ignored(groups) => {
                 writeln!(f, "Error processing command line arguments. The following were ignored:")?;
                 for g in groups {
-                    writeln!(f, "{g}")?;
+                    writeln!(f, "{}", super::redact_passwords(g))?;
                 }
                 Ok(())
             }
-            ArgError::Invalid(why) => writeln!(f, "{why}"),
+            ArgError::Invalid(why) => writeln!(f, "{}", super::redact_passwords(why)),
         }
     }
 }
