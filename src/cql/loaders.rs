@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, Result, anyhow};
 
@@ -121,17 +122,25 @@ pub struct Loader {
 }
 
 /// Runs the loaders as processes of this binary at once, each writing its HDR log and its
-/// output into `dir`; returns when all have ended.
-pub fn run(commands: &[Vec<String>], dir: &Path) -> Result<Vec<Loader>> {
+/// output into `dir`; returns when all have ended. `running` is called once, when every loader
+/// is past its set-up (connected, schema made) and has begun its load: a fault timed from the
+/// measured phase must not hit a loader still making the schema on a slow machine.
+pub fn run(commands: &[Vec<String>], dir: &Path, running: &(dyn Fn() + Sync)) -> Result<Vec<Loader>> {
     let exe = std::env::current_exe().context("finding isobench's own binary")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let begun = AtomicUsize::new(0);
+    let on_running = || {
+        if begun.fetch_add(1, Ordering::SeqCst) + 1 == commands.len() {
+            running();
+        }
+    };
     let outcomes: Vec<Result<Loader>> = std::thread::scope(|scope| {
         let handles: Vec<_> = commands
             .iter()
             .enumerate()
             .map(|(i, command)| {
-                let exe = &exe;
-                scope.spawn(move || run_one(exe, i + 1, command, dir))
+                let (exe, on_running) = (&exe, &on_running);
+                scope.spawn(move || run_one(exe, i + 1, command, dir, on_running))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("a loader's thread panicked")))).collect()
@@ -144,10 +153,10 @@ pub fn run(commands: &[Vec<String>], dir: &Path) -> Result<Vec<Loader>> {
 pub fn run_single(index: usize, command: &[String], dir: &Path) -> Result<Loader> {
     let exe = std::env::current_exe().context("finding isobench's own binary")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    run_one(&exe, index, command, dir)
+    run_one(&exe, index, command, dir, &|| {})
 }
 
-fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path) -> Result<Loader> {
+fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path, running: &(dyn Fn() + Sync)) -> Result<Loader> {
     let hdr = dir.join(format!("loader-{index}.hdr"));
     let mut args = command.to_vec();
     set(&mut args, Some("-log"), "hdrfile=", &hdr.display().to_string());
@@ -165,13 +174,30 @@ fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path) -> Result<L
         cmd.env(PASSWORD_VAR, p);
     }
     let token = std::env::var(process::TOKEN_VAR).ok();
-    let finished = process::run(&mut cmd, process::Options { token: token.as_deref(), ..Default::default() })?;
+    let mut said_running = false;
+    let mut on_line = |line: &str| {
+        // cassandra-stress's "Running WRITE with 8 threads …" opens each run of the load.
+        if !said_running && line.starts_with("Running ") {
+            said_running = true;
+            running();
+        }
+    };
+    let finished = process::run(
+        &mut cmd,
+        process::Options { token: token.as_deref(), on_stdout_line: Some(&mut on_line), ..Default::default() },
+    )?;
     let output = format!("{}{}", finished.stdout, finished.stderr);
     std::fs::write(dir.join(format!("loader-{index}.log")), &output)?;
     Ok(Loader::read(super::redacted(command), hdr, output, finished.status.success()))
 }
 
 impl Loader {
+    /// Why a failed loader failed, in one line: its last (its error, when it could say one; its
+    /// whole output is in its log).
+    pub fn reason(&self) -> String {
+        process::tail_lines(&self.output, 1).trim().to_string()
+    }
+
     /// A loader's outcome from its HDR log and its output (here, or carried back from a pod).
     pub fn read(command: String, hdr: PathBuf, output: String, success: bool) -> Loader {
         let (operations, op_rate) = match hdrlog::series(std::slice::from_ref(&hdr), "st") {
@@ -206,7 +232,7 @@ pub fn merge(loaders: &[Loader], series: &str) -> Result<Merged> {
         .iter()
         .enumerate()
         .find(|(_, l)| !l.success)
-        .map(|(i, l)| format!("loader {} failed: {}", i + 1, process::tail_lines(&l.output, 5).trim_end()));
+        .map(|(i, l)| format!("loader {} failed: {}", i + 1, l.reason()));
     let logs: Vec<PathBuf> = loaders.iter().filter(|l| l.hdr.exists()).map(|l| l.hdr.clone()).collect();
     let all = hdrlog::series(&logs, series)?;
     let each =

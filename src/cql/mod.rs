@@ -139,7 +139,7 @@ fn run_loaders(tokens: &[String], how: &loaders::Loaders) -> i32 {
         .dir
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join(format!("isobench-cql-loaders-{}", std::process::id())));
-    let outcome = loaders::run(&commands, &dir).and_then(|ran| {
+    let outcome = loaders::run(&commands, &dir, &|| {}).and_then(|ran| {
         let hdrs: Vec<PathBuf> = ran.iter().filter(|l| l.hdr.exists()).map(|l| l.hdr.clone()).collect();
         Ok((hdrlog::merge(&hdrs)?, ran))
     });

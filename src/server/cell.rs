@@ -286,7 +286,7 @@ fn drive(
             scope.spawn(move || fault(kill, control, &cued))
         });
         let measured = cue.clone();
-        let result = load.run_cued(&ctx, &mut out, &mut || {
+        let result = load.run_cued(&ctx, &mut out, &|| {
             let _ = measured.send(Cue::Measured(Instant::now()));
         });
         let _ = cue.send(Cue::Done);

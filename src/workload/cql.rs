@@ -129,10 +129,17 @@ impl Cql {
     }
 
     /// Runs a phase as `n` loader processes (each one's output kept in `out`) and merges them.
-    fn run_loaders(&self, text: &str, n: u32, dir: &std::path::Path, out: &mut Output) -> Result<loaders::Merged> {
+    fn run_loaders(
+        &self,
+        text: &str,
+        n: u32,
+        dir: &std::path::Path,
+        out: &mut Output,
+        running: &(dyn Fn() + Sync),
+    ) -> Result<loaders::Merged> {
         let commands =
             loaders::split(&self.loader_command(text), n).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
-        let ran = loaders::run(&commands, dir)?;
+        let ran = loaders::run(&commands, dir, running)?;
         let phase = dir.file_name().map_or("cql".into(), |n| n.to_string_lossy().into_owned());
         for (i, l) in ran.iter().enumerate() {
             let content = format!("isobench cql {}\n\n{}", l.command, l.output);
@@ -184,13 +191,13 @@ impl Workload for Cql {
     }
 
     fn run(&self, ctx: &RunContext, out: &mut Output) -> Result<()> {
-        self.run_cued(ctx, out, &mut || {})
+        self.run_cued(ctx, out, &|| {})
     }
 }
 
 impl Cql {
     /// Runs the phases; `measured` is called as the measured phase begins (a fault's cue).
-    pub fn run_cued(&self, ctx: &RunContext, out: &mut Output, measured: &mut dyn FnMut()) -> Result<()> {
+    pub fn run_cued(&self, ctx: &RunContext, out: &mut Output, measured: &(dyn Fn() + Sync)) -> Result<()> {
         if let (Some(n), true) = (self.loaders, self.indexed) {
             return self.run_slice(n, ctx, out);
         }
@@ -224,16 +231,16 @@ impl Cql {
         Ok(())
     }
 
-    fn run_with_loaders(&self, n: u32, ctx: &RunContext, out: &mut Output, measured: &mut dyn FnMut()) -> Result<()> {
+    fn run_with_loaders(&self, n: u32, ctx: &RunContext, out: &mut Output, measured: &(dyn Fn() + Sync)) -> Result<()> {
         if let Some(load) = &self.load {
-            let merged = self.run_loaders(load, n, &ctx.scratch_dir.join("load"), out)?;
+            let merged = self.run_loaders(load, n, &ctx.scratch_dir.join("load"), out, &|| {})?;
             if let Some(failed) = &merged.failed {
                 bail!("the load phase ({}) failed: {failed}", shown(load));
             }
             out.samples.push(Sample::new("load_op_rate", merged.op_rate, "op/s"));
         }
-        measured();
-        let merged = self.run_loaders(&self.args, n, &ctx.scratch_dir.join("run"), out)?;
+        // The measured phase begins when every loader has begun its load.
+        let merged = self.run_loaders(&self.args, n, &ctx.scratch_dir.join("run"), out, measured)?;
         self.merged_output(&merged, n, out)
     }
 
@@ -290,11 +297,7 @@ impl Cql {
                 out.raw.push(RawFile { name: format!("{phase}-loader-{}.hdr", index + 1), content: hdr });
             }
             if !loader.success {
-                bail!(
-                    "loader {} failed ({phase}): {}",
-                    index + 1,
-                    crate::process::tail_lines(&loader.output, 5).trim_end()
-                );
+                bail!("loader {} failed ({phase}): {}", index + 1, loader.reason());
             }
             out.samples.push(Sample::new(format!("{phase}_loader_op_rate"), loader.op_rate, "op/s"));
         }
