@@ -373,8 +373,8 @@ pub fn cleanup(workdir: &Path) -> Result<CleanupReport> {
         let Ok(text) = fs::read_to_string(&path) else {
             continue;
         };
-        let Ok(mut state) = serde_json::from_str::<StateFile>(&text) else {
-            report.failed.push(format!("{}: not a state file; remove it by hand", path.display()));
+        let Some(Salvaged { mut state, unreadable, cut_short }) = read_state(&text, &path) else {
+            report.failed.push(format!("{}: not a state file (no owner pid in it); remove it by hand", path.display()));
             continue;
         };
         if state.pid != std::process::id()
@@ -402,12 +402,127 @@ pub fn cleanup(workdir: &Path) -> Result<CleanupReport> {
                 }
             }
         }
-        if failed_ids.is_empty() {
+        if cut_short {
+            report.failed.push(format!(
+                "{}: the file was cut short; its last entry is lost: check by hand for what it named",
+                path.display()
+            ));
+        }
+        for entry in &unreadable {
+            report.failed.push(format!("{}: an entry isobench cannot read, kept: {entry}", path.display()));
+        }
+        if failed_ids.is_empty() && unreadable.is_empty() {
             let _ = fs::remove_file(&path);
         } else {
             state.entries.retain(|e| failed_ids.contains(&e.id));
-            write_atomic(&path, &serde_json::to_vec_pretty(&state)?)?;
+            let mut kept = serde_json::to_value(&state)?;
+            kept["entries"].as_array_mut().expect("entries").extend(unreadable);
+            write_atomic(&path, &serde_json::to_vec_pretty(&kept)?)?;
         }
     }
     Ok(report)
+}
+
+/// A state file read as far as it goes.
+struct Salvaged {
+    state: StateFile,
+    /// Entries that are JSON but not a resource this isobench knows (edited by hand, or written
+    /// by another version): kept in the file for a human.
+    unreadable: Vec<serde_json::Value>,
+    cut_short: bool,
+}
+
+/// Reads a state file; one that is damaged (written atomically, so only by a disk or a hand)
+/// still gives its owner and every entry that reads whole, so that those are released.
+fn read_state(text: &str, path: &Path) -> Option<Salvaged> {
+    if let Ok(state) = serde_json::from_str::<StateFile>(text) {
+        return Some(Salvaged { state, unreadable: Vec::new(), cut_short: false });
+    }
+    let number = |key: &str| -> Option<u64> {
+        let (_, rest) = text.split_once(&format!("\"{key}\""))?;
+        let rest = rest.trim_start().strip_prefix(':')?.trim_start();
+        rest[..rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len())].parse().ok()
+    };
+    let pid = u32::try_from(number("pid")?).ok()?;
+    let start_time = number("start_time")?;
+    let token = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let (mut entries, mut unreadable, mut cut_short) = (Vec::new(), Vec::new(), true);
+    if let Some((_, list)) = text.split_once("\"entries\"").and_then(|(_, rest)| rest.split_once('[')) {
+        let mut rest = list;
+        loop {
+            rest = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ',');
+            if rest.starts_with(']') {
+                cut_short = false;
+                break;
+            }
+            let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+            let Some(Ok(value)) = values.next() else { break };
+            rest = &rest[values.byte_offset()..];
+            match serde_json::from_value::<Entry>(value.clone()) {
+                Ok(entry) => entries.push(entry),
+                Err(_) => unreadable.push(value),
+            }
+        }
+    }
+    Some(Salvaged { state: StateFile { pid, start_time, token, entries }, unreadable, cut_short })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text of a state file of a process that is gone, naming the files `names` (made under
+    /// `dir`) and then `more` as it stands; and where it goes.
+    fn state_of_a_dead_run(dir: &Path, names: &[&str], more: &str) -> (PathBuf, String) {
+        let entries: Vec<String> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let path = dir.join(n);
+                fs::write(&path, "x").unwrap();
+                format!(r#"{{"id": {i}, "resource": {{"kind": "file", "path": "{}"}}}}"#, path.display())
+            })
+            .collect();
+        let state = dir.join("state");
+        fs::create_dir_all(&state).unwrap();
+        // No process has this pid (pid_max is at most 2^22).
+        let text =
+            format!(r#"{{"pid": 4294967295, "start_time": 1, "token": "t", "entries": [{}{more}"#, entries.join(", "));
+        (state.join("4294967295-1.json"), text)
+    }
+
+    #[test]
+    fn a_state_file_cut_short_still_releases_every_entry_it_holds_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, text) =
+            state_of_a_dead_run(dir.path(), &["a", "b"], r#", {"id": 9, "resource": {"kind": "mount", "tar"#);
+        fs::write(&path, text).unwrap();
+        let report = cleanup(dir.path()).unwrap();
+        assert_eq!(report.released.len(), 2, "{report:?}");
+        assert!(!dir.path().join("a").exists() && !dir.path().join("b").exists());
+        assert!(report.failed.iter().any(|f| f.contains("cut short")), "{report:?}");
+        assert!(!path.exists(), "nothing more can be read from it");
+        let again = cleanup(dir.path()).unwrap();
+        assert!(again.released.is_empty() && again.failed.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn an_entry_cleanup_cannot_read_is_kept_for_a_human_and_the_rest_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, text) = state_of_a_dead_run(dir.path(), &["a"], r#", {"id": 7, "resource": {"kind": "warp"}}]}"#);
+        fs::write(&path, text).unwrap();
+        let report = cleanup(dir.path()).unwrap();
+        assert_eq!(report.released.len(), 1, "{report:?}");
+        assert!(!dir.path().join("a").exists());
+        assert!(report.failed.iter().any(|f| f.contains("cannot read") && f.contains("warp")), "{report:?}");
+        let kept: serde_json::Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(kept["entries"].as_array().unwrap().len(), 1, "{kept}");
+        assert_eq!(kept["entries"][0]["resource"]["kind"], "warp");
+        // Idempotent: the next cleanup says the same and releases nothing more.
+        let again = cleanup(dir.path()).unwrap();
+        assert!(again.released.is_empty() && again.failed.len() == 1, "{again:?}");
+        fs::write(&path, "garbage").unwrap();
+        let garbage = cleanup(dir.path()).unwrap();
+        assert!(garbage.failed[0].contains("not a state file"), "{garbage:?}");
+    }
 }
