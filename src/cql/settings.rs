@@ -363,15 +363,15 @@ fn parse_command(word: &str, mut p: Params) -> Result<Command, ArgError> {
     let stop = match (count, duration, err) {
         (Some(n), None, None) => Stop::Count(parse_count(&n).map_err(|e| p.invalid(&e))?.max(0) as u64),
         (None, Some(d), None) => {
-            let (digits, unit) = d.split_at(d.len().saturating_sub(1));
-            let n: u64 = number(&p, "duration=", digits)?;
-            let (seconds, unit) = match unit {
-                "s" => (n, "seconds"),
-                "m" => (n * 60, "minutes"),
-                "h" => (n * 3600, "hours"),
-                _ => return Err(p.invalid(&format!("duration={d}: use a number of s, m or h, e.g. duration=30s"))),
+            let wrong = || p.invalid(&format!("duration={d}: use a number of s, m or h, e.g. duration=30s"));
+            let (per, unit) = match d.chars().last() {
+                Some('s') => (1, "seconds"),
+                Some('m') => (60, "minutes"),
+                Some('h') => (3600, "hours"),
+                _ => return Err(wrong()),
             };
-            Stop::Duration(Duration::from_secs(seconds), unit)
+            let n: u64 = number(&p, "duration=", &d[..d.len() - 1])?;
+            Stop::Duration(Duration::from_secs(n.checked_mul(per).ok_or_else(wrong)?), unit)
         }
         (None, None, target) => Stop::Uncertainty {
             target: match target {
@@ -997,6 +997,9 @@ mod tests {
                 .contains("\"wat=1\" is not an option of -rate")
         );
         assert!(parse(&args("write n=10 duration=1s")).is_err(), "one of n=, duration=, err<");
+        // Found by fuzzing: a unit that is not ASCII, a count of hours past u64's seconds.
+        assert!(parse(&args("read duration=240m\u{fffd}")).is_err());
+        assert!(parse(&args("read duration=18446744073709551615h")).is_err());
         assert!(parse(&args("user profile=x.yaml")).unwrap_err().to_string().contains("not supported"));
         assert!(parse(&args("write n=1 -rate throttle=10/s fixed=10/s")).is_err());
         assert!(
