@@ -15,6 +15,7 @@ test: setup-test
 	cargo build --profile ci
 	target/ci/isobench server fetch cassandra
 	cargo test --profile ci -- --test-threads=2
+	scripts/fuzz.sh --quick 10
 
 build:
 	cargo build --release

@@ -235,6 +235,20 @@ vms() {
   depmod -b "$GUEST_DIR/$version" "$version"
 }
 
+# cargo-fuzz drives the fuzz targets (scripts/fuzz.sh); libFuzzer needs a nightly toolchain.
+# Where rustup cannot fetch one, scripts/fuzz.sh says so and skips them.
+fuzz_tools() {
+  if ! cargo fuzz --version >/dev/null 2>&1; then
+    log "installing cargo-fuzz from crates.io"
+    cargo install --locked --quiet cargo-fuzz
+  fi
+  if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+    log "installing a nightly Rust toolchain for cargo-fuzz"
+    rustup toolchain install nightly --profile minimal ||
+      log "could not install a nightly toolchain: the fuzz targets will be skipped"
+  fi
+}
+
 # Cassandra runs on Java 17 (Debian 12's newest); Maven fetches it from Maven Central
 # (`isobench server fetch cassandra`, which the Makefile runs after the build).
 databases() {
@@ -245,7 +259,7 @@ need_root
 check_rust
 case "$stage" in
   demo) core; demo_runtimes; databases ;;
-  test) core; report_tools; runtimes; vms; network_volumes; databases; kubernetes ;;
+  test) core; report_tools; runtimes; vms; network_volumes; databases; kubernetes; fuzz_tools ;;
   *) log "unknown stage '$stage' (demo | test)"; exit 2 ;;
 esac
 log "ready ($stage)"

@@ -207,17 +207,27 @@ pub fn histograms(path: &Path) -> Result<BTreeMap<String, Span>> {
     Ok(by_tag)
 }
 
+/// Every histogram of a log's bytes (`name` for errors), merged per tag.
+pub fn histograms_of(name: &str, data: &[u8]) -> Result<BTreeMap<String, Span>> {
+    let mut by_tag = BTreeMap::new();
+    read_bytes(name, data, &mut by_tag)?;
+    Ok(by_tag)
+}
+
 /// Adds a log's intervals to `by_tag`; the latency series its comment names ("rt" or "st").
 fn read(path: &Path, by_tag: &mut BTreeMap<String, Span>) -> Result<Option<String>> {
     let data = std::fs::read(path).with_context(|| format!("reading the HDR log {}", path.display()))?;
-    let text = String::from_utf8_lossy(&data);
+    read_bytes(&path.display().to_string(), &data, by_tag)
+}
+
+fn read_bytes(name: &str, data: &[u8], by_tag: &mut BTreeMap<String, Span>) -> Result<Option<String>> {
+    let text = String::from_utf8_lossy(data);
     let latency = text.lines().find_map(|l| l.strip_prefix(LATENCY_COMMENT)).map(str::to_string);
     let mut deserializer = Deserializer::new();
     let mut base = 0.0;
     let mut intervals = 0;
-    for entry in IntervalLogIterator::new(&data) {
-        let entry =
-            entry.map_err(|e| anyhow::anyhow!("{}: not an HdrHistogram interval log ({e:?})", path.display()))?;
+    for entry in IntervalLogIterator::new(data) {
+        let entry = entry.map_err(|e| anyhow::anyhow!("{name}: not an HdrHistogram interval log ({e:?})"))?;
         match entry {
             LogEntry::BaseTime(t) => base = t.as_secs_f64(),
             LogEntry::StartTime(_) => {}
@@ -225,10 +235,10 @@ fn read(path: &Path, by_tag: &mut BTreeMap<String, Span>) -> Result<Option<Strin
                 let tag = i.tag().map(|t| t.as_str().to_string()).unwrap_or_default();
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(i.encoded_histogram())
-                    .with_context(|| format!("{}: an interval's histogram is not base64", path.display()))?;
-                let h: Histogram<u64> = deserializer.deserialize(&mut bytes.as_slice()).map_err(|e| {
-                    anyhow::anyhow!("{}: an interval's histogram does not decode ({e:?})", path.display())
-                })?;
+                    .with_context(|| format!("{name}: an interval's histogram is not base64"))?;
+                let h: Histogram<u64> = deserializer
+                    .deserialize(&mut bytes.as_slice())
+                    .map_err(|e| anyhow::anyhow!("{name}: an interval's histogram does not decode ({e:?})"))?;
                 let start = base + i.start_timestamp().as_secs_f64();
                 let end = start + i.duration().as_secs_f64();
                 let merged = by_tag.entry(tag).or_insert_with(|| Span {
@@ -243,7 +253,7 @@ fn read(path: &Path, by_tag: &mut BTreeMap<String, Span>) -> Result<Option<Strin
         }
     }
     if intervals == 0 {
-        bail!("{}: holds no interval histograms (was the run empty?)", path.display());
+        bail!("{name}: holds no interval histograms (was the run empty?)");
     }
     Ok(latency)
 }

@@ -1,0 +1,7 @@
+//! An HdrHistogram interval log, as `isobench cql merge` and the loaders' merge read them.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = isobench::cql::hdrlog::histograms_of("fuzz.hdr", data);
+});
