@@ -222,6 +222,56 @@ fn sigkill_mid_run_then_cleanup_leaves_nothing() {
 }
 
 #[test]
+fn two_runs_at_once_one_killed_and_cleaned_up_while_the_other_completes() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    let (mut killed, _) = start_long_run(&sb);
+    wait_for_fio(&sb);
+    // Another suite in the same work directory, on a loop volume of its own, still running
+    // when the first is killed and cleaned up.
+    let other = suite("", "rw = \"randread\"\nsize = \"32M\"\nruntime = \"4s\"\n", "")
+        .replace(
+            "\"tmpfs\"\nkind = \"tmpfs\"\nsize = \"256M\"",
+            "\"xfs\"\nkind = \"loop\"\nfs = \"xfs\"\nsize = \"512M\"",
+        )
+        .replace("volume = \"tmpfs\"", "volume = \"xfs\"");
+    let other_path = sb.write("other.toml", &other);
+    let other_out = sb.path().join("other-out");
+    let survivor = sb
+        .isobench()
+        .args(["run", other_path.to_str().unwrap(), "--out", other_out.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its volume and fio live under work/run/<its pid>-….
+    let its_own = format!("/run/{}-", survivor.id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fio_pids(&sb).iter().any(|pid| {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&its_own))
+    }) {
+        assert!(Instant::now() < deadline, "the second run's fio never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let o = sb.run(&["cleanup"]);
+    let said = text(&o);
+    assert!(o.status.success(), "{said}");
+    assert!(said.contains("removed mount"), "{said}");
+    assert!(said.contains(&format!("left alone: isobench process {} is still running", survivor.id())), "{said}");
+    assert_eq!(sb.mounts_left().len(), 1, "the survivor's volume is still mounted: {:?}", sb.mounts_left());
+    let finished = survivor.wait_with_output().unwrap();
+    assert!(finished.status.success(), "{}", text(&finished));
+    for rep in 1..=2 {
+        assert_eq!(run_record(&other_out, "host.xfs.fio", rep)["status"], "ok");
+    }
+    sb.assert_clean();
+    assert!(fio_pids(&sb).is_empty());
+    assert_eq!(std::fs::read_dir(sb.workdir().join("state")).unwrap().count(), 0, "no state file left");
+}
+
+#[test]
 fn interrupt_tears_down_and_resume_finishes_the_set() {
     skip_if!(unable().is_some(), "{}", unable().unwrap());
     let sb = Sandbox::new();
@@ -265,6 +315,15 @@ fn interrupt_tears_down_and_resume_finishes_the_set() {
         "completed runs are not redone"
     );
     assert_eq!(samples(&out).iter().filter(|r| r[6] == "iops").count(), 4, "2 cells × 2 repetitions");
+    // The same suite run without interruption gives the same layout and the same cells.
+    let whole = sb.path().join("whole");
+    let o = sb.run(&["run", suite_path.to_str().unwrap(), "--out", whole.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    // (`samples` checks the columns of each.)
+    let cells = |dir: &std::path::Path| {
+        samples(dir).iter().map(|r| format!("{} #{} {}", r[0], r[5], r[6])).collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(cells(&out), cells(&whole), "cells, repetitions and metrics");
     sb.assert_clean();
 }
 
