@@ -210,6 +210,98 @@ fn an_unreachable_node_fails_fast_and_clearly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// A CQL "node" on loopback that does `behaviour` with each connection; its port.
+fn fake_node(behaviour: fn(std::net::TcpStream)) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for connection in listener.incoming().flatten() {
+            std::thread::spawn(move || behaviour(connection));
+        }
+    });
+    port
+}
+
+fn closes(c: std::net::TcpStream) {
+    drop(c);
+}
+
+/// Answers the driver's first frame with frames of a protocol version it does not speak, then
+/// bytes that are no frame at all.
+fn talks_garbage(mut c: std::net::TcpStream) {
+    use std::io::{Read, Write};
+    let _ = c.read(&mut [0; 4096]);
+    let _ = c.write_all(b"\x85\x00\x00\x01\x00\x00\x00\x10garbage garbage!");
+    let _ = c.write_all(&[0xff; 4096]);
+}
+
+fn says_nothing(c: std::net::TcpStream) {
+    std::thread::sleep(Duration::from_secs(60));
+    drop(c);
+}
+
+#[test]
+fn a_node_that_closes_talks_garbage_or_says_nothing_fails_the_run_in_bounded_time() {
+    for (what, behaviour) in
+        [("closes", closes as fn(_)), ("talks garbage", talks_garbage), ("says nothing", says_nothing)]
+    {
+        let port = fake_node(behaviour);
+        let started = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_isobench"))
+            .args(["cql", "write", "n=10", "-node", "127.0.0.1", "-port"])
+            .arg(format!("native={port}"))
+            .output()
+            .unwrap();
+        let took = started.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "a node that {what}: {stderr}");
+        assert!(took < Duration::from_secs(12), "a node that {what}: took {took:?}");
+        assert!(stderr.contains(&format!("cannot connect to 127.0.0.1:{port}")), "a node that {what}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        if what == "says nothing" {
+            assert!(stderr.contains("no answer within 8 s"), "{stderr}");
+        }
+    }
+    // In a suite, the cell that needs the node fails and the others run.
+    let sb = common::Sandbox::new();
+    let port = fake_node(talks_garbage);
+    let (out, dir) = sb.run_suite(
+        &format!(
+            r#"
+name = "fake"
+repeat = 1
+baseline = {{ env = "host" }}
+[[server]]
+kind = "external"
+nodes = ["127.0.0.1"]
+port = {port}
+[[env]]
+name = "host"
+kind = "host"
+[[volume]]
+name = "t"
+kind = "tmpfs"
+size = "64M"
+[[workload]]
+name = "cql"
+kind = "cql"
+args = "write n=100"
+[[workload]]
+name = "cpu"
+kind = "cpu"
+events = 500
+"#
+        ),
+        &[],
+    );
+    let said = common::text(&out);
+    let failed = common::run_record(&dir, "host.t.cql", 1);
+    assert_eq!(failed["status"], "failed", "{said}");
+    assert!(failed["error"].as_str().unwrap().contains(&format!("cannot connect to 127.0.0.1:{port}")), "{failed:#}");
+    assert_eq!(common::run_record(&dir, "host.t.cpu", 1)["status"], "ok", "{said}");
+    sb.assert_clean();
+}
+
 #[test]
 fn a_node_killed_mid_run_ends_the_run_with_a_summary_and_a_failure() {
     let victim = match cassandra::start_node("victim") {

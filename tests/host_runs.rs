@@ -328,6 +328,45 @@ fn interrupt_tears_down_and_resume_finishes_the_set() {
 }
 
 #[test]
+fn fio_that_fails_or_writes_no_json_fails_its_cell_saying_so_and_the_others_run() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    for (what, script, expect) in [
+        ("exits 3", "echo 'fio: engine libaio not loadable' >&2; exit 3", "fio: engine libaio not loadable"),
+        (
+            "writes broken JSON",
+            "for a; do case $a in --output=*) out=${a#--output=};; esac; done\necho '{\"fio version\": \"fio-3.33\", \"jobs\": [ {' >\"$out\"",
+            "JSON",
+        ),
+        ("writes nothing", "exit 0", "wrote no results"),
+    ] {
+        let sb = Sandbox::new();
+        let bin = sb.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let fio = bin.join("fio");
+        std::fs::write(&fio, format!("#!/bin/sh\n[ \"$1\" = --version ] && {{ echo fio-3.33; exit 0; }}\n{script}\n"))
+            .unwrap();
+        std::fs::set_permissions(&fio, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let text_of_suite = suite("", SMALL_FIO, "\n[[workload]]\nname = \"cpu\"\nkind = \"cpu\"\nevents = 200\n")
+            .replace("repeat = 2", "repeat = 1");
+        let path = sb.write("s.toml", &text_of_suite);
+        let out_dir = sb.path().join("out");
+        let o = sb
+            .isobench()
+            .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()))
+            .args(["run", path.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let said = text(&o);
+        let failed = run_record(&out_dir, "host.tmpfs.fio.rw=randread", 1);
+        assert_eq!(failed["status"], "failed", "fio that {what}: {said}");
+        let error = failed["error"].as_str().unwrap();
+        assert!(error.contains("fio") && error.contains(expect), "fio that {what}: {error}");
+        assert_eq!(run_record(&out_dir, "host.tmpfs.cpu", 1)["status"], "ok", "fio that {what}: {said}");
+        sb.assert_clean();
+    }
+}
+
+#[test]
 fn bad_suite_gives_one_clear_error_and_exit_1() {
     let sb = Sandbox::new();
     let path = sb.write("bad.toml", &suite("", SMALL_FIO, "").replace("iodepth = 4", "iodepth = -4"));

@@ -233,6 +233,29 @@ fn wrong_runtime_specs_give_one_clear_error() {
 }
 
 #[test]
+fn a_runtime_that_hangs_fails_its_cells_at_its_start_timeout_and_the_others_run() {
+    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    let sb = Sandbox::new();
+    // Answers what isobench asks of a runtime but never finishes `run`.
+    let hangs = sb.write(
+        "hangs",
+        "#!/bin/sh\ncase \" $* \" in *\" --version \"*) echo 'hangs version 1.0'; exit 0;; *\" run \"*) sleep 600;; esac\n",
+    );
+    std::fs::set_permissions(&hangs, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let envs = oci("hangs", hangs.to_str().unwrap(), "start_timeout = \"2s\"");
+    let started = Instant::now();
+    let (out, dir) = sb.run_suite(&suite(&envs, ""), &[]);
+    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    let said = text(&out);
+    let failed = run_record(&dir, "hangs.tmpfs.fio", 1);
+    assert_eq!(failed["status"], "failed", "{said}");
+    let error = failed["error"].as_str().unwrap();
+    assert!(error.contains("start_timeout = 2s") && error.contains("did not finish within 2s"), "{error}");
+    assert_eq!(run_record(&dir, "host.tmpfs.fio", 1)["status"], "ok", "{said}");
+    sb.assert_nothing_left();
+}
+
+#[test]
 fn sigkill_during_a_runsc_container_then_cleanup_leaves_nothing() {
     skip_if!(unable().is_some(), "{}", unable().unwrap());
     skip_if!(runtime("runsc").is_none(), "runsc is not installed (scripts/setup.sh builds it)");

@@ -170,6 +170,26 @@ fn loaders_split_a_cells_key_space_and_log_in_without_showing_the_password() {
 }
 
 #[test]
+fn a_server_not_ready_within_its_start_timeout_fails_its_cell_naming_both() {
+    if let Some(why) = unable_to_manage() {
+        return eprintln!("SKIP: {why}");
+    }
+    let sb = Sandbox::new();
+    // Cassandra takes tens of seconds to accept clients: 3 s is never enough.
+    let suite = db_suite("", TMPFS, "768M").replace("quick_jit = true", "quick_jit = true\nstart_timeout = \"3s\"");
+    let started = std::time::Instant::now();
+    let (out, dir) = sb.run_suite(&suite, &[]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}", started.elapsed());
+    assert!(!out.status.success() || text(&out).contains("FAILED"), "{}", text(&out));
+    let r = run_record(&dir, "host.data.cassandra", 1);
+    assert_eq!(r["status"], "failed");
+    let error = r["error"].as_str().unwrap();
+    assert!(error.contains("did not accept CQL clients") && error.contains("within 3 s"), "{error}");
+    sb.assert_nothing_left();
+    assert_eq!(javas(&sb), Vec::<String>::new());
+}
+
+#[test]
 fn a_server_that_cannot_start_fails_its_cell_with_its_log() {
     if let Some(why) = unable_to_manage() {
         return eprintln!("SKIP: {why}");

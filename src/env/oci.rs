@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use super::net::NetPath;
@@ -110,6 +110,8 @@ pub struct Oci {
     cpus: Option<f64>,
     memory: Option<u64>,
     host_network: bool,
+    /// How long the runtime may take to run a first container (the preflight's `/bin/true`).
+    start_timeout: std::time::Duration,
 }
 
 fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
@@ -125,8 +127,9 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
     }
     let memory = f.size("memory")?;
     let network = f.choice("network", &["none", "host"])?.unwrap_or_else(|| "none".into());
+    let start_timeout = f.duration("start_timeout")?.unwrap_or(std::time::Duration::from_secs(120));
     f.finish()?;
-    Ok(Box::new(Oci { runtime, runtime_args, cpus, memory, host_network: network == "host" }))
+    Ok(Box::new(Oci { runtime, runtime_args, cpus, memory, host_network: network == "host", start_timeout }))
 }
 
 /// What one container is given: the volume, the network path, a memory limit, the command.
@@ -266,12 +269,10 @@ impl Oci {
         let contents = Contents { volume: None, network: None, memory: self.memory, args: &["/bin/true"] };
         let (mut cmd, token) = self.prepare(ledger, run_dir, &contents)?;
         ledger.record(Resource::Processes { token: token.clone() })?;
-        let options = process::Options {
-            token: Some(&token),
-            timeout: Some(std::time::Duration::from_secs(120)),
-            ..Default::default()
-        };
-        let finished = process::run(&mut cmd, options)?;
+        let options = process::Options { token: Some(&token), timeout: Some(self.start_timeout), ..Default::default() };
+        let finished = process::run(&mut cmd, options).with_context(|| {
+            format!("running a first container with {} (start_timeout = {:?})", self.runtime.name, self.start_timeout)
+        })?;
         if !finished.status.success() {
             bail!("{} could not run a container ({}): {}", self.runtime.name, finished.status, finished.tail(6));
         }

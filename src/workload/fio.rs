@@ -336,8 +336,11 @@ impl Workload for Fio {
         let timeout = self.expected_duration() * 3 + Duration::from_secs(120);
         let finished = process::run(&mut cmd, process::Options { timeout: Some(timeout), ..Default::default() })?;
         let json = std::fs::read_to_string(&output_file).unwrap_or_default();
-        if !finished.status.success() || json.trim().is_empty() {
+        if !finished.status.success() {
             bail!("fio failed ({}):\n{}", finished.status, finished.tail(15));
+        }
+        if json.trim().is_empty() {
+            bail!("fio exited 0 but wrote no results to {}:\n{}", output_file.display(), finished.tail(15));
         }
         out.samples.extend(samples_from_json(&json)?);
         let log = |kind: &str| {
