@@ -201,7 +201,7 @@ pub fn main() -> ExitCode {
             ExitCode::from(130)
         }
         Err(e) => {
-            eprintln!("isobench: error: {e:#}");
+            eprintln!("isobench: error: {}", crate::secrets::scrub(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }
@@ -328,7 +328,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         eprintln!("isobench: also running {id}: the filter left out the baseline the selected cells are compared with");
     }
     if args.dry_run {
-        print!("{}", describe_plan(&suite, &plan));
+        print!("{}", crate::secrets::scrub(&describe_plan(&suite, &plan)));
         return Ok(ExitCode::SUCCESS);
     }
     let set = match &args.resume {
@@ -381,7 +381,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
     }
     let report = Report::load(&set)?;
     report::write(&set, &report, &[Format::Md, Format::Html])?;
-    print!("{}", report::terminal::render(&report));
+    print!("{}", crate::secrets::scrub(&report::terminal::render(&report)));
     println!(
         "\nresult set: {}\nreport:     {} (and report.html)",
         set.dir.display(),

@@ -16,6 +16,7 @@ pub mod process;
 pub mod proof;
 pub mod report;
 pub mod runner;
+pub mod secrets;
 pub mod server;
 pub mod stats;
 pub mod store;

@@ -214,7 +214,7 @@ impl<'a> Runner<'a> {
             if let Err(e) = released {
                 // The numbers stand, but the machine is not clean: say so loudly.
                 let msg = format!("teardown failed: {e:#}; run `isobench cleanup`");
-                eprintln!("isobench: warning: {msg}");
+                eprintln!("isobench: warning: {}", crate::secrets::scrub(&msg));
                 record.notes.push(msg);
             }
         }
@@ -428,6 +428,7 @@ fn unfit_volume(
 /// A line above the progress bar; plain stderr when there is no terminal to draw the bar on
 /// (CI logs), where indicatif would swallow it.
 fn say(bar: &ProgressBar, line: String) {
+    let line = crate::secrets::scrub(&line).into_owned();
     if bar.is_hidden() {
         eprintln!("{line}");
     } else {

@@ -318,8 +318,9 @@ impl ResultSet {
         Ok(ResultSet { dir: dir.to_path_buf() })
     }
 
+    /// Writes a file of the result set, secrets redacted (as every file of it is).
     pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        write_atomic(&self.dir.join(name), bytes)
+        write_atomic(&self.dir.join(name), &crate::secrets::scrub_bytes(bytes))
     }
 
     pub fn write_json(&self, name: &str, value: &impl Serialize) -> Result<()> {
@@ -350,10 +351,11 @@ impl ResultSet {
         for file in raw {
             let safe: String = file.name.chars().map(|c| if c == '/' { '_' } else { c }).collect();
             let rel = format!("raw/{}/{}/{safe}", record.cell, record.rep);
-            write_atomic(&self.dir.join(&rel), file.content.as_bytes())?;
+            self.write(&rel, file.content.as_bytes())?;
             record.raw.push(rel);
         }
-        write_atomic(&self.run_path(&record.cell, record.rep), &serde_json::to_vec_pretty(record)?)?;
+        let path = self.run_path(&record.cell, record.rep);
+        write_atomic(&path, &crate::secrets::scrub_bytes(&serde_json::to_vec_pretty(record)?))?;
         self.write_samples_csv()
     }
 

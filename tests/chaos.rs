@@ -245,6 +245,13 @@ fn listening(port: u16) -> bool {
         .any(|f| std::fs::read_to_string(f).is_ok_and(|t| t.lines().any(|l| l.contains(&needle))))
 }
 
+/// The CQL port of a Cassandra isobench started, from the cassandra.yaml its command line names.
+fn native_port(java: &Proc) -> Option<u16> {
+    let (_, rest) = java.cmdline.split_once("-Dcassandra.config=file://")?;
+    let yaml = std::fs::read_to_string(rest.split_whitespace().next()?).ok()?;
+    yaml.lines().find_map(|l| l.strip_prefix("native_transport_port:")).and_then(|p| p.trim().parse().ok())
+}
+
 /// Entries of the run's ledger state file (none before it is written).
 fn ledger_len(sb: &Sandbox, run_pid: u32) -> usize {
     let Ok(dir) = std::fs::read_dir(sb.workdir().join("state")) else { return 0 };
@@ -269,10 +276,8 @@ impl Observer {
     fn phase(&mut self, sb: &Sandbox, run_pid: u32) -> Phase {
         let entries = ledger_len(sb, run_pid);
         let procs: Vec<Proc> = processes().into_iter().filter(|p| ours(p, sb, run_pid)).collect();
-        let server = procs.iter().any(|p| p.comm == "java");
-        let workload = procs.iter().any(|p| WORKLOADS.contains(&p.comm.as_str()))
-            || fio_file_grows(sb)
-            || (server && listening(9042));
+        let serving = procs.iter().filter(|p| p.comm == "java").filter_map(native_port).any(listening);
+        let workload = procs.iter().any(|p| WORKLOADS.contains(&p.comm.as_str())) || fio_file_grows(sb) || serving;
         let sandbox =
             procs.iter().any(|p| SANDBOXES.iter().any(|s| p.comm.starts_with(s)) || p.cmdline.contains(" agent"));
         if entries > self.entries && self.tearing_down {

@@ -1,7 +1,8 @@
 //! A password planted in every place a user can put one (a server's login, a cassandra-stress
-//! `-mode password=`, a `--set` value, an invalid suite, `isobench cql`'s own command line) must
-//! appear nowhere: not in the result set, the reports (md, html, json, csv, JUnit), the work
-//! directory, the stored suite copy, or anything isobench printed.
+//! `-mode password=`, a `--set` value, an invalid suite, `isobench cql`'s own command line), and
+//! a user name the suite marks `secret = true`, must appear nowhere: not in the result set, the
+//! reports (md, html, json, csv, JUnit), the work directory, the stored suite copy, or anything
+//! isobench printed.
 
 mod common;
 
@@ -22,9 +23,11 @@ fn files_holding(dir: &Path, needle: &str) -> Vec<String> {
     String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect()
 }
 
-fn assert_not_said(what: &str, o: &Output, secret: &str) {
+fn assert_not_said(what: &str, o: &Output, secrets: &[&str]) {
     let said = text(o);
-    assert!(!said.contains(secret), "{what} printed the password:\n{said}");
+    for secret in secrets {
+        assert!(!said.contains(secret), "{what} printed the secret {secret}:\n{said}");
+    }
 }
 
 #[test]
@@ -33,6 +36,8 @@ fn a_planted_password_appears_in_no_file_and_no_output() {
         return eprintln!("SKIP {}: {why}", module_path!());
     }
     let secret = unique_password();
+    let user = unique_password().replace("pw", "user");
+    let both = [secret.as_str(), user.as_str()];
     let sb = Sandbox::new();
     let suite = format!(
         r#"
@@ -44,7 +49,7 @@ baseline = {{ env = "host" }}
 kind = "cassandra"
 heap = "1G"
 quick_jit = true
-user = "bench"
+user = {{ value = "{user}", secret = true }}
 password = "{secret}"
 
 [[env]]
@@ -60,17 +65,17 @@ size = "1G"
 name = "cql"
 kind = "cql"
 load = "write n=1000 -rate threads=4"
-args = "read n=1000 -rate threads=4 -mode native cql3 user=bench password={secret}"
+args = "read n=1000 -rate threads=4 -mode native cql3 user={user} password={secret}"
 
 [[bound]]
 metric = "op_rate"
 max_overhead = "50%"
 "#
     );
-    let load = format!("write n=1000 -rate threads=4 -mode native cql3 user=bench password={secret}");
+    let load = format!("write n=1000 -rate threads=4 -mode native cql3 user={user} password={secret}");
     let (run, out) = sb.run_suite(&suite, &["--set", &format!("workload.cql.load={load}")]);
     assert!(run.status.success(), "{}", text(&run));
-    assert_not_said("isobench run", &run, &secret);
+    assert_not_said("isobench run", &run, &both);
     let record = common::run_record(&out, "host.data.cql", 1);
     assert_eq!(record["status"], "ok", "the login worked: {}", record["error"]);
 
@@ -87,17 +92,17 @@ max_overhead = "50%"
         "csv",
     ]);
     assert!(report.status.success(), "{}", text(&report));
-    assert_not_said("isobench report", &report, &secret);
+    assert_not_said("isobench report", &report, &both);
     let junit = sb.path().join("junit.xml");
     let check = sb.run(&["check", out.to_str().unwrap(), "--junit", junit.to_str().unwrap()]);
-    assert_not_said("isobench check", &check, &secret);
+    assert_not_said("isobench check", &check, &both);
     assert!(junit.exists(), "{}", text(&check));
 
     // A suite that fails validation on the very token that carries the password.
-    let bad = suite.replace("-mode native cql3 user=bench password=", "password=");
+    let bad = suite.replace(&format!("-mode native cql3 user={user} password="), "password=");
     let (refused, _) = sb.run_suite(&bad, &[]);
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
-    assert_not_said("a refused suite's error", &refused, &secret);
+    assert_not_said("a refused suite's error", &refused, &both);
 
     // The load generator on its own: settings dump, errors, graph page and HDR log.
     let graph = sb.path().join("graph.html");
@@ -122,12 +127,14 @@ max_overhead = "50%"
     ]);
     assert!(!cql.status.success(), "nothing answers on port 1: {}", text(&cql));
     assert!(text(&cql).contains("Password: REDACTED"), "{}", text(&cql));
-    assert_not_said("isobench cql", &cql, &secret);
+    assert_not_said("isobench cql", &cql, &both);
 
     // The user's own suite file (s.toml) is the one place the password belongs.
     let suite_file = sb.path().join("s.toml").to_string_lossy().into_owned();
-    let leaked: Vec<String> = files_holding(sb.path(), &secret).into_iter().filter(|f| *f != suite_file).collect();
-    assert!(leaked.is_empty(), "files holding the password: {leaked:?}");
+    for secret in both {
+        let leaked: Vec<String> = files_holding(sb.path(), secret).into_iter().filter(|f| *f != suite_file).collect();
+        assert!(leaked.is_empty(), "files holding the secret {secret}: {leaked:?}");
+    }
     assert!(
         files_holding(&out, "REDACTED").iter().any(|f| f.ends_with("suite.toml")),
         "the stored suite shows where the password was"

@@ -341,6 +341,32 @@ fn a_server_is_validated_and_its_password_never_stored() {
 }
 
 #[test]
+fn a_value_marked_secret_is_used_as_given_and_stored_redacted() {
+    let external = "\n[[server]]\nkind = \"external\"\nnodes = [{ value = \"10.9.8.7\", secret = true }]\nuser = { value = \"svc-benchmarks\", secret = true }\npassword = \"pw\"\nport = { value = 9142, secret = false }\n";
+    let args = CQL.replace("threads=8", "threads=8 -mode user=svc-benchmarks");
+    let suite = load(&format!("{BASE}{args}{external}")).unwrap();
+    let Some(isobench::server::ServerSpec::External(server)) = &suite.server else { panic!("an external server") };
+    assert_eq!(server.nodes, ["10.9.8.7"]);
+    assert_eq!(server.user.as_deref(), Some("svc-benchmarks"));
+    assert_eq!(server.port, 9142, "secret = false is the plain value");
+    for secret in ["10.9.8.7", "svc-benchmarks"] {
+        assert!(!suite.resolved.contains(secret), "{}", suite.resolved);
+    }
+    assert!(suite.resolved.contains("user=REDACTED"), "inside other values too: {}", suite.resolved);
+    assert_eq!(
+        isobench::secrets::scrub("connecting to 10.9.8.7 as svc-benchmarks"),
+        "connecting to REDACTED as REDACTED"
+    );
+    let e =
+        load(&format!("{BASE}{CQL}{}", external.replace("secret = true", "secret = \"yes\""))).err().expect("rejected");
+    assert!(e.contains("secret must be true or false"), "{e}");
+    let e = load(&format!("{BASE}{CQL}{}", external.replace("{ value = \"svc-benchmarks\"", "{ value = [\"a\"]")))
+        .err()
+        .expect("rejected");
+    assert!(e.contains("a secret is a string or a number"), "{e}");
+}
+
+#[test]
 fn cells_keep_only_the_pairings_asked_for_and_the_baseline() {
     let with = |cells: &str| BASE.replacen("repeat = 2\n", &format!("repeat = 2\ncells = {cells}\n"), 1);
     let suite = load(&format!("{}{CQL}", with(r#"["workload=fio", "workload=db,volume=tmpfs"]"#))).unwrap();

@@ -87,6 +87,11 @@ impl Suite {
         for o in overrides {
             apply_override(file, &mut root, o)?;
         }
+        let mut secrets = Vec::new();
+        unwrap_secrets(file, &mut root, &mut secrets)?;
+        for secret in &secrets {
+            crate::secrets::register(secret);
+        }
         let mut top = Fields::new(file, "the suite", &root, Origin::Line(1));
         let name = top.required_str("name")?;
         check_name(&top, "name", &name)?;
@@ -156,7 +161,7 @@ impl Suite {
         }
         top.finish()?;
         let mut resolved_tree = root.clone();
-        redact(&mut resolved_tree);
+        redact(&mut resolved_tree, &secrets);
         Ok(Suite {
             file: file.to_string(),
             name,
@@ -527,21 +532,83 @@ pub fn is_secret_key(key: &str) -> bool {
     ["password", "passwd", "secret", "token", "api_key", "apikey", "credentials"].iter().any(|s| k.contains(s))
 }
 
-fn redact(table: &mut Table) {
+/// `key = { value = …, secret = true }` anywhere in the suite becomes `key = …`; the values so
+/// marked are added to `secrets` (as text).
+fn unwrap_secrets(file: &str, table: &mut Table, secrets: &mut Vec<String>) -> Result<(), SuiteError> {
     for (key, node) in table.entries.iter_mut() {
+        unwrap_secret(file, key, node, secrets)?;
+    }
+    Ok(())
+}
+
+fn unwrap_secret(file: &str, key: &str, node: &mut Node, secrets: &mut Vec<String>) -> Result<(), SuiteError> {
+    let error = |message: String| SuiteError { file: file.to_string(), origin: node.origin.clone(), message };
+    let wrapped = match &mut node.value {
+        Value::Table(inner) => {
+            let mut keys: Vec<&str> = inner.entries.iter().map(|(k, _)| k.as_str()).collect();
+            keys.sort_unstable();
+            if keys != ["secret", "value"] {
+                return unwrap_secrets(file, inner, secrets);
+            }
+            inner.entries.clone()
+        }
+        Value::List(items) => {
+            for item in items.iter_mut() {
+                unwrap_secret(file, key, item, secrets)?;
+            }
+            return Ok(());
+        }
+        _ => return Ok(()),
+    };
+    let field = |name: &str| wrapped.iter().find(|(k, _)| k == name).map(|(_, n)| n.clone()).expect("both keys");
+    let Value::Bool(secret) = field("secret").value else {
+        return Err(error(format!("key \"{key}\": secret must be true or false")));
+    };
+    let value = field("value");
+    if secret {
+        secrets.push(match &value.value {
+            Value::Str(s) => s.clone(),
+            Value::Int(i) => i.to_string(),
+            Value::Float(f) => f.to_string(),
+            _ => {
+                return Err(error(format!(
+                    "key \"{key}\": a secret is a string or a number, e.g. {key} = {{ value = \"…\", secret = true }}"
+                )));
+            }
+        });
+    }
+    node.value = value.value;
+    Ok(())
+}
+
+fn redact(table: &mut Table, secrets: &[String]) {
+    for (key, node) in table.entries.iter_mut() {
+        let shown = match &node.value {
+            Value::Str(s) => Some(s.clone()),
+            Value::Int(i) => Some(i.to_string()),
+            Value::Float(f) => Some(f.to_string()),
+            _ => None,
+        };
         match &mut node.value {
-            Value::Table(inner) => redact(inner),
+            Value::Table(inner) => redact(inner, secrets),
             Value::List(items) => {
                 for item in items.iter_mut() {
-                    if let Value::Table(inner) = &mut item.value {
-                        redact(inner);
+                    match &mut item.value {
+                        Value::Table(inner) => redact(inner, secrets),
+                        Value::Str(text) if secrets.contains(text) => *text = "REDACTED".into(),
+                        _ => {}
                     }
                 }
             }
-            _ if is_secret_key(key) => node.value = Value::Str("REDACTED".into()),
-            // cassandra-stress command lines carry `-mode password=…`.
-            Value::Str(text) if text.to_ascii_lowercase().contains("password") => {
-                *text = crate::cql::redacted(std::slice::from_ref(text));
+            _ if is_secret_key(key) || shown.is_some_and(|s| secrets.contains(&s)) => {
+                node.value = Value::Str("REDACTED".into())
+            }
+            Value::Str(text) => {
+                *text = crate::secrets::scrub(text).into_owned();
+                // cassandra-stress command lines carry `-mode password=…`.
+                if text.to_ascii_lowercase().contains("password") {
+                    *text = crate::cql::redacted(std::slice::from_ref(text));
+                }
             }
             _ => {}
         }
