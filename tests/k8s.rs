@@ -309,6 +309,13 @@ runtime_class = "runc"
     assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after cleanup");
     let again = ok(&sb.run(&["cleanup"]));
     assert!(again.contains("nothing to clean up"), "{again}");
+    // The cluster's bearer token (in the kubeconfig the suites name) reaches no file of the runs
+    // (result sets, work directory, state files) and nothing cleanup said.
+    let token = std::fs::read_to_string(cluster.dir.join("token")).unwrap();
+    let token = token.trim();
+    let holding = Command::new("grep").args(["-rlaF", token]).arg(sb.path()).output().unwrap();
+    assert!(holding.stdout.is_empty(), "files holding the token: {}", String::from_utf8_lossy(&holding.stdout));
+    assert!(!said.contains(token) && !again.contains(token));
 }
 
 #[test]
