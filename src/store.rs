@@ -20,18 +20,20 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
-/// readers (and a later isobench, after a kill) see either the old file or the new one, never a
-/// part. No fsync: flushing after every run would stall the disk between measurements, often
-/// the very disk under test.
+/// Writes `bytes` to `path` through a temporary file in the same directory, fsynced, and a
+/// rename (the directory fsynced too), so readers, a later isobench after a kill and the machine
+/// after a power cut see either the old file or the new one, never a part. Flushing now, between
+/// runs, also keeps the kernel from writing results back later, during the next measurement, to
+/// what is often the disk under test.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let mut f = fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| format!("writing {}", tmp.display()))?;
+    fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+    fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("syncing {}", dir.display()))
 }
 
 /// One measured number.
