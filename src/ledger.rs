@@ -366,8 +366,17 @@ pub fn cleanup(workdir: &Path) -> Result<CleanupReport> {
     let Ok(listing) = fs::read_dir(&dir) else {
         return Ok(report);
     };
-    let mut files: Vec<PathBuf> =
-        listing.filter_map(|e| Some(e.ok()?.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    let (mut files, partial): (Vec<PathBuf>, Vec<PathBuf>) = listing
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json") || crate::store::temporary_of_a_dead_writer(p))
+        .partition(|p| p.extension().is_some_and(|x| x == "json"));
+    // A state file's owner killed while it wrote one: the state file itself is whole (renamed
+    // over atomically), the temporary beside it is nobody's.
+    for path in partial {
+        if fs::remove_file(&path).is_ok() {
+            report.released.push(format!("partial write {}", path.display()));
+        }
+    }
     files.sort();
     for path in files {
         let Ok(text) = fs::read_to_string(&path) else {
@@ -497,9 +506,12 @@ mod tests {
         let (path, text) =
             state_of_a_dead_run(dir.path(), &["a", "b"], r#", {"id": 9, "resource": {"kind": "mount", "tar"#);
         fs::write(&path, text).unwrap();
+        // What a writer killed between its write and its rename leaves beside it.
+        let partial = path.with_file_name(".4294967295-1.json.tmp-4294967295");
+        fs::write(&partial, "{").unwrap();
         let report = cleanup(dir.path()).unwrap();
-        assert_eq!(report.released.len(), 2, "{report:?}");
-        assert!(!dir.path().join("a").exists() && !dir.path().join("b").exists());
+        assert_eq!(report.released.len(), 3, "{report:?}");
+        assert!(!dir.path().join("a").exists() && !dir.path().join("b").exists() && !partial.exists());
         assert!(report.failed.iter().any(|f| f.contains("cut short")), "{report:?}");
         assert!(!path.exists(), "nothing more can be read from it");
         let again = cleanup(dir.path()).unwrap();

@@ -36,6 +36,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("syncing {}", dir.display()))
 }
 
+/// Whether `path` is a temporary of `write_atomic` whose writer is gone (killed between its
+/// write and its rename): the pid in its name no longer runs.
+pub fn temporary_of_a_dead_writer(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let pid = name.strip_prefix('.').and_then(|n| n.rsplit_once(".tmp-")).map(|(_, pid)| pid);
+    pid.and_then(|p| p.parse::<u32>().ok()).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+}
+
 /// One measured number.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Sample {
