@@ -124,6 +124,13 @@ pub async fn create_schema(session: &Session, settings: &Settings) -> Result<()>
             .query_unpaged(cql.as_str(), ())
             .await
             .with_context(|| format!("Encountered exception creating schema: {cql}"))?;
+        // Loaders make the schema at once: a `CREATE … IF NOT EXISTS` that finds the keyspace
+        // on one node changes nothing, so the driver does not wait, and the next statement may
+        // reach a node that has not heard of it yet. Every node agrees before going on.
+        session
+            .await_schema_agreement()
+            .await
+            .with_context(|| format!("waiting for the nodes to agree on the schema after: {cql}"))?;
     }
     Ok(())
 }
