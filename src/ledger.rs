@@ -366,13 +366,11 @@ pub fn cleanup(workdir: &Path) -> Result<CleanupReport> {
     let Ok(listing) = fs::read_dir(&dir) else {
         return Ok(report);
     };
-    let (mut files, partial): (Vec<PathBuf>, Vec<PathBuf>) = listing
-        .filter_map(|e| Some(e.ok()?.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json") || crate::store::temporary_of_a_dead_writer(p))
-        .partition(|p| p.extension().is_some_and(|x| x == "json"));
+    let (mut files, others): (Vec<PathBuf>, Vec<PathBuf>) =
+        listing.filter_map(|e| Some(e.ok()?.path())).partition(|p| p.extension().is_some_and(|x| x == "json"));
     // A state file's owner killed while it wrote one: the state file itself is whole (renamed
     // over atomically), the temporary beside it is nobody's.
-    for path in partial {
+    for path in others.into_iter().filter(|p| crate::store::temporary_of_a_dead_writer(p)) {
         if fs::remove_file(&path).is_ok() {
             report.released.push(format!("partial write {}", path.display()));
         }

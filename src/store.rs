@@ -333,6 +333,10 @@ impl ResultSet {
         write_atomic(&self.dir.join(name), &crate::secrets::scrub_bytes(bytes))
     }
 
+    fn run_name(cell: &str, rep: u32) -> String {
+        format!("runs/{cell}/{rep}.json")
+    }
+
     pub fn write_json(&self, name: &str, value: &impl Serialize) -> Result<()> {
         self.write(name, &serde_json::to_vec_pretty(value)?)
     }
@@ -348,7 +352,7 @@ impl ResultSet {
     }
 
     fn run_path(&self, cell: &str, rep: u32) -> PathBuf {
-        self.dir.join("runs").join(cell).join(format!("{rep}.json"))
+        self.dir.join(Self::run_name(cell, rep))
     }
 
     pub fn has_run(&self, cell: &str, rep: u32) -> bool {
@@ -364,8 +368,7 @@ impl ResultSet {
             self.write(&rel, file.content.as_bytes())?;
             record.raw.push(rel);
         }
-        let path = self.run_path(&record.cell, record.rep);
-        write_atomic(&path, &crate::secrets::scrub_bytes(&serde_json::to_vec_pretty(record)?))?;
+        self.write(&Self::run_name(&record.cell, record.rep), &serde_json::to_vec_pretty(record)?)?;
         self.write_samples_csv()
     }
 

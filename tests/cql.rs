@@ -193,16 +193,21 @@ fn graphing_twice_into_one_file_keeps_both_revisions() {
     assert!(!html.contains("src=") && !html.contains("href="), "self-contained: nothing to fetch");
 }
 
-#[test]
-fn an_unreachable_node_fails_fast_and_clearly() {
-    let port = isobench::server::cassandra::free_port().unwrap();
+/// `isobench cql write n=10` against 127.0.0.1:`port`: its output and how long it took.
+fn write_to(port: u16) -> (Output, Duration) {
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_isobench"))
         .args(["cql", "write", "n=10", "-node", "127.0.0.1", "-port"])
         .arg(format!("native={port}"))
         .output()
         .unwrap();
-    let took = started.elapsed();
+    (out, started.elapsed())
+}
+
+#[test]
+fn an_unreachable_node_fails_fast_and_clearly() {
+    let port = isobench::server::cassandra::free_port().unwrap();
+    let (out, took) = write_to(port);
     assert_eq!(out.status.code(), Some(1));
     assert!(took < Duration::from_secs(10), "took {took:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -246,13 +251,7 @@ fn a_node_that_closes_talks_garbage_or_says_nothing_fails_the_run_in_bounded_tim
         [("closes", closes as fn(_)), ("talks garbage", talks_garbage), ("says nothing", says_nothing)]
     {
         let port = fake_node(behaviour);
-        let started = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_isobench"))
-            .args(["cql", "write", "n=10", "-node", "127.0.0.1", "-port"])
-            .arg(format!("native={port}"))
-            .output()
-            .unwrap();
-        let took = started.elapsed();
+        let (out, took) = write_to(port);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "a node that {what}: {stderr}");
         assert!(took < Duration::from_secs(12), "a node that {what}: took {took:?}");
