@@ -255,11 +255,16 @@ databases() {
   apt_install openjdk-17-jre-headless maven
 }
 
+# The tests check what isobench wrote with a CQL client of another make: Python's.
+outside_clients() {
+  apt_install python3-cassandra
+}
+
 need_root
 check_rust
 case "$stage" in
   demo) core; demo_runtimes; databases ;;
-  test) core; report_tools; runtimes; vms; network_volumes; databases; kubernetes; fuzz_tools ;;
+  test) core; report_tools; runtimes; vms; network_volumes; databases; outside_clients; kubernetes; fuzz_tools ;;
   *) log "unknown stage '$stage' (demo | test)"; exit 2 ;;
 esac
 log "ready ($stage)"

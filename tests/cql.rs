@@ -421,3 +421,138 @@ fn loaders_split_the_key_space_and_their_logs_merge_into_one_histogram() {
     assert_eq!(stdout.lines().filter(|l| l.starts_with("loader ") && l.contains("op/s")).count(), 4, "{stdout}");
     eprintln!("per-loader p99 {per_loader_p99:?} ms, merged {} ms", ms(0.99));
 }
+
+fn profile(name: &str) -> String {
+    format!("{}/tests/fixtures/profiles/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `script` with Debian's python3 and its cassandra-driver, an outside client; None (with
+/// the reason printed) when that driver is not installed.
+fn python_driver(node: &TestNode, script: &str) -> Option<String> {
+    let program = format!(
+        "from cassandra.cluster import Cluster\nsession = Cluster(['127.0.0.1'], port={}).connect()\n{script}",
+        node.port
+    );
+    let out = Command::new("/usr/bin/python3").args(["-c", &program]).output();
+    match out {
+        Ok(o) if o.status.success() => Some(String::from_utf8_lossy(&o.stdout).into_owned()),
+        Ok(o) if String::from_utf8_lossy(&o.stderr).contains("No module named 'cassandra'") => {
+            eprintln!(
+                "SKIP: the outside check: python3-cassandra is not installed (scripts/setup.sh test installs it)"
+            );
+            None
+        }
+        Ok(o) => panic!("python3: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            eprintln!("SKIP: the outside check: no /usr/bin/python3: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_blog_post_profile_writes_rows_that_its_queries_read_back_valid() {
+    let Some(node) = node() else { return };
+    let blog = profile("blogposts.yaml");
+    let (out, stdout) = run(&node, &format!("user profile={blog} ops(insert=1) n=150 no-warmup -rate threads=8"));
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("Total partitions          :        150 [insert: 150]"), "{stdout}");
+    assert_eq!(total_errors(&stdout), 0);
+    let reads =
+        format!("user profile={blog} ops(singlepost=1,timeline=2) n=600 -pop seq=1..150 -rate threads=8 -validate");
+    let (out, stdout) = run(&node, &reads);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(total_errors(&stdout), 0, "{stdout}");
+    let per_op = Regex::new(r"Op rate +: +[\d,]+ op/s  \[singlepost: [\d,]+ op/s, timeline: [\d,]+ op/s\]").unwrap();
+    assert!(per_op.is_match(&stdout), "one figure per named operation: {stdout}");
+    assert!(stdout.lines().any(|l| l.starts_with("singlepost,")) && stdout.lines().any(|l| l.starts_with("timeline,")));
+    // 150 partitions of cluster fixed(20) rows; body sizes from gaussian(100..5000).
+    let Some(seen) = python_driver(
+        &node,
+        "rows = list(session.execute('SELECT domain, url, body FROM stress_blog.blogposts'))\n\
+         print(len(rows), len({r.domain for r in rows}), min(len(r.body) for r in rows), max(len(r.body) for r in rows),\n\
+               min(len(r.url) for r in rows), max(len(r.url) for r in rows))",
+    ) else {
+        return;
+    };
+    let figures: Vec<usize> = seen.split_whitespace().map(|n| n.parse().unwrap()).collect();
+    assert_eq!(figures[..2], [3000, 150], "rows and partitions as Python's driver counts them: {seen}");
+    assert!(figures[2] >= 100 && figures[3] <= 5000, "body sizes within gaussian(100..5000): {seen}");
+    assert!(figures[4] >= 30 && figures[5] <= 300, "url sizes within uniform(30..300): {seen}");
+}
+
+#[test]
+fn a_profile_with_collections_tuples_and_a_udt_round_trips() {
+    let Some(node) = node() else { return };
+    let kinds = profile("collections.yaml");
+    let (out, stdout) = run(&node, &format!("user profile={kinds} ops(insert=1) n=60 no-warmup -rate threads=4"));
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(total_errors(&stdout), 0);
+    let (out, stdout) = run(
+        &node,
+        &format!(
+            "user profile={kinds} ops(by_user=1,one_day=1) n=300 no-warmup -pop seq=1..60 -rate threads=4 -validate"
+        ),
+    );
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(total_errors(&stdout), 0, "{stdout}");
+    let Some(seen) = python_driver(
+        &node,
+        "rows = list(session.execute('SELECT user_id, history, home, places, pair FROM stress_kinds.profiles'))\n\
+         print(len({r.user_id for r in rows}), all(len(r.history) == 3 for r in rows),\n\
+               all(isinstance(r.home.zip, int) and len(r.home.geo) == 2 for r in rows), all(len(r.pair) == 2 for r in rows))",
+    ) else {
+        return;
+    };
+    assert_eq!(seen.trim(), "60 True True True", "partitions, list sizes, UDT fields, tuples: {seen}");
+}
+
+#[test]
+fn a_read_with_another_columnspec_reports_validation_errors() {
+    let Some(node) = node() else { return };
+    // A keyspace of its own: the other blog test counts its rows.
+    let dir = tempfile::tempdir().unwrap();
+    let (blog, other) = (dir.path().join("blog.yaml"), dir.path().join("blog-short-bodies.yaml"));
+    let text = std::fs::read_to_string(profile("blogposts.yaml")).unwrap().replace("stress_blog", "stress_blog_sizes");
+    std::fs::write(&blog, &text).unwrap();
+    std::fs::write(&other, text.replace("gaussian(100..5000)", "gaussian(10..50)")).unwrap();
+    let (out, _) = run(
+        &node,
+        &format!("user profile={} ops(insert=1) n=40 no-warmup -rate threads=4 -pop seq=1001..1040", blog.display()),
+    );
+    assert!(out.status.success());
+    let reads = format!(
+        "user profile={} ops(singlepost=1) n=40 no-warmup -pop seq=1001..1040 -rate threads=4 -validate",
+        other.display()
+    );
+    let (out, stdout) = run(&node, &format!("{reads} -errors ignore"));
+    assert!(out.status.success(), "-errors ignore counts and goes on: {stdout}");
+    assert_eq!(total_errors(&stdout), 40, "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("column body: expected '") && stderr.contains("key(s) [domain='"), "{stderr}");
+    let (out, stdout) = run(&node, &reads);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert_eq!(stdout.lines().last(), Some("FAILURE"));
+}
+
+#[test]
+fn profile_mistakes_name_the_file_and_line() {
+    let Some(node) = node() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(profile("blogposts.yaml"))
+            .unwrap()
+            .replace("select url, title, published_date", "select url, headline"),
+    )
+    .unwrap();
+    let (out, _) = run(&node, &format!("user profile={} ops(timeline=1) n=1 no-warmup", bad.display()));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains(&format!("{}:41: query timeline:", bad.display())), "{stderr}");
+    assert!(stderr.contains("headline") && stderr.contains("name only columns of blogposts"), "{stderr}");
+    let (out, _) = run(&node, &format!("user profile={} ops(nosuch=1) n=1", bad.display()));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("its operations are insert, singlepost, timeline"), "{stderr}");
+}

@@ -23,6 +23,7 @@ use scylla::value::{Counter, CqlValue};
 use super::data::RowGenerator;
 use super::dist::Dist;
 use super::metrics::{Measurement, Nanos, Recorder};
+use super::profile::user::{self, User, UserWorker};
 use super::random::JavaRandom;
 use super::schema;
 use super::settings::{Op, Population, Settings};
@@ -30,7 +31,7 @@ use super::settings::{Op, Population, Settings};
 /// How long connecting may take before the run gives up with the nodes' names.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(8);
 
-fn consistency(name: &str) -> Consistency {
+pub fn consistency(name: &str) -> Consistency {
     match name {
         "ANY" => Consistency::Any,
         "ONE" => Consistency::One,
@@ -112,6 +113,9 @@ pub async fn describe(session: &Session, settings: &Settings) -> String {
 
 /// Creates the keyspace and the tables the command uses.
 pub async fn create_schema(session: &Session, settings: &Settings) -> Result<()> {
+    if let Some(profile) = &settings.command.profile {
+        return user::create_schema(session, profile).await.map_err(anyhow::Error::msg);
+    }
     let mut statements = vec![
         schema::create_keyspace(&settings.schema),
         schema::create_table(&settings.schema, &settings.columns, false),
@@ -136,6 +140,11 @@ pub async fn create_schema(session: &Session, settings: &Settings) -> Result<()>
 }
 
 pub async fn truncate(session: &Session, settings: &Settings) -> Result<()> {
+    if let Some(profile) = &settings.command.profile {
+        let cql = format!("TRUNCATE {}.{}", profile.keyspace, profile.table);
+        session.query_unpaged(cql.as_str(), ()).await.with_context(|| format!("truncating: {cql}"))?;
+        return Ok(());
+    }
     let mut tables: Vec<&str> = settings.command.ops.iter().map(|(op, _)| schema::table(*op)).collect();
     tables.dedup();
     for table in tables {
@@ -145,18 +154,36 @@ pub async fn truncate(session: &Session, settings: &Settings) -> Result<()> {
     Ok(())
 }
 
-/// The prepared statement of each operation of the command, in the command's order.
+/// A `user` profile's operations, prepared on the table the cluster holds.
+pub async fn prepare_user(session: &Session, settings: &Settings) -> Result<Option<Arc<User>>> {
+    let Some(profile) = &settings.command.profile else { return Ok(None) };
+    let options = user::Options {
+        consistency: consistency(&settings.command.consistency),
+        serial_consistency: serial_consistency(&settings.command.serial_consistency),
+        request_timeout: settings.mode.request_timeout,
+    };
+    let user = User::prepare(session, profile.clone(), &settings.command.user_ops, settings.validate, &options)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    Ok(Some(Arc::new(user)))
+}
+
+fn serial_consistency(name: &str) -> SerialConsistency {
+    if name == "LOCAL_SERIAL" { SerialConsistency::LocalSerial } else { SerialConsistency::Serial }
+}
+
+/// The prepared statement of each operation of the command, in the command's order (none for
+/// a `user` profile, whose operations are prepared by [`prepare_user`]).
 pub async fn prepare(session: &Session, settings: &Settings) -> Result<Vec<PreparedStatement>> {
     let mut out = Vec::new();
+    if settings.command.profile.is_some() {
+        return Ok(out);
+    }
     for (op, _) in &settings.command.ops {
         let cql = schema::statement(*op, &settings.schema.keyspace, &settings.columns);
         let mut p = session.prepare(cql.as_str()).await.with_context(|| format!("preparing {cql}"))?;
         p.set_consistency(consistency(&settings.command.consistency));
-        p.set_serial_consistency(Some(if settings.command.serial_consistency == "LOCAL_SERIAL" {
-            SerialConsistency::LocalSerial
-        } else {
-            SerialConsistency::Serial
-        }));
+        p.set_serial_consistency(Some(serial_consistency(&settings.command.serial_consistency)));
         p.set_request_timeout(Some(settings.mode.request_timeout));
         // Retries are counted by `-errors retries=`, as cassandra-stress counts them.
         p.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
@@ -185,6 +212,7 @@ struct Schedule {
 pub struct Load {
     session: Arc<Session>,
     statements: Arc<Vec<PreparedStatement>>,
+    user: Option<Arc<User>>,
     settings: Arc<Settings>,
     epoch: Instant,
     pub recorder: Recorder,
@@ -207,6 +235,7 @@ impl Load {
     pub fn new(
         session: Arc<Session>,
         statements: Arc<Vec<PreparedStatement>>,
+        user: Option<Arc<User>>,
         settings: Arc<Settings>,
         epoch: Instant,
         work: Work,
@@ -219,6 +248,7 @@ impl Load {
         Arc::new(Load {
             session,
             statements,
+            user,
             schedule: rate.map(|r| Schedule {
                 start: AtomicU64::new(0),
                 interval: 1_000_000_000 / r.max(1),
@@ -292,10 +322,14 @@ struct Worker {
     clustering: Dist,
     current: usize,
     remaining: i64,
+    user: Option<UserWorker>,
+    /// A `user` operation's partitions, and its partition key as messages show it.
+    seeds: Vec<i64>,
+    key_text: String,
 }
 
 impl Worker {
-    fn new(index: usize, settings: &Settings, seed: i64) -> Worker {
+    fn new(index: usize, settings: &Settings, user: Option<&User>, seed: i64) -> Worker {
         let population = match &settings.population {
             Population::Distribution(spec) => Some(spec.sampler(seed.wrapping_add(index as i64 * 7919))),
             Population::Sequence { .. } => None,
@@ -311,6 +345,9 @@ impl Worker {
             clustering: settings.command.clustering.sampler(seed.wrapping_add(index as i64)),
             current: 0,
             remaining: 0,
+            user: user.map(|u| u.worker(seed.wrapping_add(index as i64))),
+            seeds: Vec::new(),
+            key_text: String::new(),
         }
     }
 
@@ -470,6 +507,7 @@ impl Load {
                 Op::Write => self.session.execute_unpaged(statement, WriteRow { cells: &w.cells, key: &w.key }).await,
                 Op::CounterWrite => self.session.execute_unpaged(statement, &counters).await,
                 Op::Read | Op::CounterRead => self.session.execute_unpaged(statement, (w.key.as_slice(),)).await,
+                Op::User(_) => unreachable!("a profile runs its own operations"),
             };
             let result = match result {
                 Ok(r) => r,
@@ -482,7 +520,7 @@ impl Load {
                 }
             };
             let outcome = match op {
-                Op::Write | Op::CounterWrite => Outcome { partitions: 1, rows: 1, error: None },
+                Op::Write | Op::CounterWrite | Op::User(_) => Outcome { partitions: 1, rows: 1, error: None },
                 Op::Read | Op::CounterRead => match result.into_rows_result() {
                     Err(e) => {
                         Outcome { partitions: 0, rows: 0, error: Some(format!("Data returned was not validated: {e}")) }
@@ -515,7 +553,7 @@ impl Load {
     pub async fn task(self: Arc<Load>, index: usize, seed: i64) {
         let settings = self.settings.clone();
         let statements = self.statements.clone();
-        let mut w = Worker::new(index, &settings, seed);
+        let mut w = Worker::new(index, &settings, self.user.as_deref(), seed);
         let ops = &settings.command.ops;
         while self.take_work() {
             let Some(partition) = w.next_seed(&self) else {
@@ -524,6 +562,17 @@ impl Load {
             };
             let which = w.next_op(ops);
             let op = ops[which].0;
+            if let (Op::User(i), Some(user)) = (op, &self.user) {
+                w.seeds.clear();
+                w.seeds.push(partition);
+                let wanted = user.partitions(i, w.user.as_mut().expect("a user worker"));
+                while w.seeds.len() < wanted {
+                    match w.next_seed(&self) {
+                        Some(s) => w.seeds.push(s),
+                        None => break,
+                    }
+                }
+            }
             let intended = self
                 .schedule
                 .as_ref()
@@ -535,11 +584,24 @@ impl Load {
                 }
             }
             let started = self.now();
-            let (outcome, tries) = self.execute(&mut w, op, &statements[which], partition).await;
+            let (outcome, tries) = match (op, &self.user) {
+                (Op::User(i), Some(user)) => {
+                    let tries = settings.errors.retries + 1;
+                    let (done, tries) =
+                        user.run(&self.session, i, w.user.as_mut().expect("a user worker"), &w.seeds, tries).await;
+                    w.key_text = done.key;
+                    (Outcome { partitions: done.partitions, rows: done.rows, error: done.error }, tries)
+                }
+                _ => {
+                    let (outcome, tries) = self.execute(&mut w, op, &statements[which], partition).await;
+                    w.key_text.clear();
+                    (outcome, tries)
+                }
+            };
             let ended = self.now();
             self.recorder.record(
                 w.index,
-                op.name(),
+                settings.command.op_name(op),
                 &Measurement {
                     intended,
                     started,
@@ -550,7 +612,11 @@ impl Load {
                 },
             );
             if let Some(error) = outcome.error {
-                let key = String::from_utf8_lossy(&w.key).into_owned();
+                let key = if w.key_text.is_empty() {
+                    String::from_utf8_lossy(&w.key).into_owned()
+                } else {
+                    w.key_text.clone()
+                };
                 self.report_error(&format!("Operation x{tries} on key(s) [{key}]: {error}"));
                 if !settings.errors.ignore {
                     self.failed.store(true, Ordering::Relaxed);

@@ -9,6 +9,7 @@ pub mod hdrlog;
 pub mod loaders;
 pub mod metrics;
 pub mod output;
+pub mod profile;
 pub mod random;
 pub mod schema;
 pub mod settings;
@@ -27,14 +28,16 @@ const USAGE: &str = "\
 Usage: isobench cql <command> [options]      (cassandra-stress's syntax)
        isobench cql merge <a.hdr> <b.hdr> …  (one summary of several loaders' HDR logs)
 
-Commands: write (insert), read, mixed ratio(read=1,write=1), counter_write, counter_read;
+Commands: write (insert), read, mixed ratio(read=1,write=1), counter_write, counter_read,
+          user profile=FILE.yaml ops(insert=1,QUERY=2) [clustering=DIST];
           each with n=N | duration=Ns|m|h | err<0.02, cl=, no-warmup, truncate=
 Options:  -rate threads=N [throttle=R/s | fixed=R/s] | auto threads>=A threads<=B
           -pop seq=A..B | dist=uniform|gaussian|exp|extreme|fixed(...)
           -schema keyspace= replication(strategy=,factor=) compaction(strategy=,…) compression=
           -col n=FIXED(k) size=DIST   -mode user= password= compression=lz4 connectionsPerHost=
           -node a,b,c   -port native=N   -log interval=Ns hdrfile= file=   -errors ignore retries=N
-          -graph file= revision= title=
+          -graph file= revision= title= op=
+          -validate                (user: check every row a query reads against the rows written)
           -loaders N [dir=PATH]   (N loader processes, -pop seq= and n= split into N slices;
                                  their HDR logs merged, kept in dir= if given)
 Example:  isobench cql write n=1M -rate threads=64 -node 127.0.0.1

@@ -17,6 +17,7 @@ pub fn table(op: Op) -> &'static str {
     match op {
         Op::Write | Op::Read => "standard1",
         Op::CounterWrite | Op::CounterRead => "counter1",
+        Op::User(_) => unreachable!("a profile names its own table"),
     }
 }
 
@@ -69,6 +70,7 @@ pub fn statement(op: Op, keyspace: &str, columns: &Columns) -> String {
             let sets: Vec<String> = names.iter().map(|c| format!("{c}={c}+?")).collect();
             format!("UPDATE {table} SET {} WHERE KEY=?", sets.join(","))
         }
+        Op::User(_) => unreachable!("a profile prepares its own statements"),
         Op::Read | Op::CounterRead => {
             let selected = if columns.slice { "*".to_string() } else { names.join(",") };
             format!("SELECT {selected} FROM {table} WHERE KEY=?")

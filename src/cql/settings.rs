@@ -6,7 +6,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use super::dist::{DistSpec, parse_count};
+use super::profile::Profile;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
@@ -14,6 +17,8 @@ pub enum Op {
     Read,
     CounterWrite,
     CounterRead,
+    /// The operation of a `user` profile at this index of `ops(…)`.
+    User(usize),
 }
 
 impl Op {
@@ -24,6 +29,7 @@ impl Op {
             Op::Read => "READ",
             Op::CounterWrite => "COUNTER_WRITE",
             Op::CounterRead => "COUNTER_READ",
+            Op::User(_) => "USER",
         }
     }
 
@@ -75,6 +81,9 @@ pub struct Command {
     pub clustering: DistSpec,
     /// `counter_write`: the increment.
     pub add: DistSpec,
+    /// `user`: the profile, and the names of `ops(…)` (what `Op::User(i)` stands for).
+    pub profile: Option<Arc<Profile>>,
+    pub user_ops: Vec<&'static str>,
 }
 
 impl Command {
@@ -86,16 +95,27 @@ impl Command {
     }
 
     pub fn is_mixed(&self) -> bool {
-        self.word == "mixed"
+        self.word == "mixed" || (self.word == "user" && self.ops.len() > 1)
+    }
+
+    /// The name an operation goes by in the output: cassandra-stress's, or a profile's.
+    pub fn op_name(&self, op: Op) -> &'static str {
+        match op {
+            Op::User(i) => self.user_ops[i],
+            other => other.name(),
+        }
     }
 
     /// The name an operation mix goes by ("WRITE", or "MIXED" for `mixed`).
     pub fn name(&self) -> String {
-        if self.is_mixed() { "MIXED".into() } else { self.ops[0].0.name().into() }
+        if self.is_mixed() { "MIXED".into() } else { self.op_name(self.ops[0].0).into() }
     }
 
     pub fn updates(&self) -> bool {
-        self.ops.iter().any(|(op, _)| op.is_write())
+        self.ops.iter().any(|(op, _)| match op {
+            Op::User(i) => self.user_ops[*i] == "insert",
+            other => other.is_write(),
+        })
     }
 }
 
@@ -191,6 +211,8 @@ pub struct Settings {
     pub log: Log,
     pub errors: Errors,
     pub graph: Option<Graph>,
+    /// `-validate`: every query of a `user` profile checks the rows it reads.
+    pub validate: bool,
     /// Things accepted but not used, said once at the start.
     pub warnings: Vec<String>,
 }
@@ -341,12 +363,7 @@ const CONSISTENCY: &[&str] = &[
 
 fn parse_command(word: &str, mut p: Params) -> Result<Command, ArgError> {
     let (ops, mixed) = match word {
-        "mixed" => (Vec::new(), true),
-        "user" => {
-            return Err(ArgError::Invalid(
-                "user profiles (user profile=…) are not supported by isobench cql; use write, read, mixed, counter_write or counter_read".into(),
-            ));
-        }
+        "mixed" | "user" => (Vec::new(), true),
         w => match Op::parse(w) {
             Some(op) => (vec![(op, 1.0)], false),
             None => {
@@ -403,7 +420,16 @@ fn parse_command(word: &str, mut p: Params) -> Result<Command, ArgError> {
         Some(a) => dist(&p, &a)?,
         None => DistSpec::Fixed(1),
     };
-    let (ops, clustering) = if mixed {
+    let (mut profile, mut user_ops) = (None, Vec::new());
+    let (ops, clustering) = if word == "user" {
+        let (loaded, ops, names) = user_ops_of(&mut p)?;
+        (profile, user_ops) = (Some(Arc::new(loaded)), names);
+        let clustering = match p.take("clustering=") {
+            Some(c) => dist(&p, &c)?,
+            None => DistSpec::parse("GAUSSIAN(1..10)").expect("valid"),
+        };
+        (ops, clustering)
+    } else if mixed {
         let ratio = p.map("ratio")?.unwrap_or_else(|| vec![("read".into(), "1".into()), ("write".into(), "1".into())]);
         let mut ops = Vec::new();
         for (name, weight) in ratio {
@@ -426,7 +452,7 @@ fn parse_command(word: &str, mut p: Params) -> Result<Command, ArgError> {
         (ops, DistSpec::Fixed(1))
     };
     p.finish(
-        "n=, duration=, err<, n>, n<, cl=, serial-cl=, no-warmup, truncate=, keysize=, add=, ratio(…), clustering=",
+        "n=, duration=, err<, n>, n<, cl=, serial-cl=, no-warmup, truncate=, keysize=, add=, ratio(…), clustering=, profile=, ops(…)",
     )?;
     Ok(Command {
         word: word.into(),
@@ -439,7 +465,47 @@ fn parse_command(word: &str, mut p: Params) -> Result<Command, ArgError> {
         key_size,
         clustering,
         add,
+        profile,
+        user_ops,
     })
+}
+
+/// `user profile=FILE ops(name=weight,…)`: the profile, the operations and their names.
+#[allow(clippy::type_complexity)]
+fn user_ops_of(p: &mut Params) -> Result<(Profile, Vec<(Op, f64)>, Vec<&'static str>), ArgError> {
+    let file = p
+        .take("profile=")
+        .ok_or_else(|| p.invalid("user needs profile=FILE.yaml, e.g. user profile=app.yaml ops(insert=1)"))?;
+    if file.contains(',') {
+        return Err(p.invalid(&format!(
+            "profile={file}: isobench runs one profile at a time; run isobench cql once per profile"
+        )));
+    }
+    let profile = Profile::load(std::path::Path::new(&file)).map_err(ArgError::Invalid)?;
+    let known = profile.op_names();
+    let ratio = p.map("ops")?.ok_or_else(|| {
+        p.invalid(&format!("user needs ops(NAME=WEIGHT,…); {file} has the operations {}", known.join(", ")))
+    })?;
+    let (mut ops, mut names) = (Vec::new(), Vec::new());
+    for (name, weight) in ratio {
+        let name = name.to_ascii_lowercase();
+        if !known.contains(&name.as_str()) {
+            return Err(ArgError::Invalid(format!(
+                "{file}: ops({name}=…): the profile has no query {name}; its operations are {}",
+                known.join(", ")
+            )));
+        }
+        let w: f64 = number(p, &format!("ops({name}="), &weight)?;
+        if w > 0.0 {
+            // Operation names live for the whole run: the measurements are keyed by them.
+            names.push(&*Box::leak(name.into_boxed_str()));
+            ops.push((Op::User(names.len() - 1), w));
+        }
+    }
+    if ops.is_empty() {
+        return Err(p.invalid("Must specify at least one command with a non-zero ratio"));
+    }
+    Ok((profile, ops, names))
 }
 
 fn parse_rate(command: &Command, params: Option<Params>) -> Result<Rate, ArgError> {
@@ -756,6 +822,18 @@ pub fn parse(args: &[String]) -> Result<Settings, ArgError> {
     let log = parse_log(take("-log"))?;
     let errors = parse_errors(take("-errors"))?;
     let graph = parse_graph(take("-graph"))?;
+    let validate = match take("-validate") {
+        Some(p) if command.profile.is_none() => {
+            return Err(p.invalid(
+                "-validate is for user profiles; the predefined read validates unless -errors skip-read-validation",
+            ));
+        }
+        Some(p) => {
+            p.finish("none (it is a flag)")?;
+            true
+        }
+        None => false,
+    };
     for (name, why) in [
         ("-insert", "predefined commands write one partition of one row per operation"),
         ("-transport", "the driver's defaults are used"),
@@ -771,7 +849,21 @@ pub fn parse(args: &[String]) -> Result<Settings, ArgError> {
             groups.into_iter().map(|(k, v)| std::iter::once(k).chain(v).collect::<Vec<_>>().join(" ")).collect(),
         ));
     }
-    Ok(Settings { command, rate, population, schema, columns, mode, nodes, native_port, log, errors, graph, warnings })
+    Ok(Settings {
+        command,
+        rate,
+        population,
+        schema,
+        columns,
+        mode,
+        nodes,
+        native_port,
+        log,
+        errors,
+        graph,
+        validate,
+        warnings,
+    })
 }
 
 impl Settings {
@@ -799,9 +891,13 @@ impl Settings {
         let _ = writeln!(o, "  Key Size (bytes): {}", c.key_size);
         let _ = writeln!(o, "  Counter Increment Distibution: add={}", spec_text(&c.add));
         if c.is_mixed() {
-            let ratios: Vec<String> = c.ops.iter().map(|(op, w)| format!("{}={w:.1}", op.name())).collect();
+            let ratios: Vec<String> = c.ops.iter().map(|(op, w)| format!("{}={w:.1}", c.op_name(*op))).collect();
             let _ = writeln!(o, "  Command Ratios: {{{}}}", ratios.join(", "));
             let _ = writeln!(o, "  Command Clustering Distribution: clustering={}", spec_text(&c.clustering));
+        }
+        if let Some(profile) = &c.profile {
+            o.push_str(&profile.dump());
+            let _ = writeln!(o, "  Validate: {}", self.validate);
         }
         o.push_str("Rate:\n");
         let r = &self.rate;
@@ -1000,7 +1096,13 @@ mod tests {
         // Found by fuzzing: a unit that is not ASCII, a count of hours past u64's seconds.
         assert!(parse(&args("read duration=240m\u{fffd}")).is_err());
         assert!(parse(&args("read duration=18446744073709551615h")).is_err());
-        assert!(parse(&args("user profile=x.yaml")).unwrap_err().to_string().contains("not supported"));
+        assert!(
+            parse(&args("user profile=/nonexistent.yaml ops(insert=1)"))
+                .unwrap_err()
+                .to_string()
+                .contains("cannot read the profile")
+        );
+        assert!(parse(&args("user ops(insert=1)")).unwrap_err().to_string().contains("needs profile="));
         assert!(parse(&args("write n=1 -rate throttle=10/s fixed=10/s")).is_err());
         assert!(
             parse(&args("write n=1 -rate threads=1 -rate threads=2"))

@@ -13,6 +13,7 @@ use super::engine::{self, Load, Work};
 use super::hdrlog::HdrLog;
 use super::metrics::{ByOp, Figures, Interval, Uncertainty};
 use super::output::{self, Out};
+use super::profile::user::User;
 use super::settings::{Settings, Stop, Truncate};
 
 /// One run at one thread count.
@@ -42,6 +43,7 @@ pub struct Report {
 struct Context {
     session: Arc<Session>,
     statements: Arc<Vec<PreparedStatement>>,
+    user: Option<Arc<User>>,
     settings: Arc<Settings>,
     epoch: Instant,
     hdr: Option<HdrLog>,
@@ -55,9 +57,10 @@ fn shards() -> usize {
 
 fn description(settings: &Settings) -> String {
     if settings.command.is_mixed() {
-        format!("[{}]", settings.command.ops.iter().map(|(op, _)| op.name()).collect::<Vec<_>>().join(", "))
+        let c = &settings.command;
+        format!("[{}]", c.ops.iter().map(|(op, _)| c.op_name(*op)).collect::<Vec<_>>().join(", "))
     } else {
-        settings.command.ops[0].0.name().to_string()
+        settings.command.op_name(settings.command.ops[0].0).to_string()
     }
 }
 
@@ -91,6 +94,7 @@ impl Context {
         let load = Load::new(
             self.session.clone(),
             self.statements.clone(),
+            self.user.clone(),
             settings.clone(),
             self.epoch,
             work,
@@ -307,6 +311,10 @@ pub async fn stress(settings: Arc<Settings>, out: &mut Out) -> Result<Report> {
     out.line("Sleeping 2s...");
     tokio::time::sleep(Duration::from_secs(2)).await;
     let statements = Arc::new(engine::prepare(&session, &settings).await?);
+    let user = engine::prepare_user(&session, &settings).await?;
+    for note in user.as_ref().map(|u| u.validation_notes()).unwrap_or_default() {
+        out.line(&format!("WARNING: {note}"));
+    }
     let epoch = Instant::now();
     let hdr = match &settings.log.hdrfile {
         Some(path) => Some(HdrLog::create(path, SystemTime::now(), settings.rate.fixed.is_some())?),
@@ -315,6 +323,7 @@ pub async fn stress(settings: Arc<Settings>, out: &mut Out) -> Result<Report> {
     let mut ctx = Context {
         session: session.clone(),
         statements: statements.clone(),
+        user,
         settings: settings.clone(),
         epoch,
         hdr,
@@ -357,13 +366,16 @@ async fn warm_up(ctx: &mut Context, out: &mut Out) -> Result<()> {
     let all_statements = ctx.statements.clone();
     let threads = full.rate.threads.unwrap_or(full.rate.max_threads).clamp(1, 100);
     for (i, (op, _)) in full.command.ops.iter().enumerate() {
-        out.line(&format!("Warming up {} with {iterations} iterations...", op.name()));
+        let name = full.command.op_name(*op);
+        out.line(&format!("Warming up {name} with {iterations} iterations..."));
         let mut single = (*full).clone();
         single.command.ops = vec![(*op, 1.0)];
-        single.command.word = op.name().to_ascii_lowercase();
+        if single.command.profile.is_none() {
+            single.command.word = name.to_ascii_lowercase();
+        }
         single.graph = None;
         ctx.settings = Arc::new(single);
-        ctx.statements = Arc::new(vec![all_statements[i].clone()]);
+        ctx.statements = Arc::new(all_statements.get(i).cloned().into_iter().collect());
         let hdr = ctx.hdr.take();
         let r = ctx.run(threads, Some(iterations), &mut Out::quiet(), true).await;
         ctx.hdr = hdr;
