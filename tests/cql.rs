@@ -556,3 +556,54 @@ fn profile_mistakes_name_the_file_and_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("its operations are insert, singlepost, timeline"), "{stderr}");
 }
+
+#[test]
+fn a_suite_carries_its_profile_relative_to_the_suite_to_the_loaders() {
+    let Some(node) = node() else { return };
+    let sb = common::Sandbox::new();
+    std::fs::create_dir_all(sb.path().join("profiles")).unwrap();
+    let text = std::fs::read_to_string(profile("blogposts.yaml")).unwrap().replace("stress_blog", "stress_blog_suite");
+    sb.write("profiles/blog.yaml", &text);
+    let (out, dir) = sb.run_suite(
+        &format!(
+            r#"
+name = "profiles"
+repeat = 1
+baseline = {{ env = "host" }}
+[[server]]
+kind = "external"
+nodes = ["127.0.0.1"]
+port = {}
+[[env]]
+name = "host"
+kind = "host"
+[[volume]]
+name = "t"
+kind = "tmpfs"
+size = "64M"
+[[workload]]
+name = "one"
+kind = "cql"
+load = "user profile=profiles/blog.yaml ops(insert=1) n=100 -rate threads=4"
+args = "user profile=profiles/blog.yaml ops(singlepost=1,timeline=1) n=400 -pop seq=1..100 -rate threads=4 -validate"
+[[workload]]
+name = "two"
+kind = "cql"
+loaders = 2
+args = "user profile=profiles/blog.yaml ops(timeline=1) n=400 -pop seq=1..100 -rate threads=4 -validate"
+"#,
+            node.port
+        ),
+        &[],
+    );
+    let said = common::text(&out);
+    assert!(out.status.success(), "{said}");
+    for cell in ["host.t.one", "host.t.two"] {
+        let record = common::run_record(&dir, cell, 1);
+        assert_eq!(record["status"], "ok", "{cell}: {record:#}");
+    }
+    let errors: Vec<f64> =
+        common::samples(&dir).iter().filter(|r| r[6] == "errors").map(|r| r[7].parse().unwrap()).collect();
+    assert_eq!(errors, [0.0, 0.0], "{said}");
+    sb.assert_clean();
+}

@@ -50,7 +50,16 @@ pub fn take(tokens: &[String]) -> Result<(Option<Loaders>, Vec<String>), ArgErro
 
 /// Each loader's command line, in order: its slice of the population and of `n=`.
 pub fn split(tokens: &[String], loaders: u32) -> Result<Vec<Vec<String>>, ArgError> {
-    let settings = settings::parse(tokens)?;
+    split_with(tokens, loaders, &std::collections::BTreeMap::new())
+}
+
+/// As [`split`], with profiles that are not files here (see [`settings::parse_with`]).
+pub fn split_with(
+    tokens: &[String],
+    loaders: u32,
+    profiles: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<Vec<String>>, ArgError> {
+    let settings = settings::parse_with(tokens, profiles)?;
     if settings.log.hdrfile.is_some() {
         return Err(ArgError::Invalid("-loaders writes one HDR log per loader itself; leave out -log hdrfile=".into()));
     }

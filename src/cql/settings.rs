@@ -2,6 +2,7 @@
 //! dropped, `-option` groups), the same commands, options and defaults, and the same refusal of
 //! anything unknown (printed, exit 1). Deprecated words are accepted with a warning.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -361,7 +362,7 @@ const CONSISTENCY: &[&str] = &[
     "LOCAL_SERIAL",
 ];
 
-fn parse_command(word: &str, mut p: Params) -> Result<Command, ArgError> {
+fn parse_command(word: &str, mut p: Params, profiles: &BTreeMap<String, String>) -> Result<Command, ArgError> {
     let (ops, mixed) = match word {
         "mixed" | "user" => (Vec::new(), true),
         w => match Op::parse(w) {
@@ -422,7 +423,7 @@ fn parse_command(word: &str, mut p: Params) -> Result<Command, ArgError> {
     };
     let (mut profile, mut user_ops) = (None, Vec::new());
     let (ops, clustering) = if word == "user" {
-        let (loaded, ops, names) = user_ops_of(&mut p)?;
+        let (loaded, ops, names) = user_ops_of(&mut p, profiles)?;
         (profile, user_ops) = (Some(Arc::new(loaded)), names);
         let clustering = match p.take("clustering=") {
             Some(c) => dist(&p, &c)?,
@@ -472,7 +473,10 @@ fn parse_command(word: &str, mut p: Params) -> Result<Command, ArgError> {
 
 /// `user profile=FILE ops(name=weight,…)`: the profile, the operations and their names.
 #[allow(clippy::type_complexity)]
-fn user_ops_of(p: &mut Params) -> Result<(Profile, Vec<(Op, f64)>, Vec<&'static str>), ArgError> {
+fn user_ops_of(
+    p: &mut Params,
+    profiles: &BTreeMap<String, String>,
+) -> Result<(Profile, Vec<(Op, f64)>, Vec<&'static str>), ArgError> {
     let file = p
         .take("profile=")
         .ok_or_else(|| p.invalid("user needs profile=FILE.yaml, e.g. user profile=app.yaml ops(insert=1)"))?;
@@ -481,7 +485,12 @@ fn user_ops_of(p: &mut Params) -> Result<(Profile, Vec<(Op, f64)>, Vec<&'static 
             "profile={file}: isobench runs one profile at a time; run isobench cql once per profile"
         )));
     }
-    let profile = Profile::load(std::path::Path::new(&file)).map_err(ArgError::Invalid)?;
+    let path = std::path::Path::new(&file);
+    let profile = match profiles.get(&file) {
+        Some(text) => Profile::parse(path, text),
+        None => Profile::load(path),
+    }
+    .map_err(ArgError::Invalid)?;
     let known = profile.op_names();
     let ratio = p.map("ops")?.ok_or_else(|| {
         p.invalid(&format!("user needs ops(NAME=WEIGHT,…); {file} has the operations {}", known.join(", ")))
@@ -773,6 +782,12 @@ fn parse_graph(params: Option<Params>) -> Result<Option<Graph>, ArgError> {
 
 /// Parses a cassandra-stress command line (without the program name).
 pub fn parse(args: &[String]) -> Result<Settings, ArgError> {
+    parse_with(args, &BTreeMap::new())
+}
+
+/// As [`parse`], with the text of profiles that are not files here (a suite carries them into
+/// the sandbox): `profiles` maps `profile=`'s value to the file's text.
+pub fn parse_with(args: &[String], profiles: &BTreeMap<String, String>) -> Result<Settings, ArgError> {
     let tokens = tokens(args);
     if tokens.is_empty() {
         return Err(ArgError::Invalid("No command provided".into()));
@@ -785,7 +800,7 @@ pub fn parse(args: &[String]) -> Result<Settings, ArgError> {
             Params { group, items }
         })
     };
-    let command = parse_command(&word, Params { group: word.clone(), items: command_params })?;
+    let command = parse_command(&word, Params { group: word.clone(), items: command_params }, profiles)?;
     let rate = parse_rate(&command, take("-rate"))?;
     let (population, mut warnings) = parse_population(&command, take("-pop"))?;
     let schema = parse_schema(take("-schema"))?;

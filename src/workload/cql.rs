@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 use super::{Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload};
@@ -33,6 +33,10 @@ pub struct Cql {
     /// (`combine_indexed`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub indexed: bool,
+    /// The `profile=` files of `user` phases, as written in the phase (relative to the suite),
+    /// with their text: carried to wherever the load runs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profiles: BTreeMap<String, String>,
 }
 
 /// Where Kubernetes tells a pod of an Indexed Job its index.
@@ -59,22 +63,35 @@ impl std::fmt::Debug for Target {
     }
 }
 
-fn parse(f: &mut Fields, _ctx: &ParseContext) -> Result<Spec, SuiteError> {
+fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
     let args = f.str("args")?.ok_or_else(|| {
         f.error_at("args", "the measured phase is required, e.g. args = \"read duration=30s -rate threads=32\"")
     })?;
     let load = f.str("load")?;
     let loaders = f.count("loaders")?.map(|n| n as u32).filter(|n| *n > 1);
+    let mut profiles = BTreeMap::new();
     for (key, text) in [("args", Some(&args)), ("load", load.as_ref())] {
         if let Some(text) = text {
-            parse_phase(text, None).map_err(|e| f.error_at(key, e.to_string()))?;
+            for name in profile_names(text) {
+                let full = ctx.resolve(&name);
+                let content = std::fs::read_to_string(&full)
+                    .map_err(|e| f.error_at(key, format!("profile={name}: cannot read {}: {e}", full.display())))?;
+                profiles.insert(name, content);
+            }
+            parse_phase(text, None, &profiles).map_err(|e| f.error_at(key, e.to_string()))?;
             if let Some(n) = loaders {
-                loaders::split(&words(text), n).map_err(|e| f.error_at(key, e.to_string().trim_end().to_string()))?;
+                loaders::split_with(&words(text), n, &profiles)
+                    .map_err(|e| f.error_at(key, e.to_string().trim_end().to_string()))?;
             }
         }
     }
     f.finish()?;
-    Ok(Spec::Cql(Cql { args, load, target: None, loaders, indexed: false }))
+    Ok(Spec::Cql(Cql { args, load, target: None, loaders, indexed: false, profiles }))
+}
+
+/// The values of a phase's `profile=`.
+fn profile_names(text: &str) -> Vec<String> {
+    words(text).iter().filter_map(|w| w.strip_prefix("profile=")).map(str::to_string).collect()
 }
 
 /// A phase as a shell would pass it: `keyspace="keys" "replication(factor=3)"` pasted from a
@@ -85,8 +102,9 @@ fn words(text: &str) -> Vec<String> {
 
 /// One phase's settings; the target's nodes, port and login take the place of `-node`,
 /// `-port` and `-mode user=/password=`.
-fn parse_phase(text: &str, target: Option<&Target>) -> Result<Settings> {
-    let mut settings = settings::parse(&words(text)).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
+fn parse_phase(text: &str, target: Option<&Target>, profiles: &BTreeMap<String, String>) -> Result<Settings> {
+    let mut settings =
+        settings::parse_with(&words(text), profiles).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
     if settings.graph.is_some() || settings.log.file.is_some() || settings.log.hdrfile.is_some() {
         bail!(
             "-graph and -log file=/hdrfile= write files on the machine that runs the load; in a suite, the report has the series"
@@ -110,13 +128,20 @@ fn shown(phase: &str) -> String {
 
 impl Cql {
     pub fn phase(&self, text: &str) -> Result<Settings> {
-        parse_phase(text, self.target.as_ref())
+        parse_phase(text, self.target.as_ref(), &self.profiles)
     }
 
     /// A phase's command line for loader processes: the target in place of `-node`, `-port`
-    /// and the login.
-    fn loader_command(&self, text: &str) -> Vec<String> {
+    /// and the login, and its profile written into `dir` (loaders read it as a file).
+    fn loader_command(&self, text: &str, dir: &std::path::Path) -> Result<Vec<String>> {
         let mut tokens = words(text);
+        for name in profile_names(text) {
+            let content = self.profiles.get(&name).ok_or_else(|| anyhow!("profile={name} was not carried"))?;
+            std::fs::create_dir_all(dir)?;
+            let file = dir.join(std::path::Path::new(&name).file_name().unwrap_or("profile.yaml".as_ref()));
+            std::fs::write(&file, content).with_context(|| format!("writing {}", file.display()))?;
+            loaders::set(&mut tokens, None, "profile=", &file.to_string_lossy());
+        }
         if let Some(t) = &self.target {
             loaders::set(&mut tokens, Some("-node"), "", &t.nodes.join(","));
             loaders::set(&mut tokens, Some("-port"), "native=", &t.port.to_string());
@@ -125,7 +150,7 @@ impl Cql {
                 loaders::set(&mut tokens, Some("-mode"), "password=", t.password.as_deref().unwrap_or_default());
             }
         }
-        tokens
+        Ok(tokens)
     }
 
     /// Runs a phase as `n` loader processes (each one's output kept in `out`) and merges them.
@@ -138,7 +163,7 @@ impl Cql {
         running: &(dyn Fn() + Sync),
     ) -> Result<loaders::Merged> {
         let commands =
-            loaders::split(&self.loader_command(text), n).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
+            loaders::split(&self.loader_command(text, dir)?, n).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
         let ran = loaders::run(&commands, dir, running)?;
         let phase = dir.file_name().map_or("cql".into(), |n| n.to_string_lossy().into_owned());
         for (i, l) in ran.iter().enumerate() {
@@ -285,8 +310,9 @@ impl Cql {
             .ok_or_else(|| anyhow!("{INDEX_VAR} is not set: an indexed loader runs as a pod of an Indexed Job"))?;
         let phases = self.load.iter().map(|l| ("load", l)).chain([("run", &self.args)]);
         for (phase, text) in phases {
-            let commands =
-                loaders::split(&self.loader_command(text), n).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
+            let dir = ctx.scratch_dir.join(phase);
+            let commands = loaders::split(&self.loader_command(text, &dir)?, n)
+                .map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
             let command = commands.get(index).ok_or_else(|| anyhow!("loader index {index} of {n}"))?;
             let loader = loaders::run_single(index + 1, command, &ctx.scratch_dir.join(phase))?;
             out.raw.push(RawFile {
@@ -404,7 +430,7 @@ mod tests {
     fn the_target_replaces_nodes_port_and_login() {
         let target =
             Target { nodes: vec!["10.0.0.7".into()], port: 19042, user: Some("u".into()), password: Some("p".into()) };
-        let s = parse_phase("read n=10 -node 127.0.0.1 -port native=9042", Some(&target)).unwrap();
+        let s = parse_phase("read n=10 -node 127.0.0.1 -port native=9042", Some(&target), &BTreeMap::new()).unwrap();
         assert_eq!(s.nodes, ["10.0.0.7"]);
         assert_eq!(s.native_port, 19042);
         assert_eq!(s.mode.password.as_deref(), Some("p"));
@@ -413,14 +439,19 @@ mod tests {
 
     #[test]
     fn a_phase_pasted_from_a_shell_loses_its_quotes() {
-        let s = parse_phase(r#"write n=10 cl=QUORUM -schema keyspace="keys" "replication(factor=3)""#, None).unwrap();
+        let s = parse_phase(
+            r#"write n=10 cl=QUORUM -schema keyspace="keys" "replication(factor=3)""#,
+            None,
+            &BTreeMap::new(),
+        )
+        .unwrap();
         assert_eq!(s.schema.keyspace, "keys");
         assert_eq!(words("write -schema 'replication(factor=3)'"), ["write", "-schema", "replication(factor=3)"]);
     }
 
     #[test]
     fn files_written_by_the_loader_are_refused_in_a_suite() {
-        let e = parse_phase("write n=10 -graph file=g.html", None).unwrap_err();
+        let e = parse_phase("write n=10 -graph file=g.html", None, &BTreeMap::new()).unwrap_err();
         assert!(e.to_string().contains("-graph"), "{e}");
     }
 }
