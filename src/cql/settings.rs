@@ -850,13 +850,17 @@ pub fn parse_with(args: &[String], profiles: &BTreeMap<String, String>) -> Resul
         None => false,
     };
     for (name, why) in [
-        ("-insert", "predefined commands write one partition of one row per operation"),
-        ("-transport", "the driver's defaults are used"),
+        (
+            "-insert",
+            "predefined commands write one row per operation; a profile sets partitions, select and batchtype in its insert: section",
+        ),
+        ("-transport", "isobench connects without TLS"),
         ("-sendto", "there is no stress daemon"),
         ("-tokenrange", "no token-range scans are done"),
     ] {
         if let Some(p) = take(name) {
-            warnings.push(format!("{name} {} is accepted and ignored: {why}", p.items.join(" ")).replace("  ", " "));
+            let given = super::redact_passwords(&p.items.join(" "));
+            warnings.push(format!("{name} {given} is accepted and ignored: {why}").replace("  ", " "));
         }
     }
     if !groups.is_empty() {
@@ -1118,6 +1122,9 @@ mod tests {
                 .contains("cannot read the profile")
         );
         assert!(parse(&args("user ops(insert=1)")).unwrap_err().to_string().contains("needs profile="));
+        let tls = ok("write n=1 -transport truststore=t.jks truststore-password=s3cret");
+        assert!(tls.warnings.iter().any(|w| w.contains("truststore-password=REDACTED")), "{:?}", tls.warnings);
+        assert!(!tls.warnings.iter().any(|w| w.contains("s3cret")));
         assert!(parse(&args("write n=1 -rate throttle=10/s fixed=10/s")).is_err());
         assert!(
             parse(&args("write n=1 -rate threads=1 -rate threads=2"))
