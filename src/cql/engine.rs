@@ -168,7 +168,7 @@ pub async fn prepare_user(session: &Session, settings: &Settings) -> Result<Opti
     Ok(Some(Arc::new(user)))
 }
 
-fn serial_consistency(name: &str) -> SerialConsistency {
+pub fn serial_consistency(name: &str) -> SerialConsistency {
     if name == "LOCAL_SERIAL" { SerialConsistency::LocalSerial } else { SerialConsistency::Serial }
 }
 

@@ -348,7 +348,7 @@ fn per_second(p: &Params, key: &str, text: &str) -> Result<u64, ArgError> {
     number(p, key, n)
 }
 
-const CONSISTENCY: &[&str] = &[
+pub(super) const CONSISTENCY: &[&str] = &[
     "ONE",
     "QUORUM",
     "LOCAL_QUORUM",

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::dist::DistSpec;
+use super::settings::CONSISTENCY;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -162,21 +163,6 @@ fn ratio(file: &Path, s: &Spanned<String>) -> Result<Ratio, String> {
     }
     Ok(Ratio { numerator, divisor })
 }
-
-/// The consistency levels a query may name.
-const CONSISTENCY: &[&str] = &[
-    "ONE",
-    "TWO",
-    "THREE",
-    "QUORUM",
-    "ALL",
-    "LOCAL_QUORUM",
-    "EACH_QUORUM",
-    "LOCAL_ONE",
-    "ANY",
-    "SERIAL",
-    "LOCAL_SERIAL",
-];
 
 fn consistency(file: &Path, key: &str, s: &Option<Spanned<String>>) -> Result<Option<String>, String> {
     let Some(s) = s else { return Ok(None) };

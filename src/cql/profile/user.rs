@@ -212,11 +212,10 @@ impl User {
                 Some(q) => {
                     let consistency =
                         q.consistency.as_deref().map_or(options.consistency, crate::cql::engine::consistency);
-                    let serial = match q.serial_consistency.as_deref() {
-                        Some("LOCAL_SERIAL") => SerialConsistency::LocalSerial,
-                        Some(_) => SerialConsistency::Serial,
-                        None => options.serial_consistency,
-                    };
+                    let serial = q
+                        .serial_consistency
+                        .as_deref()
+                        .map_or(options.serial_consistency, crate::cql::engine::serial_consistency);
                     set(&mut statement, consistency, serial, true);
                     let validate = (validate_all || q.validate).then(|| {
                         let selected: Vec<Option<usize>> = statement
@@ -296,31 +295,50 @@ impl User {
         seeds: &[i64],
         tries: u32,
     ) -> (Done, u32) {
-        let operation = &self.ops[op];
         let partitions: Vec<Partition> = seeds.iter().map(|s| w.rows.partition(*s)).collect();
-        let key = self.key_text(w, &partitions[0]);
+        let (mut done, attempts) = self.attempt(session, op, w, &partitions, tries).await;
+        // Only a message shows the key: it is spelled out for a failed operation alone.
+        if done.error.is_some() {
+            done.key = self.key_text(w, &partitions[0]);
+        }
+        (done, attempts)
+    }
+
+    async fn attempt(
+        &self,
+        session: &Session,
+        op: usize,
+        w: &mut UserWorker,
+        partitions: &[Partition],
+        tries: u32,
+    ) -> (Done, u32) {
+        let operation = &self.ops[op];
+        let key = String::new();
         let mut last_error = String::new();
         match &operation.kind {
             OpKind::Insert { batch } => {
                 let mut rows: Vec<Vec<Option<CqlValue>>> = Vec::new();
-                for p in &partitions {
+                for p in partitions {
                     for r in self.selected_rows(w, p) {
                         w.rows.row(p, r, &mut w.values);
                         rows.push(operation.binds.iter().map(|&c| w.values[c].clone()).collect());
                     }
                 }
                 let count = rows.len() as u64;
-                let mut statement = Batch::new(batch.expect("set at prepare"));
-                for _ in 0..rows.len() {
-                    statement.append_statement(operation.statement.clone());
-                }
-                statement.set_consistency(operation.statement.get_consistency().unwrap_or(Consistency::LocalOne));
-                statement.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
+                // A single row is sent alone; several go in one batch.
+                let statement = (rows.len() > 1).then(|| {
+                    let mut b = Batch::new(batch.expect("set at prepare"));
+                    for _ in 0..rows.len() {
+                        b.append_statement(operation.statement.clone());
+                    }
+                    b.set_consistency(operation.statement.get_consistency().unwrap_or(Consistency::LocalOne));
+                    b.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
+                    b
+                });
                 for attempt in 1..=tries {
-                    let result = if rows.len() == 1 {
-                        session.execute_unpaged(&operation.statement, &rows[0]).await.map(|_| ())
-                    } else {
-                        session.batch(&statement, &rows).await.map(|_| ())
+                    let result = match &statement {
+                        None => session.execute_unpaged(&operation.statement, &rows[0]).await.map(|_| ()),
+                        Some(b) => session.batch(b, &rows).await.map(|_| ()),
                     };
                     match result {
                         Ok(()) => {
@@ -394,12 +412,14 @@ impl User {
         binds: &[usize],
         fields: Fields,
     ) -> Vec<Option<CqlValue>> {
+        if fields == Fields::SameRow {
+            let row = w.rng.next_long().unsigned_abs() % p.rows;
+            w.rows.row(p, row, &mut w.values);
+            return binds.iter().map(|&c| w.values[c].clone()).collect();
+        }
         let mut out = Vec::with_capacity(binds.len());
-        let mut row = w.rng.next_long().unsigned_abs() % p.rows;
         for &c in binds {
-            if fields == Fields::MultiRow {
-                row = w.rng.next_long().unsigned_abs() % p.rows;
-            }
+            let row = w.rng.next_long().unsigned_abs() % p.rows;
             w.rows.row(p, row, &mut w.values);
             out.push(w.values[c].clone());
         }
