@@ -131,6 +131,10 @@ enum ServerAction {
         /// node sees every node Up and Normal.
         #[arg(long, default_value_t = 1)]
         nodes: usize,
+        /// Clients must connect with TLS (client_encryption_options); the node's certificate,
+        /// for `isobench cql … -transport truststore=`, is <data>/conf/node-cert.pem.
+        #[arg(long)]
+        tls: bool,
     },
     /// Stop nodes (SIGTERM, SIGKILL after 45 s): those on --port, or all.
     Stop {
@@ -485,8 +489,8 @@ fn cleanup(workdir: &Path) -> Result<ExitCode> {
 fn server(workdir: &Path, action: ServerAction) -> Result<ExitCode> {
     use crate::server;
     match action {
-        ServerAction::Start { kind, data, heap, port, version, quick_jit, nodes } => {
-            let options = server::StartOptions { data, heap, port, version, quick_jit, nodes };
+        ServerAction::Start { kind, data, heap, port, version, quick_jit, nodes, tls } => {
+            let options = server::StartOptions { data, heap, port, version, quick_jit, nodes, tls };
             let cluster = server::start(workdir, &kind, &options)?;
             for node in &cluster.nodes {
                 println!(
@@ -499,6 +503,12 @@ fn server(workdir: &Path, action: ServerAction) -> Result<ExitCode> {
                     node.config.data.display(),
                     node.config.log().display()
                 );
+                if node.config.tls {
+                    println!(
+                        "Clients connect with TLS only: isobench cql … -transport truststore={}",
+                        node.config.certificate().display()
+                    );
+                }
             }
             if let Some(ring) = cluster.ring_after {
                 println!(

@@ -607,3 +607,70 @@ args = "user profile=profiles/blog.yaml ops(timeline=1) n=400 -pop seq=1..100 -r
     assert_eq!(errors, [0.0, 0.0], "{said}");
     sb.assert_clean();
 }
+
+/// Every file under `dir` whose bytes contain `secret`.
+fn files_holding(dir: &std::path::Path, secret: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_holding(&path, secret));
+        } else if std::fs::read(&path).unwrap().windows(secret.len()).any(|w| w == secret.as_bytes()) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_node_with_client_encryption_refuses_plain_clients_and_accepts_a_truststore() {
+    let node = match cassandra::start_node_with("tls", |c| c.tls = true) {
+        Ok(n) => n,
+        Err(why) => return eprintln!("SKIP: no Cassandra with client encryption: {why}"),
+    };
+    let (out, _) = run(&node, "write n=10 no-warmup -schema keyspace=t_tls");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("-transport truststore="), "a plain client gets in: {said}");
+
+    // The client's truststores are made as a user makes them: keytool, from the node's certificate.
+    let dir = tempfile::tempdir().unwrap();
+    let password = format!("trust-{}-me", std::process::id());
+    let certificate = node.data.join("conf/node-cert.pem");
+    let mut stores = vec![certificate.clone()];
+    for (file, kind) in [("client.jks", "JKS"), ("client.p12", "PKCS12")] {
+        let store = dir.path().join(file);
+        let made = Command::new("keytool")
+            .args(["-importcert", "-noprompt", "-alias", "node", "-storetype", kind, "-storepass", &password])
+            .arg("-file")
+            .arg(&certificate)
+            .arg("-keystore")
+            .arg(&store)
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stdout));
+        stores.push(store);
+    }
+    let loaders = dir.path().join("loaders");
+    let mut said = String::new();
+    for (k, store) in stores.iter().enumerate() {
+        let transport = format!("-transport truststore={} truststore-password={password}", store.display());
+        let (command, more) = match k {
+            0 => ("write n=3000 no-warmup -rate threads=16", String::new()),
+            1 => ("read n=3000 no-warmup -rate threads=16 -pop seq=1..3000", String::new()),
+            _ => (
+                "read n=3000 no-warmup -rate threads=16 -pop seq=1..3000",
+                format!("-loaders 2 dir={}", loaders.display()),
+            ),
+        };
+        let (out, stdout) = run(&node, &format!("{command} -schema keyspace=t_tls {transport} {more}"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}: {stdout}{stderr}", store.display());
+        assert_eq!(total_errors(&stdout), 0, "{stdout}");
+        said += &stdout;
+        said += &stderr;
+    }
+    assert!(said.contains("truststore-password=REDACTED"), "{said}");
+    assert!(!said.contains(&password), "the truststore's password was shown");
+    assert!(loaders.join("loader-2.log").exists(), "the loaders kept their logs in {}", loaders.display());
+    assert_eq!(files_holding(&loaders, &password), Vec::<std::path::PathBuf>::new());
+}

@@ -68,19 +68,22 @@ pub async fn connect(settings: &Settings) -> Result<Session> {
             Some("snappy") => Some(Compression::Snappy),
             _ => None,
         });
+    if let Some(transport) = &settings.transport {
+        builder = builder.tls_context(Some(Arc::new(transport.client_config()?)));
+    }
     if let Some(user) = &settings.mode.user {
         builder = builder.user(user, settings.mode.password.clone().unwrap_or_default());
     }
     let list = nodes.join(", ");
+    let hint = if settings.transport.is_none() {
+        "Is a CQL server listening there? Name the nodes with -node a,b,c and the port with -port native=N; if they require TLS, add -transport truststore=FILE."
+    } else {
+        "Is a CQL server listening there? Name the nodes with -node a,b,c and the port with -port native=N."
+    };
     match tokio::time::timeout(CONNECT_TIMEOUT, builder.build()).await {
         Ok(Ok(session)) => Ok(session),
-        Ok(Err(e)) => bail!(
-            "cannot connect to {list}: {e}\nIs a CQL server listening there? Name the nodes with -node a,b,c and the port with -port native=N."
-        ),
-        Err(_) => bail!(
-            "cannot connect to {list}: no answer within {} s\nIs a CQL server listening there? Name the nodes with -node a,b,c and the port with -port native=N.",
-            CONNECT_TIMEOUT.as_secs()
-        ),
+        Ok(Err(e)) => bail!("cannot connect to {list}: {e}\n{hint}"),
+        Err(_) => bail!("cannot connect to {list}: no answer within {} s\n{hint}", CONNECT_TIMEOUT.as_secs()),
     }
 }
 

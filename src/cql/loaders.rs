@@ -19,6 +19,14 @@ pub const SEED_VAR: &str = "ISOBENCH_CQL_SEED";
 /// The environment variable that hands a loader its password: command lines are visible to
 /// every user of the machine.
 pub const PASSWORD_VAR: &str = "ISOBENCH_CQL_PASSWORD";
+pub const TRUSTSTORE_PASSWORD_VAR: &str = "ISOBENCH_CQL_TRUSTSTORE_PASSWORD";
+pub const KEYSTORE_PASSWORD_VAR: &str = "ISOBENCH_CQL_KEYSTORE_PASSWORD";
+/// The command-line options a loader gets in its environment instead.
+const SECRETS: [(&str, &str); 3] = [
+    ("password=", PASSWORD_VAR),
+    ("truststore-password=", TRUSTSTORE_PASSWORD_VAR),
+    ("keystore-password=", KEYSTORE_PASSWORD_VAR),
+];
 
 /// `-loaders N [dir=PATH]` taken out of a command line's tokens.
 #[derive(Debug, PartialEq)]
@@ -169,19 +177,15 @@ fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path, running: &(
     let hdr = dir.join(format!("loader-{index}.hdr"));
     let mut args = command.to_vec();
     set(&mut args, Some("-log"), "hdrfile=", &hdr.display().to_string());
-    let mut password = None;
-    args.retain(|t| match t.strip_prefix("password=") {
-        Some(p) => {
-            password = Some(p.to_string());
+    let mut cmd = Command::new(exe);
+    args.retain(|t| match SECRETS.iter().find_map(|(key, var)| Some((t.strip_prefix(key)?, var))) {
+        Some((secret, var)) => {
+            cmd.env(var, secret);
             false
         }
         None => true,
     });
-    let mut cmd = Command::new(exe);
     cmd.arg("cql").args(&args).env(SEED_VAR, index.to_string());
-    if let Some(p) = password {
-        cmd.env(PASSWORD_VAR, p);
-    }
     let token = std::env::var(process::TOKEN_VAR).ok();
     let mut said_running = false;
     let mut on_line = |line: &str| {

@@ -14,6 +14,7 @@ pub mod random;
 pub mod schema;
 pub mod settings;
 pub mod stress;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,6 +36,8 @@ Options:  -rate threads=N [throttle=R/s | fixed=R/s] | auto threads>=A threads<=
           -pop seq=A..B | dist=uniform|gaussian|exp|extreme|fixed(...)
           -schema keyspace= replication(strategy=,factor=) compaction(strategy=,…) compression=
           -col n=FIXED(k) size=DIST   -mode user= password= compression=lz4 connectionsPerHost=
+          -transport truststore=FILE truststore-password= [keystore=FILE keystore-password=]
+                     [ssl-protocol=TLSv1.2|TLSv1.3 ssl-ciphers=A,B]  (JKS, PKCS12 or PEM)
           -node a,b,c   -port native=N   -log interval=Ns hdrfile= file=   -errors ignore retries=N
           -graph file= revision= title= op=
           -validate                (user: check every row a query reads against the rows written)

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::dist::{DistSpec, parse_count};
 use super::profile::Profile;
+use super::tls::Transport;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
@@ -214,6 +215,8 @@ pub struct Settings {
     pub graph: Option<Graph>,
     /// `-validate`: every query of a `user` profile checks the rows it reads.
     pub validate: bool,
+    /// `-transport`: TLS, when given.
+    pub transport: Option<Transport>,
     /// Things accepted but not used, said once at the start.
     pub warnings: Vec<String>,
 }
@@ -722,6 +725,37 @@ fn parse_mode(params: Option<Params>, warnings: &mut Vec<String>) -> Result<Mode
     Ok(mode)
 }
 
+/// `-transport truststore= truststore-password= keystore= keystore-password= ssl-protocol=
+/// ssl-alg= store-type= ssl-ciphers=`. A loader started by `-loaders` gets the passwords in its
+/// environment, not on its command line.
+fn parse_transport(params: Option<Params>) -> Result<Option<Transport>, ArgError> {
+    let Some(mut p) = params else { return Ok(None) };
+    let from_env = |var: &str| std::env::var(var).ok();
+    let transport = Transport {
+        truststore: p.take("truststore=").map(PathBuf::from),
+        truststore_password: p
+            .take("truststore-password=")
+            .or_else(|| from_env(super::loaders::TRUSTSTORE_PASSWORD_VAR)),
+        keystore: p.take("keystore=").map(PathBuf::from),
+        keystore_password: p.take("keystore-password=").or_else(|| from_env(super::loaders::KEYSTORE_PASSWORD_VAR)),
+        protocol: p.take("ssl-protocol=").unwrap_or_else(|| "TLS".into()),
+        ciphers: p
+            .take("ssl-ciphers=")
+            .map(|c| c.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default(),
+        store_type: p.take("store-type=").unwrap_or_else(|| "JKS".into()),
+    };
+    // The key manager's algorithm (SunX509) has no counterpart in rustls.
+    p.take("ssl-alg=");
+    // cassandra-stress 3.x's Thrift transport factory.
+    p.take("factory=");
+    if transport.truststore.is_none() {
+        return Err(p.invalid("-transport needs truststore=FILE (a JKS or PKCS12 store, or PEM certificates)"));
+    }
+    p.finish("truststore=, truststore-password=, keystore=, keystore-password=, ssl-protocol=, ssl-alg=, store-type=, ssl-ciphers=")?;
+    Ok(Some(transport))
+}
+
 fn parse_log(params: Option<Params>) -> Result<Log, ArgError> {
     let mut log = Log {
         interval: Duration::from_secs(1),
@@ -837,6 +871,7 @@ pub fn parse_with(args: &[String], profiles: &BTreeMap<String, String>) -> Resul
     let log = parse_log(take("-log"))?;
     let errors = parse_errors(take("-errors"))?;
     let graph = parse_graph(take("-graph"))?;
+    let transport = parse_transport(take("-transport"))?;
     let validate = match take("-validate") {
         Some(p) if command.profile.is_none() => {
             return Err(p.invalid(
@@ -854,7 +889,6 @@ pub fn parse_with(args: &[String], profiles: &BTreeMap<String, String>) -> Resul
             "-insert",
             "predefined commands write one row per operation; a profile sets partitions, select and batchtype in its insert: section",
         ),
-        ("-transport", "isobench connects without TLS"),
         ("-sendto", "there is no stress daemon"),
         ("-tokenrange", "no token-range scans are done"),
     ] {
@@ -881,6 +915,7 @@ pub fn parse_with(args: &[String], profiles: &BTreeMap<String, String>) -> Resul
         errors,
         graph,
         validate,
+        transport,
         warnings,
     })
 }
@@ -999,7 +1034,12 @@ impl Settings {
             s.compaction_strategy.as_deref().unwrap_or("null"),
             compaction.join(", ")
         );
-        o.push_str("Transport:\n  factory=org.apache.cassandra.thrift.TFramedTransportFactory; truststore=null; truststore-password=null; keystore=null; keystore-password=null; ssl-protocol=TLS; ssl-alg=null; store-type=JKS; ssl-ciphers=TLS_RSA_WITH_AES_128_CBC_SHA,TLS_RSA_WITH_AES_256_CBC_SHA; \n");
+        match &self.transport {
+            Some(t) => {
+                let _ = writeln!(o, "Transport:\n  factory=org.apache.cassandra.thrift.TFramedTransportFactory; {} ", t.describe());
+            }
+            None => o.push_str("Transport:\n  factory=org.apache.cassandra.thrift.TFramedTransportFactory; truststore=null; truststore-password=null; keystore=null; keystore-password=null; ssl-protocol=TLS; ssl-alg=null; store-type=JKS; ssl-ciphers=TLS_RSA_WITH_AES_128_CBC_SHA,TLS_RSA_WITH_AES_256_CBC_SHA; \n"),
+        }
         let _ = writeln!(o, "Port:\n  Native Port: {}\n  Thrift Port: 9160\n  JMX Port: 7199", self.native_port);
         o.push_str("Send To Daemon:\n  *not set*\nGraph:\n");
         match &self.graph {
@@ -1122,9 +1162,15 @@ mod tests {
                 .contains("cannot read the profile")
         );
         assert!(parse(&args("user ops(insert=1)")).unwrap_err().to_string().contains("needs profile="));
-        let tls = ok("write n=1 -transport truststore=t.jks truststore-password=s3cret");
-        assert!(tls.warnings.iter().any(|w| w.contains("truststore-password=REDACTED")), "{:?}", tls.warnings);
-        assert!(!tls.warnings.iter().any(|w| w.contains("s3cret")));
+        let tls = ok("write n=1 -transport truststore=t.jks truststore-password=s3cret ssl-protocol=TLSv1.3");
+        let transport = tls.transport.as_ref().unwrap();
+        assert_eq!(
+            (transport.truststore_password.as_deref(), transport.protocol.as_str()),
+            (Some("s3cret"), "TLSv1.3")
+        );
+        assert!(tls.dump().contains("truststore-password=REDACTED") && !tls.dump().contains("s3cret"));
+        let e = parse(&args("write n=1 -transport keystore=k.p12 keystore-password=s3cret")).unwrap_err().to_string();
+        assert!(e.contains("needs truststore=") && !e.contains("s3cret"), "{e}");
         assert!(parse(&args("write n=1 -rate throttle=10/s fixed=10/s")).is_err());
         assert!(
             parse(&args("write n=1 -rate threads=1 -rate threads=2"))

@@ -4,7 +4,8 @@
 //! and a real CQL query, and a clean stop (SIGTERM, SIGKILL after a timeout).
 
 use std::fs;
-use std::io::Read;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -147,6 +148,10 @@ pub struct NodeConfig {
     /// The replication factor the token allocator balances the ring for.
     #[serde(default = "one")]
     pub token_rf: u32,
+    /// Clients must speak TLS (`client_encryption_options`): the node's key is made with
+    /// keytool on its first start; clients trust [`NodeConfig::certificate`].
+    #[serde(default)]
+    pub tls: bool,
 }
 
 fn one() -> u32 {
@@ -178,12 +183,86 @@ impl NodeConfig {
             auth: false,
             seeds: Vec::new(),
             token_rf: 1,
+            tls: false,
         })
     }
 
     /// The node's own address: where it gossips, and where clients inside reach it.
     pub fn local_address(&self) -> &str {
         if self.address == "0.0.0.0" { "127.0.0.1" } else { &self.address }
+    }
+
+    /// The node's certificate (PEM), for clients' `-transport truststore=`.
+    pub fn certificate(&self) -> PathBuf {
+        self.data.join("conf/node-cert.pem")
+    }
+
+    fn keystore(&self) -> PathBuf {
+        self.data.join("conf/node-keystore.p12")
+    }
+
+    /// The client TLS section of cassandra.yaml, with the keystore's password (the file is the
+    /// server's own, readable by root only).
+    fn client_encryption(&self) -> Result<String> {
+        if !self.tls {
+            return Ok(String::new());
+        }
+        let password = self.keystore_password()?;
+        Ok(format!(
+            "client_encryption_options:
+  enabled: true
+  optional: false
+  keystore: {}
+  keystore_password: {password}
+  store_type: PKCS12
+  require_client_auth: false
+",
+            self.keystore().display()
+        ))
+    }
+
+    /// Makes the node's key pair and self-signed certificate (naming its address and
+    /// 127.0.0.1) once; later starts keep them, so clients' truststores stay valid.
+    fn keystore_password(&self) -> Result<String> {
+        let password_file = self.data.join("conf/node-keystore.password");
+        if self.keystore().exists()
+            && let Ok(password) = fs::read_to_string(&password_file)
+        {
+            return Ok(password);
+        }
+        let mut random = [0u8; 16];
+        fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
+        let password: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let _ = fs::remove_file(self.keystore());
+        let keytool = |args: &[&str]| -> Result<()> {
+            // The password goes in the environment: command lines are visible to every user.
+            let out = Command::new("keytool")
+                .args(args)
+                .env("ISOBENCH_KEYSTORE_PASSWORD", &password)
+                .output()
+                .context("cannot run keytool: install Java 17 (`apt-get install openjdk-17-jre-headless`)")?;
+            if !out.status.success() {
+                bail!("keytool {} failed: {}", args[0], String::from_utf8_lossy(&out.stdout).trim());
+            }
+            Ok(())
+        };
+        let keystore = self.keystore().display().to_string();
+        let san = format!("SAN=ip:127.0.0.1,ip:{},dns:localhost", self.local_address());
+        let common = ["-keystore", &keystore, "-storetype", "PKCS12", "-storepass:env", "ISOBENCH_KEYSTORE_PASSWORD"];
+        keytool(
+            &[
+                &["-genkeypair", "-alias", "node", "-keyalg", "EC", "-groupname", "secp256r1"][..],
+                &["-dname", "CN=isobench-cassandra", "-ext", &san, "-validity", "3650"],
+                &common,
+            ]
+            .concat(),
+        )?;
+        let certificate = self.certificate().display().to_string();
+        keytool(&[&["-exportcert", "-rfc", "-alias", "node", "-file", &certificate][..], &common].concat())?;
+        let mut file =
+            fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&password_file)?;
+        file.write_all(password.as_bytes())?;
+        Ok(password)
     }
 
     pub fn log(&self) -> PathBuf {
@@ -194,9 +273,9 @@ impl NodeConfig {
         self.data.join("logs/stdout.log")
     }
 
-    fn yaml(&self) -> String {
+    fn yaml(&self) -> Result<String> {
         let d = self.data.display();
-        format!(
+        Ok(format!(
             "cluster_name: isobench
 num_tokens: 16
 allocate_tokens_for_local_replication_factor: {token_rf}
@@ -231,19 +310,20 @@ concurrent_reads: 8
 concurrent_writes: 16
 concurrent_counter_writes: 8
 disk_access_mode: mmap_index_only
-",
+{client_encryption}",
             a = self.local_address(),
             rpc = self.address,
             s = self.storage_port,
             n = self.native_port,
             authenticator = if self.auth { "PasswordAuthenticator" } else { "AllowAllAuthenticator" },
             token_rf = self.token_rf,
+            client_encryption = self.client_encryption()?,
             seeds = if self.seeds.is_empty() {
                 format!("{}:{}", self.local_address(), self.storage_port)
             } else {
                 self.seeds.join(",")
             },
-        )
+        ))
     }
 
     fn logback(&self) -> String {
@@ -267,7 +347,16 @@ disk_access_mode: mmap_index_only
         for dir in [&conf, &self.data.join("logs")] {
             fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        fs::write(conf.join("cassandra.yaml"), self.yaml())?;
+        // Private: with client TLS on, it holds the keystore's password.
+        let yaml = self.yaml()?;
+        let _ = fs::remove_file(conf.join("cassandra.yaml"));
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(conf.join("cassandra.yaml"))?
+            .write_all(yaml.as_bytes())?;
         fs::write(conf.join("logback.xml"), self.logback())?;
         Ok(conf)
     }
@@ -491,7 +580,11 @@ impl Node {
                 return Err(process::Interrupted.into());
             }
             if read_text(&self.config.stdout_log()).contains(READY_LINE)
-                && let Ok(version) = cql_probe(&address, self.config.auth.then_some(DEFAULT_LOGIN))
+                && let Ok(version) = cql_probe(
+                    &address,
+                    self.config.auth.then_some(DEFAULT_LOGIN),
+                    self.config.tls.then(|| self.config.certificate()).as_deref(),
+                )
             {
                 self.ready_after = started.elapsed();
                 self.release_version = version;
@@ -637,7 +730,7 @@ pub fn create_role(address: &str, user: &str, password: &str) -> Result<()> {
 
 /// Connects with the CQL driver (logging in as `login`, if given) and reads `release_version`:
 /// proof that CQL is served.
-pub fn cql_probe(address: &str, login: Option<(&str, &str)>) -> Result<String> {
+pub fn cql_probe(address: &str, login: Option<(&str, &str)>, trust: Option<&Path>) -> Result<String> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         let mut builder = scylla::client::session_builder::SessionBuilder::new()
@@ -645,6 +738,14 @@ pub fn cql_probe(address: &str, login: Option<(&str, &str)>) -> Result<String> {
             .connection_timeout(Duration::from_secs(3));
         if let Some((user, password)) = login {
             builder = builder.user(user, password);
+        }
+        if let Some(certificate) = trust {
+            let transport = crate::cql::tls::Transport {
+                truststore: Some(certificate.to_path_buf()),
+                protocol: "TLS".into(),
+                ..Default::default()
+            };
+            builder = builder.tls_context(Some(std::sync::Arc::new(transport.client_config()?)));
         }
         let session = tokio::time::timeout(Duration::from_secs(5), builder.build()).await.context("timed out")??;
         let rows = session.query_unpaged("SELECT release_version FROM system.local", ()).await?.into_rows_result()?;

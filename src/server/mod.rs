@@ -34,6 +34,7 @@ pub struct StartOptions {
     pub version: String,
     pub quick_jit: bool,
     pub nodes: usize,
+    pub tls: bool,
 }
 
 fn state_file(workdir: &Path, port: u16) -> PathBuf {
@@ -77,6 +78,12 @@ pub fn start(workdir: &Path, kind: &str, opts: &StartOptions) -> Result<Cluster>
             opts.port
         );
     }
+    if opts.tls && opts.nodes > 1 {
+        bail!(
+            "--tls with --nodes {}: client TLS is for a single node today (each node would have its own certificate)",
+            opts.nodes
+        );
+    }
     let available = crate::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
     cluster::check_memory(opts.nodes, &opts.heap, available).map_err(|e| anyhow::anyhow!("{e}"))?;
     let dist = Distribution::fetch(&opts.version, &mut |m| eprintln!("isobench: {m}"))?;
@@ -84,6 +91,7 @@ pub fn start(workdir: &Path, kind: &str, opts: &StartOptions) -> Result<Cluster>
     let mut base = NodeConfig::local(&data, opts.port)?;
     base.heap = opts.heap.clone();
     base.quick_jit = opts.quick_jit;
+    base.tls = opts.tls;
     let layout = if opts.nodes > 1 {
         cluster::has_nodetool(&dist)?;
         Some(Layout::new(opts.nodes, Some(opts.port))?)
@@ -202,7 +210,12 @@ pub fn status(workdir: &Path) -> Result<Vec<(Node, Result<String>)>> {
         for node in load(&state)?.map(|c| c.nodes).unwrap_or_default() {
             let answer = if node.alive() {
                 let login = node.config.auth.then_some(cassandra::DEFAULT_LOGIN);
-                cassandra::cql_probe(&format!("{}:{}", node.config.address, node.config.native_port), login)
+                let trust = node.config.tls.then(|| node.config.certificate());
+                cassandra::cql_probe(
+                    &format!("{}:{}", node.config.address, node.config.native_port),
+                    login,
+                    trust.as_deref(),
+                )
             } else {
                 Err(anyhow::anyhow!("not running (pid {} is gone); `isobench server stop` forgets it", node.pid))
             };

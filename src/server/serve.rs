@@ -100,6 +100,7 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
         auth: s.auth,
         seeds: s.seeds.clone(),
         token_rf: s.token_rf.max(1),
+        tls: false,
     };
     let started =
         Node::start(&s.distribution, &config, Start { token: None, detached: false, timeout: s.start_timeout });

@@ -36,6 +36,11 @@ pub fn unavailable() -> Option<String> {
 /// ends, because the kernel's parent-death signal, which kills it with the tests, fires when
 /// the *thread* that spawned it exits.
 pub fn start_node(name: &str) -> Result<TestNode, String> {
+    start_node_with(name, |_| {})
+}
+
+/// [`start_node`], its configuration changed by `configure` first.
+pub fn start_node_with(name: &str, configure: fn(&mut NodeConfig)) -> Result<TestNode, String> {
     if let Some(why) = unavailable() {
         return Err(why);
     }
@@ -50,6 +55,7 @@ pub fn start_node(name: &str) -> Result<TestNode, String> {
             let mut config = NodeConfig::local(&data, free_port()?)?;
             config.quick_jit = true;
             config.heap = "768M".into();
+            configure(&mut config);
             let node =
                 Node::start(&dist, &config, Start { token: None, detached: false, timeout: Duration::from_secs(240) })?;
             eprintln!(
