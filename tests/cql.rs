@@ -52,11 +52,31 @@ fn until_first_interval(lines: &mut impl Iterator<Item = std::io::Result<String>
     seen
 }
 
-/// The `Total errors` figure of a Results block.
-fn total_errors(stdout: &str) -> u64 {
-    let line =
-        stdout.lines().find(|l| l.starts_with("Total errors")).unwrap_or_else(|| panic!("no Results block:\n{stdout}"));
+/// Runs a loader and calls `meanwhile` once its load is under way (its first interval row is
+/// printed); returns how it exited, its stdout and its stderr.
+fn run_meanwhile(node: &TestNode, args: &str, meanwhile: impl FnOnce()) -> (std::process::ExitStatus, String, String) {
+    let mut child = cql(node, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stdout = until_first_interval(&mut lines);
+    meanwhile();
+    for line in lines {
+        stdout += &line.unwrap();
+        stdout.push('\n');
+    }
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status, stdout, stderr)
+}
+
+/// A count of a Results block (`Total errors`, `Total partitions`).
+fn results_count(stdout: &str, label: &str) -> u64 {
+    let line = stdout.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("no {label}:\n{stdout}"));
     line.split(':').nth(1).unwrap().split_whitespace().next().unwrap().replace(',', "").parse().unwrap()
+}
+
+fn total_errors(stdout: &str) -> u64 {
+    results_count(stdout, "Total errors")
 }
 
 #[test]
@@ -113,6 +133,26 @@ fn a_stalled_server_delays_every_queued_operation_under_a_fixed_rate() {
     let rt = &histograms["WRITE-rt"].histogram;
     let slow = rt.count_between(500_000_000, rt.max());
     assert!(slow >= 400, "{slow} operations at >= 500 ms after a {stall:?} stall (max {} ms)", rt.max() / 1_000_000);
+}
+
+#[test]
+fn operations_on_a_stalled_server_time_out_after_the_request_timeout() {
+    let Some(node) = node() else { return };
+    let (out, _) = run(&node, "write n=2000 no-warmup -rate threads=8 -schema keyspace=t_timeout");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let args = "read duration=5s no-warmup -rate threads=8 -pop seq=1..2000 -schema keyspace=t_timeout -mode native cql3 requestTimeout=200 -errors ignore retries=0";
+    let (status, stdout, stderr) = run_meanwhile(&node, args, || {
+        signal(node.pid, libc::SIGSTOP);
+        std::thread::sleep(Duration::from_secs(1));
+        signal(node.pid, libc::SIGCONT);
+    });
+    assert!(status.success(), "{stdout}\n{stderr}");
+    // Each of the 8 operations in flight when the server stopped timed out, and each worker's
+    // next one too, until the server came back.
+    assert!(total_errors(&stdout) >= 8, "{stdout}\n{stderr}");
+    assert!(stderr.contains("Request execution exceeded a client timeout of 200ms"), "{stderr}");
+    let ops = results_count(&stdout, "Total partitions");
+    assert!(ops > 100, "the reads went on after the stall: {stdout}");
 }
 
 #[test]
@@ -307,22 +347,12 @@ fn a_node_killed_mid_run_ends_the_run_with_a_summary_and_a_failure() {
         Ok(n) => n,
         Err(why) => return eprintln!("SKIP: no Cassandra to kill: {why}"),
     };
-    let mut child = cql(&victim, "write duration=30s no-warmup -rate threads=16 -log interval=1s")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut stdout = until_first_interval(&mut lines);
-    signal(victim.pid, libc::SIGKILL);
-    let killed_at = Instant::now();
-    for line in lines {
-        stdout += &line.unwrap();
-        stdout.push('\n');
-    }
-    let status = child.wait().unwrap();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let mut killed_at = Instant::now();
+    let (status, stdout, stderr) =
+        run_meanwhile(&victim, "write duration=30s no-warmup -rate threads=16 -log interval=1s", || {
+            signal(victim.pid, libc::SIGKILL);
+            killed_at = Instant::now();
+        });
     assert!(killed_at.elapsed() < Duration::from_secs(40), "the run ended");
     assert_eq!(status.code(), Some(1), "{stdout}{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");

@@ -73,10 +73,15 @@ impl RowGenerator {
         let size = sizes.sample().max(0) as usize;
         let mut rand = FasterRandom::new(!seed);
         cell.clear();
-        while cell.len() < size {
-            let bytes = rand.next_long().to_le_bytes();
-            let take = (size - cell.len()).min(8);
-            cell.extend_from_slice(&bytes[..take]);
+        cell.resize(size, 0);
+        let mut longs = cell.chunks_exact_mut(8);
+        for long in &mut longs {
+            long.copy_from_slice(&rand.next_long().to_le_bytes());
+        }
+        let tail = longs.into_remainder();
+        if !tail.is_empty() {
+            let n = tail.len();
+            tail.copy_from_slice(&rand.next_long().to_le_bytes()[..n]);
         }
     }
 

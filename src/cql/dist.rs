@@ -184,38 +184,35 @@ impl Dist {
     }
 
     pub fn sample(&mut self) -> i64 {
-        let spec = std::mem::replace(&mut self.spec, DistSpec::Fixed(0));
-        let value = self.draw(&spec);
-        self.spec = spec;
-        value
+        draw(&self.spec, &mut self.rng, &mut self.seq_next)
     }
+}
 
-    fn draw(&mut self, spec: &DistSpec) -> i64 {
-        match spec {
-            DistSpec::Fixed(v) => *v,
-            DistSpec::Uniform { min, max } => {
-                let u = self.rng.next_double();
-                bound(*min, *max, u * (*max as f64 + 1.0) + (1.0 - u) * *min as f64)
-            }
-            DistSpec::Gaussian { min, max, mean, stdev } => bound(*min, *max, stdev * self.rng.next_gaussian() + mean),
-            DistSpec::Exp { min, max, mean } => {
-                let x = -mean * (1.0 - self.rng.next_double()).ln();
-                min + (x as i64).clamp(0, max - min)
-            }
-            DistSpec::Extreme { min, max, shape, scale } => {
-                let x = scale * (-(1.0 - self.rng.next_double()).ln()).powf(1.0 / shape);
-                min + (x as i64).clamp(0, max - min)
-            }
-            DistSpec::Seq { min, max } => {
-                let total = max - min + 1;
-                let v = min + self.seq_next.rem_euclid(total);
-                self.seq_next += 1;
-                v
-            }
-            DistSpec::Inverted(inner) => {
-                let (lo, hi) = (inner.min_value(), inner.max_value());
-                hi - (self.draw(inner) - lo)
-            }
+fn draw(spec: &DistSpec, rng: &mut JavaRandom, seq_next: &mut i64) -> i64 {
+    match spec {
+        DistSpec::Fixed(v) => *v,
+        DistSpec::Uniform { min, max } => {
+            let u = rng.next_double();
+            bound(*min, *max, u * (*max as f64 + 1.0) + (1.0 - u) * *min as f64)
+        }
+        DistSpec::Gaussian { min, max, mean, stdev } => bound(*min, *max, stdev * rng.next_gaussian() + mean),
+        DistSpec::Exp { min, max, mean } => {
+            let x = -mean * (1.0 - rng.next_double()).ln();
+            min + (x as i64).clamp(0, max - min)
+        }
+        DistSpec::Extreme { min, max, shape, scale } => {
+            let x = scale * (-(1.0 - rng.next_double()).ln()).powf(1.0 / shape);
+            min + (x as i64).clamp(0, max - min)
+        }
+        DistSpec::Seq { min, max } => {
+            let total = max - min + 1;
+            let v = min + seq_next.rem_euclid(total);
+            *seq_next += 1;
+            v
+        }
+        DistSpec::Inverted(inner) => {
+            let (lo, hi) = (inner.min_value(), inner.max_value());
+            hi - (draw(inner, rng, seq_next) - lo)
         }
     }
 }

@@ -2,8 +2,10 @@
 //! statements, `threads` tasks each with one operation in flight, an optional rate schedule,
 //! and measurements recorded per operation into sharded HDR histograms.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -11,6 +13,7 @@ use scylla::client::PoolSize;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::deserialize::row::ColumnIterator;
+use scylla::errors::ExecutionError;
 use scylla::frame::Compression;
 use scylla::policies::retry::FallthroughRetryPolicy;
 use scylla::serialize::SerializationError;
@@ -19,6 +22,7 @@ use scylla::serialize::writers::RowWriter;
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{Counter, CqlValue};
+use tokio::time::Sleep;
 
 use super::data::RowGenerator;
 use super::dist::Dist;
@@ -182,12 +186,17 @@ pub async fn prepare(session: &Session, settings: &Settings) -> Result<Vec<Prepa
     if settings.command.profile.is_some() {
         return Ok(out);
     }
+    // An operation times out on its worker's timer (`Worker::deadline`), not on the driver's,
+    // which registers and removes a timer for every request.
+    let untimed =
+        session.get_default_execution_profile_handle().pointee_to_builder().request_timeout(None).build().into_handle();
     for (op, _) in &settings.command.ops {
         let cql = schema::statement(*op, &settings.schema.keyspace, &settings.columns);
         let mut p = session.prepare(cql.as_str()).await.with_context(|| format!("preparing {cql}"))?;
         p.set_consistency(consistency(&settings.command.consistency));
         p.set_serial_consistency(Some(serial_consistency(&settings.command.serial_consistency)));
-        p.set_request_timeout(Some(settings.mode.request_timeout));
+        p.set_execution_profile_handle(Some(untimed.clone()));
+        p.set_request_timeout(None);
         // Retries are counted by `-errors retries=`, as cassandra-stress counts them.
         p.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
         p.set_is_idempotent(!matches!(op, Op::CounterWrite));
@@ -215,6 +224,8 @@ struct Schedule {
 pub struct Load {
     session: Arc<Session>,
     statements: Arc<Vec<PreparedStatement>>,
+    /// Per statement, the generated cell of each result column ([`result_cells`]).
+    result_cells: Vec<Vec<Option<usize>>>,
     user: Option<Arc<User>>,
     settings: Arc<Settings>,
     epoch: Instant,
@@ -248,9 +259,11 @@ impl Load {
     ) -> Arc<Load> {
         let fixed = settings.rate.fixed.is_some();
         let rate = if scheduled { settings.rate.ops_per_second() } else { None };
+        let result_cells = statements.iter().map(|s| result_cells(s, &settings.columns.names)).collect();
         Arc::new(Load {
             session,
             statements,
+            result_cells,
             user,
             schedule: rate.map(|r| Schedule {
                 start: AtomicU64::new(0),
@@ -329,6 +342,10 @@ struct Worker {
     /// A `user` operation's partitions, and its partition key as messages show it.
     seeds: Vec<i64>,
     key_text: String,
+    /// When the attempt under way times out (`-mode requestTimeout=`). One timer for all of the
+    /// worker's attempts: moving a tokio timer later is one atomic exchange, where a timer per
+    /// request is an insertion into the timer wheel and a removal.
+    deadline: Pin<Box<Sleep>>,
 }
 
 impl Worker {
@@ -351,6 +368,7 @@ impl Worker {
             user: user.map(|u| u.worker(seed.wrapping_add(index as i64))),
             seeds: Vec::new(),
             key_text: String::new(),
+            deadline: Box::pin(tokio::time::sleep(settings.mode.request_timeout)),
         }
     }
 
@@ -399,7 +417,19 @@ struct Outcome {
     error: Option<String>,
 }
 
-fn validation_error(settings: &Settings, expected: &[Vec<u8>], row: Option<ColumnIterator<'_, '_>>) -> Option<String> {
+/// Which generated cell each result column of a read holds (None: a column not generated, such
+/// as the key), worked out once so that validating a row compares bytes and nothing else.
+fn result_cells(statement: &PreparedStatement, names: &[String]) -> Vec<Option<usize>> {
+    let specs = statement.get_current_result_set_col_specs();
+    specs.get().iter().map(|spec| names.iter().position(|n| n == spec.name())).collect()
+}
+
+fn validation_error(
+    settings: &Settings,
+    expected: &[Vec<u8>],
+    cells: &[Option<usize>],
+    row: Option<ColumnIterator<'_, '_>>,
+) -> Option<String> {
     let Some(row) = row else {
         let bytes: usize = expected.iter().map(Vec::len).sum();
         let n = expected.len();
@@ -411,12 +441,12 @@ fn validation_error(settings: &Settings, expected: &[Vec<u8>], row: Option<Colum
         ));
     };
     let mut seen = 0;
-    for column in row {
+    for (i, column) in row.enumerate() {
         let column = match column {
             Ok(c) => c,
             Err(e) => return Some(format!("Data returned was not validated: {e}")),
         };
-        let Some(j) = settings.columns.names.iter().position(|n| n == column.spec.name()) else { continue };
+        let Some(j) = cells.get(i).copied().flatten() else { continue };
         seen += 1;
         let actual = column.slice.map(|s| s.as_slice());
         let want = expected[j].as_slice();
@@ -487,8 +517,9 @@ fn hex(bytes: &[u8]) -> String {
 
 impl Load {
     /// Runs one operation with its retries.
-    async fn execute(&self, w: &mut Worker, op: Op, statement: &PreparedStatement, seed: i64) -> (Outcome, u32) {
+    async fn execute(&self, w: &mut Worker, op: Op, which: usize, seed: i64) -> (Outcome, u32) {
         let settings = &*self.settings;
+        let statement = &self.statements[which];
         let row_seed = w.rows.key(seed, &mut w.key);
         let generate = matches!(op, Op::Write) || (matches!(op, Op::Read) && !settings.errors.skip_read_validation);
         if generate {
@@ -504,18 +535,35 @@ impl Load {
             Vec::new()
         };
         let tries = settings.errors.retries + 1;
+        let timeout = settings.mode.request_timeout;
         let mut last_error = String::new();
         for attempt in 1..=tries {
-            let result = match op {
-                Op::Write => self.session.execute_unpaged(statement, WriteRow { cells: &w.cells, key: &w.key }).await,
-                Op::CounterWrite => self.session.execute_unpaged(statement, &counters).await,
-                Op::Read | Op::CounterRead => self.session.execute_unpaged(statement, (w.key.as_slice(),)).await,
-                Op::User(_) => unreachable!("a profile runs its own operations"),
-            };
-            let result = match result {
-                Ok(r) => r,
-                Err(e) => {
-                    last_error = format!("Error executing: {e}");
+            let mut request = std::pin::pin!(async {
+                match op {
+                    Op::Write => {
+                        self.session.execute_unpaged(statement, WriteRow { cells: &w.cells, key: &w.key }).await
+                    }
+                    Op::CounterWrite => self.session.execute_unpaged(statement, &counters).await,
+                    Op::Read | Op::CounterRead => self.session.execute_unpaged(statement, (w.key.as_slice(),)).await,
+                    Op::User(_) => unreachable!("a profile runs its own operations"),
+                }
+            });
+            let deadline = &mut w.deadline;
+            deadline.as_mut().reset(tokio::time::Instant::now() + timeout);
+            // None: the deadline came first.
+            let answered = std::future::poll_fn(|cx| match request.as_mut().poll(cx) {
+                Poll::Ready(result) => Poll::Ready(Some(result)),
+                Poll::Pending => deadline.as_mut().poll(cx).map(|()| None),
+            })
+            .await;
+            let result = match answered {
+                Some(Ok(r)) => r,
+                failed => {
+                    let why = match failed {
+                        Some(Err(e)) => e.to_string(),
+                        _ => ExecutionError::RequestTimeout(timeout).to_string(),
+                    };
+                    last_error = format!("Error executing: {why}");
                     if self.stop.load(Ordering::Relaxed) && self.failed() {
                         return (Outcome { partitions: 0, rows: 0, error: Some(last_error) }, attempt);
                     }
@@ -536,9 +584,11 @@ impl Load {
                             match rows.rows::<ColumnIterator>() {
                                 Err(e) => Some(format!("Data returned was not validated: {e}")),
                                 Ok(mut it) => match it.next() {
-                                    None => validation_error(settings, &w.cells, None),
+                                    None => validation_error(settings, &w.cells, &[], None),
                                     Some(Err(e)) => Some(format!("Data returned was not validated: {e}")),
-                                    Some(Ok(row)) => validation_error(settings, &w.cells, Some(row)),
+                                    Some(Ok(row)) => {
+                                        validation_error(settings, &w.cells, &self.result_cells[which], Some(row))
+                                    }
                                 },
                             }
                         };
@@ -555,7 +605,6 @@ impl Load {
     /// One task: operations until the work, the population or the run ends.
     pub async fn task(self: Arc<Load>, index: usize, seed: i64) {
         let settings = self.settings.clone();
-        let statements = self.statements.clone();
         let mut w = Worker::new(index, &settings, self.user.as_deref(), seed);
         let ops = &settings.command.ops;
         while self.take_work() {
@@ -596,7 +645,7 @@ impl Load {
                     (Outcome { partitions: done.partitions, rows: done.rows, error: done.error }, tries)
                 }
                 _ => {
-                    let (outcome, tries) = self.execute(&mut w, op, &statements[which], partition).await;
+                    let (outcome, tries) = self.execute(&mut w, op, which, partition).await;
                     w.key_text.clear();
                     (outcome, tries)
                 }
