@@ -538,6 +538,44 @@ fn a_profile_with_collections_tuples_and_a_udt_round_trips() {
 }
 
 #[test]
+fn two_profiles_in_two_keyspaces_run_at_once() {
+    let Some(node) = node() else { return };
+    // Keyspaces of their own: the other profile tests count their rows.
+    let dir = tempfile::tempdir().unwrap();
+    let (blog, kinds) = (dir.path().join("blog.yaml"), dir.path().join("kinds.yaml"));
+    let text = std::fs::read_to_string(profile("blogposts.yaml")).unwrap();
+    std::fs::write(&blog, text.replace("stress_blog", "stress_two_blog")).unwrap();
+    let text = std::fs::read_to_string(profile("collections.yaml")).unwrap();
+    std::fs::write(&kinds, format!("specname: kinds\n{}", text.replace("stress_kinds", "stress_two_kinds"))).unwrap();
+    let profiles = format!("profile={},{}", blog.display(), kinds.display());
+    // Every partition of each table written (ops drawn at random would leave some out), then
+    // both read in one run.
+    for insert in ["stress_two_blog.blogposts.insert", "kinds.insert"] {
+        let (out, stdout) =
+            run(&node, &format!("user {profiles} ops({insert}=1) n=40 no-warmup -pop seq=1..40 -rate threads=4"));
+        assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(&format!("[{insert}: 0]")) && total_errors(&stdout) == 0, "{stdout}");
+    }
+    let reads = format!(
+        "user {profiles} ops(stress_two_blog.blogposts.singlepost=1,kinds.by_user=1) n=200 no-warmup -pop seq=1..40 -rate threads=4 -validate"
+    );
+    let (out, stdout) = run(&node, &reads);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(total_errors(&stdout), 0, "{stdout}");
+    for op in ["stress_two_blog.blogposts.singlepost,", "kinds.by_user,"] {
+        assert!(stdout.lines().any(|l| l.starts_with(op)), "interval rows of {op}: {stdout}");
+    }
+    let Some(seen) = python_driver(
+        &node,
+        "print(len({r.domain for r in session.execute('SELECT domain FROM stress_two_blog.blogposts')}),\n\
+               len({r.user_id for r in session.execute('SELECT user_id FROM stress_two_kinds.profiles')}))",
+    ) else {
+        return;
+    };
+    assert_eq!(seen.trim(), "40 40", "each profile's partitions in its own keyspace: {seen}");
+}
+
+#[test]
 fn a_read_with_another_columnspec_reports_validation_errors() {
     let Some(node) = node() else { return };
     // A keyspace of its own: the other blog test counts its rows.
@@ -594,6 +632,12 @@ fn a_suite_carries_its_profile_relative_to_the_suite_to_the_loaders() {
     std::fs::create_dir_all(sb.path().join("profiles")).unwrap();
     let text = std::fs::read_to_string(profile("blogposts.yaml")).unwrap().replace("stress_blog", "stress_blog_suite");
     sb.write("profiles/blog.yaml", &text);
+    // A second profile of the same file name, in another folder and keyspace.
+    std::fs::create_dir_all(sb.path().join("other")).unwrap();
+    sb.write(
+        "other/blog.yaml",
+        &format!("specname: other\n{}", text.replace("stress_blog_suite", "stress_blog_other")),
+    );
     let (out, dir) = sb.run_suite(
         &format!(
             r#"
@@ -620,7 +664,8 @@ args = "user profile=profiles/blog.yaml ops(singlepost=1,timeline=1) n=400 -pop 
 name = "two"
 kind = "cql"
 loaders = 2
-args = "user profile=profiles/blog.yaml ops(timeline=1) n=400 -pop seq=1..100 -rate threads=4 -validate"
+load = "user profile=profiles/blog.yaml,other/blog.yaml ops(other.insert=1) n=100 -rate threads=4"
+args = "user profile=profiles/blog.yaml,other/blog.yaml ops(timeline=1,other.timeline=1) n=400 -pop seq=1..100 -rate threads=4 -validate"
 "#,
             node.port
         ),

@@ -27,7 +27,7 @@ use tokio::time::Sleep;
 use super::data::RowGenerator;
 use super::dist::Dist;
 use super::metrics::{Measurement, Nanos, Recorder};
-use super::profile::user::{self, User, UserWorker};
+use super::profile::user::{self, Users, UsersWorker};
 use super::random::JavaRandom;
 use super::schema;
 use super::settings::{Op, Population, Settings};
@@ -120,8 +120,11 @@ pub async fn describe(session: &Session, settings: &Settings) -> String {
 
 /// Creates the keyspace and the tables the command uses.
 pub async fn create_schema(session: &Session, settings: &Settings) -> Result<()> {
-    if let Some(profile) = &settings.command.profile {
-        return user::create_schema(session, profile).await.map_err(anyhow::Error::msg);
+    if !settings.command.profiles.is_empty() {
+        for profile in &settings.command.profiles {
+            user::create_schema(session, profile).await.map_err(anyhow::Error::msg)?;
+        }
+        return Ok(());
     }
     let mut statements = vec![
         schema::create_keyspace(&settings.schema),
@@ -147,9 +150,11 @@ pub async fn create_schema(session: &Session, settings: &Settings) -> Result<()>
 }
 
 pub async fn truncate(session: &Session, settings: &Settings) -> Result<()> {
-    if let Some(profile) = &settings.command.profile {
-        let cql = format!("TRUNCATE {}.{}", profile.keyspace, profile.table);
-        session.query_unpaged(cql.as_str(), ()).await.with_context(|| format!("truncating: {cql}"))?;
+    if !settings.command.profiles.is_empty() {
+        for profile in &settings.command.profiles {
+            let cql = format!("TRUNCATE {}.{}", profile.keyspace, profile.table);
+            session.query_unpaged(cql.as_str(), ()).await.with_context(|| format!("truncating: {cql}"))?;
+        }
         return Ok(());
     }
     let mut tables: Vec<&str> = settings.command.ops.iter().map(|(op, _)| schema::table(*op)).collect();
@@ -161,18 +166,29 @@ pub async fn truncate(session: &Session, settings: &Settings) -> Result<()> {
     Ok(())
 }
 
-/// A `user` profile's operations, prepared on the table the cluster holds.
-pub async fn prepare_user(session: &Session, settings: &Settings) -> Result<Option<Arc<User>>> {
-    let Some(profile) = &settings.command.profile else { return Ok(None) };
+/// The operations of `user` profiles, prepared on the tables the cluster holds.
+pub async fn prepare_user(session: &Arc<Session>, settings: &Settings) -> Result<Option<Arc<Users>>> {
+    let profiles = &settings.command.profiles;
+    let Some(first) = profiles.first() else { return Ok(None) };
+    // A profile's CQL may leave its keyspace out, and the driver prepares a statement again in
+    // the session's keyspace: a profile in another keyspace than the first's has a session
+    // of its own.
+    let mut sessions = Vec::new();
+    for profile in profiles {
+        let session =
+            if profile.keyspace == first.keyspace { session.clone() } else { Arc::new(connect(settings).await?) };
+        user::use_keyspace(&session, profile).await.map_err(anyhow::Error::msg)?;
+        sessions.push(session);
+    }
     let options = user::Options {
         consistency: consistency(&settings.command.consistency),
         serial_consistency: serial_consistency(&settings.command.serial_consistency),
         request_timeout: settings.mode.request_timeout,
     };
-    let user = User::prepare(session, profile.clone(), &settings.command.user_ops, settings.validate, &options)
+    let users = Users::prepare(sessions, profiles, &settings.command.user_ops, settings.validate, &options)
         .await
         .map_err(anyhow::Error::msg)?;
-    Ok(Some(Arc::new(user)))
+    Ok(Some(Arc::new(users)))
 }
 
 pub fn serial_consistency(name: &str) -> SerialConsistency {
@@ -183,7 +199,7 @@ pub fn serial_consistency(name: &str) -> SerialConsistency {
 /// a `user` profile, whose operations are prepared by [`prepare_user`]).
 pub async fn prepare(session: &Session, settings: &Settings) -> Result<Vec<PreparedStatement>> {
     let mut out = Vec::new();
-    if settings.command.profile.is_some() {
+    if !settings.command.profiles.is_empty() {
         return Ok(out);
     }
     // An operation times out on its worker's timer (`Worker::deadline`), not on the driver's,
@@ -226,7 +242,7 @@ pub struct Load {
     statements: Arc<Vec<PreparedStatement>>,
     /// Per statement, the generated cell of each result column ([`result_cells`]).
     result_cells: Vec<Vec<Option<usize>>>,
-    user: Option<Arc<User>>,
+    user: Option<Arc<Users>>,
     settings: Arc<Settings>,
     epoch: Instant,
     pub recorder: Recorder,
@@ -249,7 +265,7 @@ impl Load {
     pub fn new(
         session: Arc<Session>,
         statements: Arc<Vec<PreparedStatement>>,
-        user: Option<Arc<User>>,
+        user: Option<Arc<Users>>,
         settings: Arc<Settings>,
         epoch: Instant,
         work: Work,
@@ -338,7 +354,7 @@ struct Worker {
     clustering: Dist,
     current: usize,
     remaining: i64,
-    user: Option<UserWorker>,
+    user: Option<UsersWorker>,
     /// A `user` operation's partitions, and its partition key as messages show it.
     seeds: Vec<i64>,
     key_text: String,
@@ -349,7 +365,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(index: usize, settings: &Settings, user: Option<&User>, seed: i64) -> Worker {
+    fn new(index: usize, settings: &Settings, user: Option<&Users>, seed: i64) -> Worker {
         let population = match &settings.population {
             Population::Distribution(spec) => Some(spec.sampler(seed.wrapping_add(index as i64 * 7919))),
             Population::Sequence { .. } => None,
@@ -639,8 +655,7 @@ impl Load {
             let (outcome, tries) = match (op, &self.user) {
                 (Op::User(i), Some(user)) => {
                     let tries = settings.errors.retries + 1;
-                    let (done, tries) =
-                        user.run(&self.session, i, w.user.as_mut().expect("a user worker"), &w.seeds, tries).await;
+                    let (done, tries) = user.run(i, w.user.as_mut().expect("a user worker"), &w.seeds, tries).await;
                     w.key_text = done.key;
                     (Outcome { partitions: done.partitions, rows: done.rows, error: done.error }, tries)
                 }

@@ -30,7 +30,7 @@ Usage: isobench cql <command> [options]      (cassandra-stress's syntax)
        isobench cql merge <a.hdr> <b.hdr> …  (one summary of several loaders' HDR logs)
 
 Commands: write (insert), read, mixed ratio(read=1,write=1), counter_write, counter_read,
-          user profile=FILE.yaml ops(insert=1,QUERY=2) [clustering=DIST];
+          user profile=FILE.yaml[,FILE.yaml] ops(insert=1,QUERY=2 | SPEC.insert=1,…) [clustering=DIST];
           each with n=N | duration=Ns|m|h | err<0.02, cl=, no-warmup, truncate=
 Options:  -rate threads=N [throttle=R/s | fixed=R/s] | auto threads>=A threads<=B
           -pop seq=A..B | dist=uniform|gaussian|exp|extreme|fixed(...)
@@ -41,6 +41,7 @@ Options:  -rate threads=N [throttle=R/s | fixed=R/s] | auto threads>=A threads<=
           -node a,b,c   -port native=N   -log interval=Ns hdrfile= file=   -errors ignore retries=N
           -graph file= revision= title= op=
           -validate                (user: check every row a query reads against the rows written)
+          -insert partitions=DIST batchtype=LOGGED|UNLOGGED|COUNTER select-ratio=DIST/N  (user)
           -loaders N [dir=PATH]   (N loader processes, -pop seq= and n= split into N slices;
                                  their HDR logs merged, kept in dir= if given)
 Example:  isobench cql write n=1M -rate threads=64 -node 127.0.0.1

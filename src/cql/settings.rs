@@ -10,7 +10,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use super::dist::{DistSpec, parse_count};
-use super::profile::Profile;
+use super::profile::{BatchKind, Profile, Ratio};
 use super::tls::Transport;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -83,9 +83,19 @@ pub struct Command {
     pub clustering: DistSpec,
     /// `counter_write`: the increment.
     pub add: DistSpec,
-    /// `user`: the profile, and the names of `ops(…)` (what `Op::User(i)` stands for).
-    pub profile: Option<Arc<Profile>>,
-    pub user_ops: Vec<&'static str>,
+    /// `user`: the profiles of `profile=`, and the operations of `ops(…)` (what `Op::User(i)`
+    /// stands for).
+    pub profiles: Vec<Arc<Profile>>,
+    pub user_ops: Vec<UserOp>,
+}
+
+/// An operation of `ops(…)`: its name as given and printed (`insert`, or `spec.insert` among
+/// several profiles), and the profile and operation it runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UserOp {
+    pub label: &'static str,
+    pub profile: usize,
+    pub name: &'static str,
 }
 
 impl Command {
@@ -103,7 +113,7 @@ impl Command {
     /// The name an operation goes by in the output: cassandra-stress's, or a profile's.
     pub fn op_name(&self, op: Op) -> &'static str {
         match op {
-            Op::User(i) => self.user_ops[i],
+            Op::User(i) => self.user_ops[i].label,
             other => other.name(),
         }
     }
@@ -115,7 +125,7 @@ impl Command {
 
     pub fn updates(&self) -> bool {
         self.ops.iter().any(|(op, _)| match op {
-            Op::User(i) => self.user_ops[*i] == "insert",
+            Op::User(i) => self.user_ops[*i].name == "insert",
             other => other.is_write(),
         })
     }
@@ -424,10 +434,10 @@ fn parse_command(word: &str, mut p: Params, profiles: &BTreeMap<String, String>)
         Some(a) => dist(&p, &a)?,
         None => DistSpec::Fixed(1),
     };
-    let (mut profile, mut user_ops) = (None, Vec::new());
+    let (mut loaded, mut user_ops) = (Vec::new(), Vec::new());
     let (ops, clustering) = if word == "user" {
-        let (loaded, ops, names) = user_ops_of(&mut p, profiles)?;
-        (profile, user_ops) = (Some(Arc::new(loaded)), names);
+        let ops;
+        (loaded, ops, user_ops) = user_ops_of(&mut p, profiles)?;
         let clustering = match p.take("clustering=") {
             Some(c) => dist(&p, &c)?,
             None => DistSpec::parse("GAUSSIAN(1..10)").expect("valid"),
@@ -469,55 +479,124 @@ fn parse_command(word: &str, mut p: Params, profiles: &BTreeMap<String, String>)
         key_size,
         clustering,
         add,
-        profile,
+        profiles: loaded,
         user_ops,
     })
 }
 
-/// `user profile=FILE ops(name=weight,…)`: the profile, the operations and their names.
+/// `user profile=FILE[,FILE…] ops(name=weight,…)`: the profiles, the operations and what each
+/// runs. Among several profiles an operation is `specname.name` (cassandra-stress's); an
+/// unqualified one is the first profile's.
 #[allow(clippy::type_complexity)]
 fn user_ops_of(
     p: &mut Params,
-    profiles: &BTreeMap<String, String>,
-) -> Result<(Profile, Vec<(Op, f64)>, Vec<&'static str>), ArgError> {
-    let file = p
+    texts: &BTreeMap<String, String>,
+) -> Result<(Vec<Arc<Profile>>, Vec<(Op, f64)>, Vec<UserOp>), ArgError> {
+    let given = p
         .take("profile=")
         .ok_or_else(|| p.invalid("user needs profile=FILE.yaml, e.g. user profile=app.yaml ops(insert=1)"))?;
-    if file.contains(',') {
-        return Err(p.invalid(&format!(
-            "profile={file}: isobench runs one profile at a time; run isobench cql once per profile"
-        )));
-    }
-    let path = std::path::Path::new(&file);
-    let profile = match profiles.get(&file) {
-        Some(text) => Profile::parse(path, text),
-        None => Profile::load(path),
-    }
-    .map_err(ArgError::Invalid)?;
-    let known = profile.op_names();
-    let ratio = p.map("ops")?.ok_or_else(|| {
-        p.invalid(&format!("user needs ops(NAME=WEIGHT,…); {file} has the operations {}", known.join(", ")))
-    })?;
-    let (mut ops, mut names) = (Vec::new(), Vec::new());
-    for (name, weight) in ratio {
-        let name = name.to_ascii_lowercase();
-        if !known.contains(&name.as_str()) {
-            return Err(ArgError::Invalid(format!(
-                "{file}: ops({name}=…): the profile has no query {name}; its operations are {}",
-                known.join(", ")
+    let mut profiles: Vec<Arc<Profile>> = Vec::new();
+    for file in given.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+        let path = std::path::Path::new(file);
+        let profile = match texts.get(file) {
+            Some(text) => Profile::parse(path, text),
+            None => Profile::load(path),
+        }
+        .map_err(ArgError::Invalid)?;
+        if let Some(other) = profiles.iter().find(|o| o.specname == profile.specname) {
+            return Err(p.invalid(&format!(
+                "profile={given}: {} and {} are both {}; give each profile its own specname:",
+                other.file.display(),
+                profile.file.display(),
+                profile.specname
             )));
         }
-        let w: f64 = number(p, &format!("ops({name}="), &weight)?;
+        profiles.push(Arc::new(profile));
+    }
+    if profiles.is_empty() {
+        return Err(p.invalid("user needs profile=FILE.yaml, e.g. user profile=app.yaml ops(insert=1)"));
+    }
+    let known = |profile: &Profile| {
+        let prefix = if profiles.len() > 1 { format!("{}.", profile.specname) } else { String::new() };
+        profile.op_names().iter().map(|n| format!("{prefix}{n}")).collect::<Vec<_>>().join(", ")
+    };
+    let ratio = p.map("ops")?.ok_or_else(|| {
+        let all: Vec<String> = profiles.iter().map(|f| known(f)).collect();
+        p.invalid(&format!("user needs ops(NAME=WEIGHT,…); {given} has the operations {}", all.join(", ")))
+    })?;
+    let (mut ops, mut user_ops) = (Vec::new(), Vec::new());
+    for (label, weight) in ratio {
+        let label = label.to_ascii_lowercase();
+        let (index, name) = match label.rsplit_once('.') {
+            Some((spec, name)) => match profiles.iter().position(|f| f.specname == spec) {
+                Some(i) => (i, name),
+                None => {
+                    let specs: Vec<&str> = profiles.iter().map(|f| f.specname.as_str()).collect();
+                    return Err(p.invalid(&format!(
+                        "ops({label}=…): no profile is called {spec}; the profiles are {} (specname:, or keyspace.table)",
+                        specs.join(", ")
+                    )));
+                }
+            },
+            None => (0, label.as_str()),
+        };
+        let profile = &profiles[index];
+        if !profile.op_names().contains(&name) {
+            return Err(ArgError::Invalid(format!(
+                "{}: ops({label}=…): the profile has no query {name}; its operations are {}",
+                profile.file.display(),
+                known(profile)
+            )));
+        }
+        let w: f64 = number(p, &format!("ops({label}="), &weight)?;
         if w > 0.0 {
             // Operation names live for the whole run: the measurements are keyed by them.
-            names.push(&*Box::leak(name.into_boxed_str()));
-            ops.push((Op::User(names.len() - 1), w));
+            let name: &'static str = Box::leak(name.to_string().into_boxed_str());
+            let label: &'static str = Box::leak(label.into_boxed_str());
+            user_ops.push(UserOp { label, profile: index, name });
+            ops.push((Op::User(user_ops.len() - 1), w));
         }
     }
     if ops.is_empty() {
         return Err(p.invalid("Must specify at least one command with a non-zero ratio"));
     }
-    Ok((profile, ops, names))
+    Ok((profiles, ops, user_ops))
+}
+
+/// `-insert`: for profiles, what their `insert:` sections say (`partitions=`, `batchtype=`,
+/// `select-ratio=`), overridden for every profile of the run.
+fn parse_insert(command: &mut Command, params: Option<Params>, warnings: &mut Vec<String>) -> Result<(), ArgError> {
+    let Some(mut p) = params else { return Ok(()) };
+    if command.profiles.is_empty() {
+        let given = super::redact_passwords(&p.items.join(" "));
+        warnings
+            .push(format!("-insert {given} is accepted and ignored: predefined commands write one row per operation"));
+        return Ok(());
+    }
+    let partitions = p.take("partitions=").map(|d| dist(&p, &d)).transpose()?;
+    let batch = p.take("batchtype=").map(|b| BatchKind::parse(&b).map_err(|why| p.invalid(&why))).transpose()?;
+    let select = p.take("select-ratio=").map(|r| Ratio::parse(&r).map_err(|why| p.invalid(&why))).transpose()?;
+    for key in ["visits=", "revisit=", "row-population-ratio="] {
+        if let Some(v) = p.take(key) {
+            warnings.push(format!(
+                "-insert {key}{v} is accepted and ignored: isobench writes the rows an insert selects in one visit, every column"
+            ));
+        }
+    }
+    p.finish("partitions=, batchtype=, select-ratio=, visits=, revisit=, row-population-ratio=")?;
+    for profile in &mut command.profiles {
+        let insert = &mut Arc::make_mut(profile).insert;
+        if let Some(d) = &partitions {
+            insert.partitions = d.clone();
+        }
+        if let Some(b) = batch {
+            insert.batch = b;
+        }
+        if let Some(r) = &select {
+            insert.select = r.clone();
+        }
+    }
+    Ok(())
 }
 
 fn parse_rate(command: &Command, params: Option<Params>) -> Result<Rate, ArgError> {
@@ -834,9 +913,10 @@ pub fn parse_with(args: &[String], profiles: &BTreeMap<String, String>) -> Resul
             Params { group, items }
         })
     };
-    let command = parse_command(&word, Params { group: word.clone(), items: command_params }, profiles)?;
+    let mut command = parse_command(&word, Params { group: word.clone(), items: command_params }, profiles)?;
     let rate = parse_rate(&command, take("-rate"))?;
     let (population, mut warnings) = parse_population(&command, take("-pop"))?;
+    parse_insert(&mut command, take("-insert"), &mut warnings)?;
     let schema = parse_schema(take("-schema"))?;
     let columns = parse_columns(take("-col"), &mut warnings)?;
     let mode = parse_mode(take("-mode"), &mut warnings)?;
@@ -873,7 +953,7 @@ pub fn parse_with(args: &[String], profiles: &BTreeMap<String, String>) -> Resul
     let graph = parse_graph(take("-graph"))?;
     let transport = parse_transport(take("-transport"))?;
     let validate = match take("-validate") {
-        Some(p) if command.profile.is_none() => {
+        Some(p) if command.profiles.is_empty() => {
             return Err(p.invalid(
                 "-validate is for user profiles; the predefined read validates unless -errors skip-read-validation",
             ));
@@ -884,14 +964,7 @@ pub fn parse_with(args: &[String], profiles: &BTreeMap<String, String>) -> Resul
         }
         None => false,
     };
-    for (name, why) in [
-        (
-            "-insert",
-            "predefined commands write one row per operation; a profile sets partitions, select and batchtype in its insert: section",
-        ),
-        ("-sendto", "there is no stress daemon"),
-        ("-tokenrange", "no token-range scans are done"),
-    ] {
+    for (name, why) in [("-sendto", "there is no stress daemon"), ("-tokenrange", "no token-range scans are done")] {
         if let Some(p) = take(name) {
             let given = super::redact_passwords(&p.items.join(" "));
             warnings.push(format!("{name} {given} is accepted and ignored: {why}").replace("  ", " "));
@@ -949,8 +1022,10 @@ impl Settings {
             let _ = writeln!(o, "  Command Ratios: {{{}}}", ratios.join(", "));
             let _ = writeln!(o, "  Command Clustering Distribution: clustering={}", spec_text(&c.clustering));
         }
-        if let Some(profile) = &c.profile {
+        for profile in &c.profiles {
             o.push_str(&profile.dump());
+        }
+        if !c.profiles.is_empty() {
             let _ = writeln!(o, "  Validate: {}", self.validate);
         }
         o.push_str("Rate:\n");
@@ -1185,5 +1260,47 @@ mod tests {
         assert_eq!(group_digits(1_000_000), "1,000,000");
         assert_eq!(group_digits(999), "999");
         assert_eq!(group_digits(-1234), "-1,234");
+    }
+
+    #[test]
+    fn several_profiles_name_their_operations_by_specname() {
+        let profile = |keyspace: &str, spec: &str| {
+            format!("{spec}keyspace: {keyspace}\ntable: t\nqueries:\n  one:\n    cql: select * from t where k = ?\n")
+        };
+        let texts: BTreeMap<String, String> =
+            [("a.yaml".to_string(), profile("ks_a", "")), ("b.yaml".to_string(), profile("ks_b", "specname: beta\n"))]
+                .into();
+        let parse = |text: &str| parse_with(&args(text), &texts);
+        let s = parse("user profile=a.yaml,b.yaml ops(insert=1,beta.insert=2,ks_a.t.one=3) n=10").unwrap();
+        assert_eq!(s.command.profiles.iter().map(|p| p.specname.as_str()).collect::<Vec<_>>(), ["ks_a.t", "beta"]);
+        let ops: Vec<(&str, usize, &str)> = s.command.user_ops.iter().map(|o| (o.label, o.profile, o.name)).collect();
+        assert_eq!(ops, [("insert", 0, "insert"), ("beta.insert", 1, "insert"), ("ks_a.t.one", 0, "one")]);
+        assert!(s.command.updates());
+        let unknown = parse("user profile=a.yaml,b.yaml ops(gamma.insert=1)").unwrap_err().to_string();
+        assert!(unknown.contains("no profile is called gamma") && unknown.contains("ks_a.t, beta"), "{unknown}");
+        let missing = parse("user profile=a.yaml,b.yaml ops(beta.two=1)").unwrap_err().to_string();
+        assert!(missing.contains("b.yaml: ops(beta.two=…)") && missing.contains("beta.insert, beta.one"), "{missing}");
+        let twice = parse("user profile=a.yaml,a.yaml ops(insert=1)").unwrap_err().to_string();
+        assert!(twice.contains("are both ks_a.t") && twice.contains("specname:"), "{twice}");
+        // -insert overrides every profile's insert: section.
+        let s = parse("user profile=a.yaml,b.yaml ops(insert=1) -insert partitions=fixed(3) batchtype=unlogged select-ratio=fixed(1)/4 visits=fixed(2)").unwrap();
+        for p in &s.command.profiles {
+            assert_eq!(p.insert.partitions, DistSpec::Fixed(3));
+            assert_eq!(p.insert.batch, BatchKind::Unlogged);
+            assert_eq!(p.insert.select, Ratio { numerator: DistSpec::Fixed(1), divisor: 4.0 });
+        }
+        assert!(
+            s.warnings.iter().any(|w| w.starts_with("-insert visits=fixed(2) is accepted and ignored")),
+            "{:?}",
+            s.warnings
+        );
+        let bad = parse("user profile=a.yaml ops(insert=1) -insert batchtype=sometimes").unwrap_err().to_string();
+        assert!(bad.contains("LOGGED, UNLOGGED or COUNTER"), "{bad}");
+        assert!(
+            ok("write n=1 -insert partitions=fixed(2)")
+                .warnings
+                .iter()
+                .any(|w| w.contains("predefined commands write one row"))
+        );
     }
 }

@@ -13,7 +13,7 @@ use super::engine::{self, Load, Work};
 use super::hdrlog::HdrLog;
 use super::metrics::{ByOp, Figures, Interval, Uncertainty};
 use super::output::{self, Out};
-use super::profile::user::User;
+use super::profile::user::Users;
 use super::settings::{Settings, Stop, Truncate};
 
 /// One run at one thread count.
@@ -43,7 +43,7 @@ pub struct Report {
 struct Context {
     session: Arc<Session>,
     statements: Arc<Vec<PreparedStatement>>,
-    user: Option<Arc<User>>,
+    user: Option<Arc<Users>>,
     settings: Arc<Settings>,
     epoch: Instant,
     hdr: Option<HdrLog>,
@@ -370,7 +370,7 @@ async fn warm_up(ctx: &mut Context, out: &mut Out) -> Result<()> {
         out.line(&format!("Warming up {name} with {iterations} iterations..."));
         let mut single = (*full).clone();
         single.command.ops = vec![(*op, 1.0)];
-        if single.command.profile.is_none() {
+        if single.command.profiles.is_empty() {
             single.command.word = name.to_ascii_lowercase();
         }
         single.graph = None;

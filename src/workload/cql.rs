@@ -89,9 +89,16 @@ fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
     Ok(Spec::Cql(Cql { args, load, target: None, loaders, indexed: false, profiles }))
 }
 
-/// The values of a phase's `profile=`.
+/// The files of a phase's `profile=` (several, comma-separated).
 fn profile_names(text: &str) -> Vec<String> {
-    words(text).iter().filter_map(|w| w.strip_prefix("profile=")).map(str::to_string).collect()
+    words(text)
+        .iter()
+        .filter_map(|w| w.strip_prefix("profile="))
+        .flat_map(|list| list.split(','))
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// A phase as a shell would pass it: `keyspace="keys" "replication(factor=3)"` pasted from a
@@ -135,12 +142,21 @@ impl Cql {
     /// and the login, and its profile written into `dir` (loaders read it as a file).
     fn loader_command(&self, text: &str, dir: &std::path::Path) -> Result<Vec<String>> {
         let mut tokens = words(text);
-        for name in profile_names(text) {
-            let content = self.profiles.get(&name).ok_or_else(|| anyhow!("profile={name} was not carried"))?;
+        let mut written: Vec<String> = Vec::new();
+        for (i, name) in profile_names(text).iter().enumerate() {
+            let content = self.profiles.get(name).ok_or_else(|| anyhow!("profile={name} was not carried"))?;
             std::fs::create_dir_all(dir)?;
-            let file = dir.join(std::path::Path::new(&name).file_name().unwrap_or("profile.yaml".as_ref()));
-            std::fs::write(&file, content).with_context(|| format!("writing {}", file.display()))?;
-            loaders::set(&mut tokens, None, "profile=", &file.to_string_lossy());
+            let base = std::path::Path::new(name).file_name().map_or("profile.yaml".into(), |n| n.to_string_lossy());
+            // Two profiles of one name from different folders each keep a file of their own.
+            let mut file = dir.join(base.as_ref()).to_string_lossy().into_owned();
+            if written.contains(&file) {
+                file = dir.join(format!("{i}-{base}")).to_string_lossy().into_owned();
+            }
+            std::fs::write(&file, content).with_context(|| format!("writing {file}"))?;
+            written.push(file);
+        }
+        if !written.is_empty() {
+            loaders::set(&mut tokens, None, "profile=", &written.join(","));
         }
         if let Some(t) = &self.target {
             loaders::set(&mut tokens, Some("-node"), "", &t.nodes.join(","));

@@ -21,6 +21,7 @@ use super::settings::CONSISTENCY;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Yaml {
+    specname: Option<Spanned<String>>,
     keyspace: Option<Spanned<String>>,
     keyspace_definition: Option<Spanned<String>>,
     table: Option<Spanned<String>>,
@@ -127,6 +128,9 @@ pub struct Located {
 #[derive(Clone, Debug)]
 pub struct Profile {
     pub file: PathBuf,
+    /// What `ops(…)` calls it when several profiles run at once (`specname.query`):
+    /// `specname:`, or keyspace.table.
+    pub specname: String,
     pub keyspace: String,
     pub keyspace_definition: Option<Located>,
     pub table: String,
@@ -152,16 +156,7 @@ fn dist(file: &Path, key: &str, s: &Spanned<String>) -> Result<DistSpec, String>
 }
 
 fn ratio(file: &Path, s: &Spanned<String>) -> Result<Ratio, String> {
-    let wrong = |why: &str| {
-        at(file, line(s), &format!("select: {why}; write a distribution over a divisor, e.g. fixed(1)/1000"))
-    };
-    let (numerator, divisor) = s.value.rsplit_once('/').ok_or_else(|| wrong("no divisor"))?;
-    let numerator = DistSpec::parse(numerator).map_err(|e| wrong(&e))?;
-    let divisor: f64 = divisor.trim().parse().map_err(|_| wrong(&format!("\"{divisor}\" is not a number")))?;
-    if divisor <= 0.0 {
-        return Err(wrong("the divisor must be positive"));
-    }
-    Ok(Ratio { numerator, divisor })
+    Ratio::parse(&s.value).map_err(|why| at(file, line(s), &format!("select: {why}")))
 }
 
 fn consistency(file: &Path, key: &str, s: &Option<Spanned<String>>) -> Result<Option<String>, String> {
@@ -243,18 +238,9 @@ impl Profile {
                 select: i.select.as_ref().map(|s| ratio(file, s)).transpose()?.unwrap_or_else(Ratio::all),
                 batch: match &i.batchtype {
                     None => BatchKind::Logged,
-                    Some(b) => match b.value.trim().to_ascii_uppercase().as_str() {
-                        "LOGGED" => BatchKind::Logged,
-                        "UNLOGGED" => BatchKind::Unlogged,
-                        "COUNTER" => BatchKind::Counter,
-                        other => {
-                            return Err(at(
-                                file,
-                                line(b),
-                                &format!("batchtype: \"{other}\" is not a batch type; use LOGGED, UNLOGGED or COUNTER"),
-                            ));
-                        }
-                    },
+                    Some(b) => {
+                        BatchKind::parse(&b.value).map_err(|why| at(file, line(b), &format!("batchtype: {why}")))?
+                    }
                 },
             },
         };
@@ -286,9 +272,15 @@ impl Profile {
             });
         }
         queries.sort_by_key(|q| q.line);
+        let keyspace = keyspace.value.trim().to_string();
+        let specname = match yaml.specname {
+            Some(s) => s.value.trim().to_ascii_lowercase(),
+            None => format!("{keyspace}.{}", table.value.trim()).to_ascii_lowercase(),
+        };
         Ok(Profile {
             file: file.to_path_buf(),
-            keyspace: keyspace.value.trim().to_string(),
+            specname,
+            keyspace,
             keyspace_definition: yaml.keyspace_definition.map(located).filter(|l| !l.text.is_empty()),
             table: table.value.trim().to_string(),
             table_definition: yaml.table_definition.map(located).filter(|l| !l.text.is_empty()),
@@ -384,6 +376,29 @@ impl Profile {
 impl Ratio {
     fn all() -> Ratio {
         Ratio { numerator: DistSpec::Fixed(1), divisor: 1.0 }
+    }
+
+    /// `fixed(1)/1000`.
+    pub fn parse(text: &str) -> Result<Ratio, String> {
+        let wrong = |why: &str| format!("{why}; write a distribution over a divisor, e.g. fixed(1)/1000");
+        let (numerator, divisor) = text.rsplit_once('/').ok_or_else(|| wrong("no divisor"))?;
+        let numerator = DistSpec::parse(numerator).map_err(|e| wrong(&e))?;
+        let divisor: f64 = divisor.trim().parse().map_err(|_| wrong(&format!("\"{divisor}\" is not a number")))?;
+        if divisor <= 0.0 {
+            return Err(wrong("the divisor must be positive"));
+        }
+        Ok(Ratio { numerator, divisor })
+    }
+}
+
+impl BatchKind {
+    pub fn parse(text: &str) -> Result<BatchKind, String> {
+        match text.trim().to_ascii_uppercase().as_str() {
+            "LOGGED" => Ok(BatchKind::Logged),
+            "UNLOGGED" => Ok(BatchKind::Unlogged),
+            "COUNTER" => Ok(BatchKind::Counter),
+            other => Err(format!("\"{other}\" is not a batch type; use LOGGED, UNLOGGED or COUNTER")),
+        }
     }
 }
 

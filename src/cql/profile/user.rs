@@ -21,6 +21,7 @@ use super::{BatchKind, Fields, Profile, Query};
 use crate::cql::dist::Dist;
 use crate::cql::random::JavaRandom;
 use crate::cql::schema::quote;
+use crate::cql::settings::UserOp;
 
 /// A statement the server refused because what it creates is there already.
 fn already_exists(e: &ExecutionError) -> bool {
@@ -52,13 +53,7 @@ pub async fn create_schema(session: &Session, profile: &Profile) -> Result<(), S
     if let Some(def) = &profile.keyspace_definition {
         run("keyspace_definition", def).await?;
     }
-    let keyspace = &profile.keyspace;
-    session.use_keyspace(keyspace.as_str(), keyspace.starts_with('"')).await.map_err(|e| {
-        profile.error(
-            1,
-            &format!("keyspace {keyspace}: {e}; give keyspace_definition: its CREATE KEYSPACE, or create it first"),
-        )
-    })?;
+    use_keyspace(session, profile).await?;
     // Types first: the table may use them, and cassandra-stress users list them in extra_definitions.
     let is_type = |d: &&super::Located| {
         d.text.to_ascii_uppercase().split_whitespace().take(2).collect::<Vec<_>>() == ["CREATE", "TYPE"]
@@ -73,6 +68,17 @@ pub async fn create_schema(session: &Session, profile: &Profile) -> Result<(), S
         run("extra_definitions", def).await?;
     }
     Ok(())
+}
+
+/// Makes the profile's keyspace the session's.
+pub async fn use_keyspace(session: &Session, profile: &Profile) -> Result<(), String> {
+    let keyspace = &profile.keyspace;
+    session.use_keyspace(keyspace.as_str(), keyspace.starts_with('"')).await.map_err(|e| {
+        profile.error(
+            1,
+            &format!("keyspace {keyspace}: {e}; give keyspace_definition: its CREATE KEYSPACE, or create it first"),
+        )
+    })
 }
 
 /// A column type the driver cannot read (a custom type, named by its Java class): the error
@@ -488,6 +494,63 @@ impl User {
         }
         (seen == 0)
             .then(|| "Data returned was not validated: no row returned (was this population written?)".to_string())
+    }
+}
+
+/// The operations of `ops(…)` over one profile or several (`profile=a.yaml,b.yaml`), each
+/// profile with the session whose keyspace is its own.
+pub struct Users {
+    profiles: Vec<(User, Arc<Session>)>,
+    /// For each operation of `ops(…)`: its profile, and its index among that profile's.
+    ops: Vec<(usize, usize)>,
+}
+
+/// A worker's state for each profile.
+pub struct UsersWorker(Vec<UserWorker>);
+
+impl Users {
+    /// Prepares each profile's operations of `ops` on its session (`sessions[i]` for
+    /// `profiles[i]`, its keyspace in use).
+    pub async fn prepare(
+        sessions: Vec<Arc<Session>>,
+        profiles: &[Arc<Profile>],
+        ops: &[UserOp],
+        validate_all: bool,
+        options: &Options,
+    ) -> Result<Users, String> {
+        let mut prepared = Vec::new();
+        let mut at = vec![(0, 0); ops.len()];
+        for (p, (profile, session)) in profiles.iter().zip(sessions).enumerate() {
+            let mine: Vec<usize> = (0..ops.len()).filter(|&i| ops[i].profile == p).collect();
+            for (j, &i) in mine.iter().enumerate() {
+                at[i] = (p, j);
+            }
+            let names: Vec<&'static str> = mine.iter().map(|&i| ops[i].name).collect();
+            let user = User::prepare(&session, profile.clone(), &names, validate_all, options).await?;
+            prepared.push((user, session));
+        }
+        Ok(Users { profiles: prepared, ops: at })
+    }
+
+    pub fn validation_notes(&self) -> Vec<String> {
+        self.profiles.iter().flat_map(|(u, _)| u.validation_notes()).collect()
+    }
+
+    pub fn worker(&self, seed: i64) -> UsersWorker {
+        UsersWorker(self.profiles.iter().map(|(u, _)| u.worker(seed)).collect())
+    }
+
+    /// How many partitions operation `op` of `ops(…)` takes from the population.
+    pub fn partitions(&self, op: usize, w: &mut UsersWorker) -> usize {
+        let (p, j) = self.ops[op];
+        self.profiles[p].0.partitions(j, &mut w.0[p])
+    }
+
+    /// Runs operation `op` of `ops(…)` on the partitions seeded `seeds`.
+    pub async fn run(&self, op: usize, w: &mut UsersWorker, seeds: &[i64], tries: u32) -> (Done, u32) {
+        let (p, j) = self.ops[op];
+        let (user, session) = &self.profiles[p];
+        user.run(session, j, &mut w.0[p], seeds, tries).await
     }
 }
 
