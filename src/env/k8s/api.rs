@@ -92,6 +92,10 @@ impl Cluster {
         let mut config = config;
         config.connect_timeout = Some(Duration::from_secs(10));
         config.read_timeout = Some(CALL_TIMEOUT);
+        // The CQL driver's rustls brings aws-lc-rs beside kube's ring, and with two providers
+        // built in rustls cannot choose one for a client that names none, as kube's does:
+        // ring is made the process's (an Err says one is installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         Client::try_from(config).context("making the Kubernetes client")
     }
 
