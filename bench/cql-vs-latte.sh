@@ -12,7 +12,7 @@
 # Then where the read's CPU went: the medians' user/sys split, and (with valgrind) callgrind's
 # instructions per read of each tool (the difference between a run of 2×PROFILE_OPS reads and
 # one of PROFILE_OPS, which cancels start-up), isobench's split into the driver's request path,
-# the connection's reader/writer task and isobench's own work. PROFILE_OPS=0 skips it.
+# the connection's reader/writer task and isobench around the driver call. PROFILE_OPS=0 skips it.
 #
 #   bench/cql-vs-latte.sh                  defaults: ROWS=1000000 CONCURRENCY=128 RUNS=3
 #   ROWS=200000 RUNS=5 bench/cql-vs-latte.sh

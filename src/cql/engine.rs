@@ -171,14 +171,22 @@ pub async fn prepare_user(session: &Arc<Session>, settings: &Settings) -> Result
     let profiles = &settings.command.profiles;
     let Some(first) = profiles.first() else { return Ok(None) };
     // A profile's CQL may leave its keyspace out, and the driver prepares a statement again in
-    // the session's keyspace: a profile in another keyspace than the first's has a session
-    // of its own.
-    let mut sessions = Vec::new();
-    for profile in profiles {
-        let session =
-            if profile.keyspace == first.keyspace { session.clone() } else { Arc::new(connect(settings).await?) };
-        user::use_keyspace(&session, profile).await.map_err(anyhow::Error::msg)?;
-        sessions.push(session);
+    // the session's keyspace: each keyspace has a session of its own, the first one's the
+    // session the run already has.
+    user::use_keyspace(session, first).await.map_err(anyhow::Error::msg)?;
+    let mut sessions: Vec<Arc<Session>> = Vec::new();
+    for (i, profile) in profiles.iter().enumerate() {
+        let same = profiles[..i].iter().position(|earlier| earlier.keyspace == profile.keyspace);
+        let own = match same {
+            Some(j) => sessions[j].clone(),
+            None if i == 0 => session.clone(),
+            None => {
+                let own = Arc::new(connect(settings).await?);
+                user::use_keyspace(&own, profile).await.map_err(anyhow::Error::msg)?;
+                own
+            }
+        };
+        sessions.push(own);
     }
     let options = user::Options {
         consistency: consistency(&settings.command.consistency),
@@ -212,7 +220,6 @@ pub async fn prepare(session: &Session, settings: &Settings) -> Result<Vec<Prepa
         p.set_consistency(consistency(&settings.command.consistency));
         p.set_serial_consistency(Some(serial_consistency(&settings.command.serial_consistency)));
         p.set_execution_profile_handle(Some(untimed.clone()));
-        p.set_request_timeout(None);
         // Retries are counted by `-errors retries=`, as cassandra-stress counts them.
         p.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
         p.set_is_idempotent(!matches!(op, Op::CounterWrite));
@@ -566,19 +573,16 @@ impl Load {
             });
             let deadline = &mut w.deadline;
             deadline.as_mut().reset(tokio::time::Instant::now() + timeout);
-            // None: the deadline came first.
             let answered = std::future::poll_fn(|cx| match request.as_mut().poll(cx) {
-                Poll::Ready(result) => Poll::Ready(Some(result)),
-                Poll::Pending => deadline.as_mut().poll(cx).map(|()| None),
+                Poll::Ready(result) => Poll::Ready(result.map_err(|e| e.to_string())),
+                Poll::Pending => {
+                    deadline.as_mut().poll(cx).map(|()| Err(ExecutionError::RequestTimeout(timeout).to_string()))
+                }
             })
             .await;
             let result = match answered {
-                Some(Ok(r)) => r,
-                failed => {
-                    let why = match failed {
-                        Some(Err(e)) => e.to_string(),
-                        _ => ExecutionError::RequestTimeout(timeout).to_string(),
-                    };
+                Ok(r) => r,
+                Err(why) => {
                     last_error = format!("Error executing: {why}");
                     if self.stop.load(Ordering::Relaxed) && self.failed() {
                         return (Outcome { partitions: 0, rows: 0, error: Some(last_error) }, attempt);

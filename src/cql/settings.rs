@@ -492,9 +492,8 @@ fn user_ops_of(
     p: &mut Params,
     texts: &BTreeMap<String, String>,
 ) -> Result<(Vec<Arc<Profile>>, Vec<(Op, f64)>, Vec<UserOp>), ArgError> {
-    let given = p
-        .take("profile=")
-        .ok_or_else(|| p.invalid("user needs profile=FILE.yaml, e.g. user profile=app.yaml ops(insert=1)"))?;
+    const NEEDS_PROFILE: &str = "user needs profile=FILE.yaml, e.g. user profile=app.yaml ops(insert=1)";
+    let given = p.take("profile=").ok_or_else(|| p.invalid(NEEDS_PROFILE))?;
     let mut profiles: Vec<Arc<Profile>> = Vec::new();
     for file in given.split(',').map(str::trim).filter(|f| !f.is_empty()) {
         let path = std::path::Path::new(file);
@@ -514,7 +513,7 @@ fn user_ops_of(
         profiles.push(Arc::new(profile));
     }
     if profiles.is_empty() {
-        return Err(p.invalid("user needs profile=FILE.yaml, e.g. user profile=app.yaml ops(insert=1)"));
+        return Err(p.invalid(NEEDS_PROFILE));
     }
     let known = |profile: &Profile| {
         let prefix = if profiles.len() > 1 { format!("{}.", profile.specname) } else { String::new() };
@@ -563,16 +562,10 @@ fn user_ops_of(
     Ok((profiles, ops, user_ops))
 }
 
-/// `-insert`: for profiles, what their `insert:` sections say (`partitions=`, `batchtype=`,
-/// `select-ratio=`), overridden for every profile of the run.
+/// `-insert` of a `user` command: what the profiles' `insert:` sections say (`partitions=`,
+/// `batchtype=`, `select-ratio=`), overridden for every profile of the run.
 fn parse_insert(command: &mut Command, params: Option<Params>, warnings: &mut Vec<String>) -> Result<(), ArgError> {
     let Some(mut p) = params else { return Ok(()) };
-    if command.profiles.is_empty() {
-        let given = super::redact_passwords(&p.items.join(" "));
-        warnings
-            .push(format!("-insert {given} is accepted and ignored: predefined commands write one row per operation"));
-        return Ok(());
-    }
     let partitions = p.take("partitions=").map(|d| dist(&p, &d)).transpose()?;
     let batch = p.take("batchtype=").map(|b| BatchKind::parse(&b).map_err(|why| p.invalid(&why))).transpose()?;
     let select = p.take("select-ratio=").map(|r| Ratio::parse(&r).map_err(|why| p.invalid(&why))).transpose()?;
@@ -916,7 +909,9 @@ pub fn parse_with(args: &[String], profiles: &BTreeMap<String, String>) -> Resul
     let mut command = parse_command(&word, Params { group: word.clone(), items: command_params }, profiles)?;
     let rate = parse_rate(&command, take("-rate"))?;
     let (population, mut warnings) = parse_population(&command, take("-pop"))?;
-    parse_insert(&mut command, take("-insert"), &mut warnings)?;
+    if !command.profiles.is_empty() {
+        parse_insert(&mut command, take("-insert"), &mut warnings)?;
+    }
     let schema = parse_schema(take("-schema"))?;
     let columns = parse_columns(take("-col"), &mut warnings)?;
     let mode = parse_mode(take("-mode"), &mut warnings)?;
@@ -964,7 +959,11 @@ pub fn parse_with(args: &[String], profiles: &BTreeMap<String, String>) -> Resul
         }
         None => false,
     };
-    for (name, why) in [("-sendto", "there is no stress daemon"), ("-tokenrange", "no token-range scans are done")] {
+    for (name, why) in [
+        ("-insert", "predefined commands write one row per operation"),
+        ("-sendto", "there is no stress daemon"),
+        ("-tokenrange", "no token-range scans are done"),
+    ] {
         if let Some(p) = take(name) {
             let given = super::redact_passwords(&p.items.join(" "));
             warnings.push(format!("{name} {given} is accepted and ignored: {why}").replace("  ", " "));
