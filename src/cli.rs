@@ -104,6 +104,29 @@ enum K8sAction {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
+    /// (internal) Inside a database pod: run its node, or answer the orchestrator.
+    #[command(hide = true)]
+    Db {
+        #[arg(long, default_value = crate::server::in_pod::SPEC_PATH)]
+        spec: PathBuf,
+        #[command(subcommand)]
+        action: DbAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum DbAction {
+    /// Start the node and keep it until the pod is deleted.
+    Run,
+    /// Where this pod runs and how its node started, as JSON.
+    Facts,
+    /// The distribution's nodetool against this pod's node.
+    Nodetool {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// Create the load's role; its password comes from the pod's environment.
+    CreateRole { user: String },
 }
 
 #[derive(Subcommand)]
@@ -220,6 +243,17 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             crate::agent::main(&request)?;
             return Ok(ExitCode::SUCCESS);
         }
+        Command::K8s { action: K8sAction::Db { spec, action } } => {
+            use crate::server::in_pod;
+            let spec = in_pod::DbPod::read(&spec)?;
+            match action {
+                DbAction::Run => in_pod::run(&spec)?,
+                DbAction::Facts => println!("{}", in_pod::facts(&spec)?),
+                DbAction::Nodetool { args } => print!("{}", in_pod::nodetool(&spec, &args)?),
+                DbAction::CreateRole { user } => in_pod::create_role(&spec, &user)?,
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         other => other,
     };
     // Mount points are compared with /proc/self/mountinfo, which holds absolute, resolved paths.
@@ -270,7 +304,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Cleanup => cleanup(&workdir),
-        Command::Cql { .. } | Command::Agent { .. } => unreachable!("handled above"),
+        Command::Cql { .. } | Command::Agent { .. } | Command::K8s { action: K8sAction::Db { .. } } => {
+            unreachable!("handled above")
+        }
         Command::Server { action } => server(&workdir, action),
         Command::K8s { action: K8sAction::Render { suite, overrides } } => {
             let suite = Suite::load(&suite, &overrides)?;

@@ -704,17 +704,20 @@ fn read_text(path: &Path) -> String {
 }
 
 /// Makes `user` a superuser who logs in with `password`, as the default superuser: the role a
-/// suite's load logs in as. The statement is not logged anywhere.
-pub fn create_role(address: &str, user: &str, password: &str) -> Result<()> {
+/// suite's load logs in as. With `auth_rf` above 1 the roles are first replicated to that many
+/// nodes, so that logins outlive a node's loss. The statement is not logged anywhere.
+pub fn create_role(address: &str, user: &str, password: &str, auth_rf: u32, trust: Option<&Path>) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
-        let session = scylla::client::session_builder::SessionBuilder::new()
-            .known_node(address)
-            .user(DEFAULT_LOGIN.0, DEFAULT_LOGIN.1)
-            .connection_timeout(Duration::from_secs(5))
-            .build()
+        let session = session(address, Some(DEFAULT_LOGIN), trust, Duration::from_secs(5))
             .await
             .context("logging in as Cassandra's default superuser")?;
+        if auth_rf > 1 {
+            let statement = format!(
+                "ALTER KEYSPACE system_auth WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {auth_rf}}}"
+            );
+            session.query_unpaged(statement, ()).await.context("replicating the roles")?;
+        }
         let statement = format!(
             "CREATE ROLE IF NOT EXISTS \"{}\" WITH PASSWORD = '{}' AND LOGIN = true AND SUPERUSER = true",
             user.replace('"', "\"\""),
@@ -728,26 +731,36 @@ pub fn create_role(address: &str, user: &str, password: &str) -> Result<()> {
     })
 }
 
+/// A CQL session to one node, logging in as `login` and trusting `trust` (a PEM certificate)
+/// when given.
+async fn session(
+    address: &str,
+    login: Option<(&str, &str)>,
+    trust: Option<&Path>,
+    timeout: Duration,
+) -> Result<scylla::client::session::Session> {
+    let mut builder =
+        scylla::client::session_builder::SessionBuilder::new().known_node(address).connection_timeout(timeout);
+    if let Some((user, password)) = login {
+        builder = builder.user(user, password);
+    }
+    if let Some(certificate) = trust {
+        let transport = crate::cql::tls::Transport {
+            truststore: Some(certificate.to_path_buf()),
+            protocol: "TLS".into(),
+            ..Default::default()
+        };
+        builder = builder.tls_context(Some(std::sync::Arc::new(transport.client_config()?)));
+    }
+    Ok(tokio::time::timeout(timeout + Duration::from_secs(2), builder.build()).await.context("timed out")??)
+}
+
 /// Connects with the CQL driver (logging in as `login`, if given) and reads `release_version`:
 /// proof that CQL is served.
 pub fn cql_probe(address: &str, login: Option<(&str, &str)>, trust: Option<&Path>) -> Result<String> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
-        let mut builder = scylla::client::session_builder::SessionBuilder::new()
-            .known_node(address)
-            .connection_timeout(Duration::from_secs(3));
-        if let Some((user, password)) = login {
-            builder = builder.user(user, password);
-        }
-        if let Some(certificate) = trust {
-            let transport = crate::cql::tls::Transport {
-                truststore: Some(certificate.to_path_buf()),
-                protocol: "TLS".into(),
-                ..Default::default()
-            };
-            builder = builder.tls_context(Some(std::sync::Arc::new(transport.client_config()?)));
-        }
-        let session = tokio::time::timeout(Duration::from_secs(5), builder.build()).await.context("timed out")??;
+        let session = session(address, login, trust, Duration::from_secs(3)).await?;
         let rows = session.query_unpaged("SELECT release_version FROM system.local", ()).await?.into_rows_result()?;
         let (version,): (Option<String>,) = rows.first_row()?;
         Ok(version.unwrap_or_default())

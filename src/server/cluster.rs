@@ -140,8 +140,16 @@ fn members(status: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// One node's `nodetool status`, run with the distribution's own NodeTool over JMX.
-fn nodetool_status(dist: &Distribution, jmx_port: u16) -> Result<String> {
+/// The distribution's own NodeTool against the node whose JMX listens on `jmx_port` (on
+/// 127.0.0.1): its output.
+pub fn nodetool(dist: &Distribution, jmx_port: u16, args: &[String]) -> Result<String> {
+    // Without a configuration of its own, the tool's logback prints its DEBUG lines with the
+    // answer (Cassandra ships conf/logback-tools.xml for this; Maven's jars have no conf/).
+    let logback = dist.home.join("logback-tools.xml");
+    if !logback.exists() {
+        let quiet = "<configuration><appender name=\"STDERR\" class=\"ch.qos.logback.core.ConsoleAppender\"><target>System.err</target><encoder><pattern>%-5level %msg%n</pattern></encoder></appender><root level=\"WARN\"><appender-ref ref=\"STDERR\"/></root></configuration>\n";
+        std::fs::write(&logback, quiet).with_context(|| format!("writing {}", logback.display()))?;
+    }
     let finished = process::run(
         Command::new("java")
             .args(["-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
@@ -153,17 +161,33 @@ fn nodetool_status(dist: &Distribution, jmx_port: u16) -> Result<String> {
             .args(["--add-exports", "java.rmi/sun.rmi.registry=ALL-UNNAMED"])
             // nodetool keeps its history in ~/.cassandra: in isobench's cache, not the user's home.
             .arg(format!("-Duser.home={}", dist.home.display()))
+            .arg(format!("-Dlogback.configurationFile={}", logback.display()))
             .arg("-cp")
             .arg(format!("{}/*", dist.lib().display()))
             .args(["org.apache.cassandra.tools.NodeTool", "-h", "127.0.0.1", "-p"])
             .arg(jmx_port.to_string())
-            .arg("status"),
+            .args(args),
         process::Options { timeout: Some(Duration::from_secs(60)), ..Default::default() },
     )?;
     if !finished.status.success() {
-        bail!("nodetool status on JMX port {jmx_port} failed: {}", finished.tail(5));
+        bail!("nodetool {} on JMX port {jmx_port} failed: {}", args.join(" "), finished.tail(5));
     }
     Ok(finished.stdout)
+}
+
+fn nodetool_status(dist: &Distribution, jmx_port: u16) -> Result<String> {
+    nodetool(dist, jmx_port, &["status".to_string()])
+}
+
+/// Whether `nodetool status` shows each of `addresses` Up and Normal.
+pub fn all_up(status: &str, addresses: &[String]) -> bool {
+    let seen = members(status);
+    addresses.iter().all(|a| seen.iter().any(|(state, at)| state == "UN" && at == a))
+}
+
+/// What `nodetool status` shows, "address state, …", for an error message.
+pub fn describe_members(status: &str) -> String {
+    members(status).iter().map(|(s, at)| format!("{at} {s}")).collect::<Vec<_>>().join(", ")
 }
 
 /// Waits until every node sees every node Up and Normal; returns how long that took.
@@ -175,12 +199,7 @@ pub fn wait_ring(dist: &Distribution, layout: &Layout, timeout: Duration) -> Res
                 layout.jmx_ports.iter().map(|port| scope.spawn(move || nodetool_status(dist, *port))).collect();
             checks.into_iter().map(|c| c.join().unwrap_or_else(|_| bail!("nodetool panicked"))).collect()
         });
-        let formed = views.iter().all(|view| {
-            view.as_ref().is_ok_and(|text| {
-                let seen = members(text);
-                layout.addresses.iter().all(|a| seen.iter().any(|(state, at)| state == "UN" && at == a))
-            })
-        });
+        let formed = views.iter().all(|view| view.as_ref().is_ok_and(|text| all_up(text, &layout.addresses)));
         if formed {
             return Ok(started.elapsed());
         }
@@ -189,10 +208,7 @@ pub fn wait_ring(dist: &Distribution, layout: &Layout, timeout: Duration) -> Res
                 .iter()
                 .zip(&layout.addresses)
                 .map(|(v, a)| match v {
-                    Ok(text) => format!(
-                        "{a} sees {}",
-                        members(text).iter().map(|(s, at)| format!("{at} {s}")).collect::<Vec<_>>().join(", ")
-                    ),
+                    Ok(text) => format!("{a} sees {}", describe_members(text)),
                     Err(e) => format!("{a}: {e:#}"),
                 })
                 .collect();

@@ -1,0 +1,219 @@
+//! A Cassandra node as the main process of a Kubernetes pod (`isobench k8s db run`), one pod of
+//! the StatefulSet a k8s cell makes (see `server::k8s_cell`). The node is configured as the local
+//! server is (`NodeConfig`: the same cassandra.yaml, heap and JVM flags), from the spec in the
+//! run's Secret and from the pod itself: its IP, and its name, which says whether it is the
+//! seed. The node's data is on the claim at `/data`. It runs until the pod is deleted (SIGTERM:
+//! a clean stop) or dies on its own (the pod then fails with the end of Cassandra's log).
+//!
+//! The orchestrator reaches a pod only through the API server, so the rest is done by `kubectl
+//! exec`-style calls of the same binary: `facts` (the kernel the pod sees, the node's start),
+//! `nodetool …` (the ring, the table statistics) and `create-role` (the load's login, whose
+//! password the pod has from the Secret, never from a command line).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+
+use super::STOP_TIMEOUT;
+use super::cassandra::{self, Distribution, Node, NodeConfig, Start};
+use crate::facts::Facts;
+
+/// Where the pod finds its spec (the run's Secret, mounted).
+pub const SPEC_PATH: &str = "/run/isobench/db.json";
+/// Where the claim is mounted in the pod; the node's files are under `cassandra/`.
+pub const DATA_DIR: &str = "/data";
+/// The pod's IP, from the downward API.
+pub const POD_IP_VAR: &str = "POD_IP";
+/// The load's password, from the Secret (`secretKeyRef`).
+pub const PASSWORD_VAR: &str = "ISOBENCH_DB_PASSWORD";
+pub const NATIVE_PORT: u16 = 9042;
+pub const STORAGE_PORT: u16 = 7000;
+/// JMX, on the pod's loopback only: `nodetool` runs inside the pod.
+pub const JMX_PORT: u16 = 7199;
+/// What the running node tells later `facts` calls (the container's own, lost with it).
+const STATUS_FILE: &str = "/tmp/isobench-db.json";
+
+/// What every pod of the StatefulSet runs: the same for all of them (a pod template), so what
+/// differs between nodes comes from the pod (its name, its IP).
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct DbPod {
+    /// The isobench that wrote the spec; the image's must be the same release, as both speak it.
+    pub isobench: String,
+    pub version: String,
+    pub heap: String,
+    pub quick_jit: bool,
+    pub jvm_args: Vec<String>,
+    /// Clients log in (PasswordAuthenticator).
+    pub auth: bool,
+    /// Clients speak TLS (`client_encryption_options`).
+    pub tls: bool,
+    pub nodes: u32,
+    /// The first pod's name (`<set>-0`) and its stable name in the headless Service
+    /// (`<set>-0.<service>`): the first pod seeds itself, every other one seeds from it.
+    pub seed_pod: String,
+    pub seed: String,
+    pub start_timeout: Duration,
+}
+
+/// What `facts` prints: where the pod runs and how its node started.
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct PodFacts {
+    pub facts: Facts,
+    pub ready_after_s: f64,
+    pub release_version: String,
+    /// The node's certificate (PEM) when clients speak TLS: what the loaders trust.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<String>,
+}
+
+impl DbPod {
+    pub fn read(path: &Path) -> Result<DbPod> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let spec: DbPod = serde_json::from_str(&text).with_context(|| format!("{} is not a spec", path.display()))?;
+        if spec.isobench != env!("CARGO_PKG_VERSION") {
+            bail!(
+                "this image has isobench {}, the run is isobench {}: build the image of the same release (scripts/k8s-image.sh --cassandra)",
+                env!("CARGO_PKG_VERSION"),
+                spec.isobench
+            );
+        }
+        Ok(spec)
+    }
+
+    fn distribution(&self) -> Result<Distribution> {
+        Distribution::cached(&self.version).ok_or_else(|| {
+            anyhow!(
+                "this image has no Cassandra {} under {}: build one with scripts/k8s-image.sh --cassandra {0}, or set the server's version to the image's",
+                self.version,
+                cassandra::cache_root().display()
+            )
+        })
+    }
+
+    /// The node's configuration in this pod.
+    fn config(&self, pod_ip: &str, seeds: Vec<String>) -> NodeConfig {
+        NodeConfig {
+            data: node_dir(),
+            heap: self.heap.clone(),
+            address: pod_ip.to_string(),
+            native_port: NATIVE_PORT,
+            storage_port: STORAGE_PORT,
+            jmx_port: JMX_PORT,
+            quick_jit: self.quick_jit,
+            jvm_args: self.jvm_args.clone(),
+            auth: self.auth,
+            seeds,
+            token_rf: self.nodes.clamp(1, 3),
+            tls: self.tls,
+        }
+    }
+}
+
+fn node_dir() -> PathBuf {
+    Path::new(DATA_DIR).join("cassandra")
+}
+
+fn pod_ip() -> Result<String> {
+    std::env::var(POD_IP_VAR).map_err(|_| anyhow!("{POD_IP_VAR} is not set: the pod spec passes status.podIP"))
+}
+
+/// The pod's own name (the kubelet makes it the hostname).
+fn pod_name() -> String {
+    nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// `isobench k8s db run`: starts the node, says when it answers CQL, and keeps it until the pod
+/// is told to stop.
+pub fn run(spec: &DbPod) -> Result<()> {
+    crate::process::install_interrupt_handler()?;
+    let ip = pod_ip()?;
+    let dist = spec.distribution()?;
+    // The first pod seeds itself (its own name may not resolve yet); the others wait until the
+    // seed's name does, as Cassandra refuses to start with no seed it can resolve.
+    let seed = if pod_name() == spec.seed_pod {
+        ip.clone()
+    } else {
+        wait_resolvable(&spec.seed, spec.start_timeout)?;
+        spec.seed.clone()
+    };
+    let config = spec.config(&ip, vec![format!("{seed}:{STORAGE_PORT}")]);
+    println!("isobench: starting Cassandra {} on {ip} (seed {seed}), data in {}", spec.version, config.data.display());
+    let mut node = Node::start(&dist, &config, Start { token: None, detached: false, timeout: spec.start_timeout })?;
+    let status = PodFacts {
+        ready_after_s: node.ready_after.as_secs_f64(),
+        release_version: node.release_version.clone(),
+        ..Default::default()
+    };
+    std::fs::write(STATUS_FILE, serde_json::to_string(&status)?)?;
+    println!(
+        "isobench: Cassandra {} answers CQL on {ip}:{NATIVE_PORT} after {:.1} s",
+        node.release_version,
+        node.ready_after.as_secs_f64()
+    );
+    while !crate::process::interrupted() {
+        if !node.alive() {
+            bail!("Cassandra exited on its own. {}", node.failure_excerpt());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let took = node.stop(STOP_TIMEOUT)?;
+    println!("isobench: Cassandra stopped in {:.1} s", took.as_secs_f64());
+    Ok(())
+}
+
+fn wait_resolvable(name: &str, timeout: Duration) -> Result<()> {
+    use std::net::ToSocketAddrs;
+    let began = Instant::now();
+    loop {
+        if (name, STORAGE_PORT).to_socket_addrs().is_ok_and(|mut a| a.next().is_some()) {
+            return Ok(());
+        }
+        if began.elapsed() > timeout {
+            bail!(
+                "the seed's name {name} did not resolve within {} s: the cluster's DNS must serve the StatefulSet's headless Service",
+                timeout.as_secs()
+            );
+        }
+        crate::process::sleep(Duration::from_millis(500))?;
+    }
+}
+
+/// `isobench k8s db facts`: JSON of where this pod runs and how its node started.
+pub fn facts(spec: &DbPod) -> Result<String> {
+    let mut out: PodFacts = std::fs::read_to_string(STATUS_FILE)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| anyhow!("the node in this pod has not answered CQL yet"))?;
+    out.facts = crate::facts::sandbox_facts(Some(Path::new(DATA_DIR)));
+    if spec.tls {
+        let config = spec.config(&pod_ip()?, Vec::new());
+        out.certificate = Some(
+            std::fs::read_to_string(config.certificate())
+                .with_context(|| format!("reading {}", config.certificate().display()))?,
+        );
+    }
+    Ok(serde_json::to_string(&out)?)
+}
+
+/// `isobench k8s db nodetool ARGS`: the distribution's own NodeTool against this pod's node.
+pub fn nodetool(spec: &DbPod, args: &[String]) -> Result<String> {
+    super::cluster::nodetool(&spec.distribution()?, JMX_PORT, args)
+}
+
+/// `isobench k8s db create-role USER`: the load's role, its password from the pod's
+/// environment (the Secret). With several nodes the roles are first replicated to as many of
+/// them as the keyspaces of the study are (3), so a login survives a node's loss.
+pub fn create_role(spec: &DbPod, user: &str) -> Result<()> {
+    let password = std::env::var(PASSWORD_VAR).map_err(|_| anyhow!("{PASSWORD_VAR} is not set in this pod"))?;
+    let config = spec.config(&pod_ip()?, Vec::new());
+    let trust = spec.tls.then(|| config.certificate());
+    cassandra::create_role(
+        &format!("{}:{NATIVE_PORT}", config.address),
+        user,
+        &password,
+        spec.nodes.clamp(1, 3),
+        trust.as_deref(),
+    )
+}
