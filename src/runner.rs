@@ -290,6 +290,9 @@ impl<'a> Runner<'a> {
             return Ok(report);
         }
         if let (Some(ServerSpec::Managed(managed)), Spec::Cql(cql)) = (&self.suite.server, &spec) {
+            if let Some(k8s) = env.as_k8s() {
+                return crate::server::k8s_cell::run(k8s, managed, cql, volume, &run_dir, self.ledger, record);
+            }
             let env_name = &self.suite.envs[cell.env].name;
             return crate::server::cell::run(&place, env_name, managed, cql, volume, &run_dir, record);
         }

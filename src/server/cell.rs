@@ -34,6 +34,10 @@ pub fn run(
     record: &mut RunRecord,
 ) -> Result<agent::Report> {
     let env = place.env;
+    if managed.tls {
+        let why = "tls = true: a managed server speaks TLS in k8s environments only; on this host, start one with `isobench server start cassandra --tls` and name it as kind = \"external\" with -transport truststore= in args";
+        return Ok(agent::Report { error: Some(why.into()), unfit: true, ..Default::default() });
+    }
     let reach = env.reach().map_err(|why| anyhow!("env \"{env_name}\": {why}"))?;
     let nodes = managed.nodes;
     if nodes > 1 && reach.inside != "127.0.0.1" {
@@ -79,7 +83,8 @@ pub fn run(
         .collect();
     let mut load = cql.clone();
     let (user, password) = managed.login.clone().unzip();
-    load.target = Some(Target { nodes: host_addresses.clone(), port: layout.native_port, user, password });
+    load.target =
+        Some(Target { nodes: host_addresses.clone(), port: layout.native_port, user, password, truststore: None });
     // The agents only serve: the load and its login stay on the host.
     let requests: Vec<agent::Request> = serves
         .iter()
@@ -274,8 +279,9 @@ fn drive(
         }
         None => None,
     };
-    if let Some(Target { nodes, port, user: Some(user), password: Some(password) }) = &load.target {
-        super::cassandra::create_role(&format!("{}:{port}", nodes[0]), user, password)?;
+    if let Some(Target { nodes, port, user: Some(user), password: Some(password), .. }) = &load.target {
+        let auth_rf = controls.len().min(3) as u32;
+        super::cassandra::create_role(&format!("{}:{port}", nodes[0]), user, password, auth_rf, None)?;
     }
     let mut out = workload::Output::default();
     let ctx = workload::RunContext { data_dir: scratch, raw: None, read_only: false, scratch_dir: scratch };

@@ -5,6 +5,8 @@
 pub mod cassandra;
 pub mod cell;
 pub mod cluster;
+pub mod in_pod;
+pub mod k8s_cell;
 pub mod serve;
 pub mod stats;
 
@@ -264,6 +266,10 @@ pub struct Managed {
     /// What an hour of one node costs; the cell's cost adds `nodes` of them to its environment's.
     pub cost_per_hour: Option<f64>,
     pub kill: Option<Kill>,
+    /// Clients speak TLS (`client_encryption_options`, a key made by each node).
+    pub tls: bool,
+    /// The nodes' image in a k8s environment (default `isobench-cassandra:VERSION`).
+    pub image: Option<String>,
 }
 
 /// A fault: node `node` (from 1) is killed `after` the measured phase began.
@@ -323,6 +329,8 @@ impl Managed {
             nodes,
             cost_per_hour,
             kill,
+            tls: f.bool("tls")?.unwrap_or(false),
+            image: f.str("image")?,
         })
     }
 }
@@ -343,7 +351,7 @@ impl ServerSpec {
                 let port = f.uint("port")?.unwrap_or(9042);
                 let port = u16::try_from(port).map_err(|_| f.error_at("port", "must be a TCP port (1-65535)"))?;
                 let (user, password) = login(f)?.unzip();
-                ServerSpec::External(Target { nodes, port, user, password })
+                ServerSpec::External(Target { nodes, port, user, password, truststore: None })
             }
             other => {
                 return Err(

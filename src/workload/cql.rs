@@ -42,6 +42,10 @@ pub struct Cql {
 /// Where Kubernetes tells a pod of an Indexed Job its index.
 pub const INDEX_VAR: &str = "JOB_COMPLETION_INDEX";
 
+/// What a loader pod prints on stderr as its measured phase begins: the cue for a fault, read
+/// from the pods' logs.
+pub const MEASURED_LINE: &str = "ISOBENCH-MEASURED";
+
 /// Where the database is and how to log in. The password travels to the agent but is never
 /// shown: `Debug` and every description redact it.
 #[derive(Serialize, Deserialize, Clone, Default)]
@@ -50,6 +54,10 @@ pub struct Target {
     pub port: u16,
     pub user: Option<String>,
     pub password: Option<String>,
+    /// The nodes' certificates (PEM) when they speak TLS: loader processes trust them
+    /// (`-transport truststore=`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truststore: Option<String>,
 }
 
 impl std::fmt::Debug for Target {
@@ -164,6 +172,12 @@ impl Cql {
             if let Some(user) = &t.user {
                 loaders::set(&mut tokens, Some("-mode"), "user=", user);
                 loaders::set(&mut tokens, Some("-mode"), "password=", t.password.as_deref().unwrap_or_default());
+            }
+            if let Some(pem) = &t.truststore {
+                std::fs::create_dir_all(dir)?;
+                let file = dir.join("truststore.pem");
+                std::fs::write(&file, pem).with_context(|| format!("writing {}", file.display()))?;
+                loaders::set(&mut tokens, Some("-transport"), "truststore=", &file.to_string_lossy());
             }
         }
         Ok(tokens)
@@ -326,6 +340,9 @@ impl Cql {
             .ok_or_else(|| anyhow!("{INDEX_VAR} is not set: an indexed loader runs as a pod of an Indexed Job"))?;
         let phases = self.load.iter().map(|l| ("load", l)).chain([("run", &self.args)]);
         for (phase, text) in phases {
+            if phase == "run" {
+                eprintln!("{MEASURED_LINE}");
+            }
             let dir = ctx.scratch_dir.join(phase);
             let commands = loaders::split(&self.loader_command(text, &dir)?, n)
                 .map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
@@ -444,8 +461,13 @@ mod tests {
 
     #[test]
     fn the_target_replaces_nodes_port_and_login() {
-        let target =
-            Target { nodes: vec!["10.0.0.7".into()], port: 19042, user: Some("u".into()), password: Some("p".into()) };
+        let target = Target {
+            nodes: vec!["10.0.0.7".into()],
+            port: 19042,
+            user: Some("u".into()),
+            password: Some("p".into()),
+            truststore: None,
+        };
         let s = parse_phase("read n=10 -node 127.0.0.1 -port native=9042", Some(&target), &BTreeMap::new()).unwrap();
         assert_eq!(s.nodes, ["10.0.0.7"]);
         assert_eq!(s.native_port, 19042);

@@ -8,18 +8,22 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolumeClaim, Pod, Secret};
-use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
+use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde::{Deserialize, Serialize};
 
 use super::manifest::{AGENT_CONTAINER, Objects};
+use super::statefulset::DbObjects;
 use crate::process::{self, Interrupted};
 
 /// One API call at most this long.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// A command run in a pod at most this long (nodetool starts a JVM; in gVisor, slowly).
+const EXEC_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Which cluster, as the suite names it (recorded in the ledger so `cleanup` finds it again;
 /// a path and names only, never credentials).
@@ -159,7 +163,8 @@ impl Cluster {
                 bail!("{why}");
             }
             if started.elapsed() > timeout {
-                let last = self.warnings(client, name).await?.pop();
+                let pods = self.pods(client, name).await?;
+                let last = self.warnings(client, name, &pods).await?.pop();
                 bail!(
                     "the Job did not complete within {}s{}",
                     timeout.as_secs(),
@@ -175,8 +180,14 @@ impl Cluster {
     /// API server's admission said no), the node could not make the sandbox, or the image cannot
     /// be had.
     async fn stuck(&self, client: &Client, name: &str) -> Result<Option<String>> {
+        let pods = self.pods(client, name).await?;
+        self.stuck_pods(client, name, &pods).await
+    }
+
+    /// Why `pods` (of the controller `owner`) cannot start by themselves, if they cannot.
+    async fn stuck_pods(&self, client: &Client, owner: &str, pods: &[Pod]) -> Result<Option<String>> {
         const FATAL: &[&str] = &["FailedCreate", "FailedCreatePodSandBox"];
-        if let Some(w) = self.events(client, name).await?.into_iter().find(|e| FATAL.contains(&e.0.as_str())) {
+        if let Some(w) = self.events(client, owner, pods).await?.into_iter().find(|e| FATAL.contains(&e.0.as_str())) {
             return Ok(Some(w.1));
         }
         const WAITING: &[&str] = &[
@@ -186,8 +197,8 @@ impl Cluster {
             "InvalidImageName",
             "CreateContainerConfigError",
         ];
-        for pod in self.pods(client, name).await? {
-            let statuses = pod.status.and_then(|s| s.container_statuses).unwrap_or_default();
+        for pod in pods {
+            let statuses = pod.status.clone().and_then(|s| s.container_statuses).unwrap_or_default();
             for waiting in statuses.into_iter().filter_map(|c| c.state?.waiting) {
                 let reason = waiting.reason.unwrap_or_default();
                 if WAITING.contains(&reason.as_str()) {
@@ -219,12 +230,12 @@ impl Cluster {
         Ok(String::new())
     }
 
-    /// Warning events of the run's objects (the Job and its pods), oldest first, as
+    /// Warning events of a controller (a Job, a StatefulSet) and its pods, oldest first, as
     /// (reason, "Kind name: message").
-    async fn events(&self, client: &Client, name: &str) -> Result<Vec<(String, String)>> {
+    async fn events(&self, client: &Client, name: &str, pods: &[Pod]) -> Result<Vec<(String, String)>> {
         let events: Api<Event> = Api::namespaced(client.clone(), &self.namespace);
         let listed = call("reading events", events.list(&ListParams::default().fields("type=Warning"))).await?;
-        let pods: Vec<String> = self.pods(client, name).await?.into_iter().filter_map(|p| p.metadata.name).collect();
+        let pods: Vec<String> = pods.iter().filter_map(|p| p.metadata.name.clone()).collect();
         let mut found: Vec<_> = listed
             .items
             .into_iter()
@@ -246,16 +257,22 @@ impl Cluster {
         Ok(found.into_iter().map(|(_, reason, what)| (reason, what)).collect())
     }
 
-    async fn warnings(&self, client: &Client, name: &str) -> Result<Vec<String>> {
-        Ok(self.events(client, name).await?.into_iter().map(|(reason, what)| format!("{reason}: {what}")).collect())
+    async fn warnings(&self, client: &Client, name: &str, pods: &[Pod]) -> Result<Vec<String>> {
+        let events = self.events(client, name, pods).await?;
+        Ok(events.into_iter().map(|(reason, what)| format!("{reason}: {what}")).collect())
+    }
+
+    /// The pods `selector` selects, by name.
+    pub async fn pods_with(&self, client: &Client, selector: &str) -> Result<Vec<Pod>> {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &self.namespace);
+        let mut found = call("listing pods", pods.list(&ListParams::default().labels(selector))).await?.items;
+        found.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        Ok(found)
     }
 
     /// The Job's pods, in completion-index order.
     pub async fn pods(&self, client: &Client, name: &str) -> Result<Vec<Pod>> {
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &self.namespace);
-        let selector = format!("job-name={name}");
-        let mut found =
-            call("listing the Job's pods", pods.list(&ListParams::default().labels(&selector))).await?.items;
+        let mut found = self.pods_with(client, &format!("job-name={name}")).await?;
         let index = |p: &Pod| {
             p.metadata
                 .annotations
@@ -269,8 +286,13 @@ impl Cluster {
     }
 
     pub async fn logs(&self, client: &Client, pod: &str) -> Result<String> {
+        self.container_logs(client, pod, AGENT_CONTAINER, false).await
+    }
+
+    /// A container's log; `previous`: that of its last run before a restart.
+    pub async fn container_logs(&self, client: &Client, pod: &str, container: &str, previous: bool) -> Result<String> {
         let pods: Api<Pod> = Api::namespaced(client.clone(), &self.namespace);
-        let params = LogParams { container: Some(AGENT_CONTAINER.into()), ..Default::default() };
+        let params = LogParams { container: Some(container.into()), previous, ..Default::default() };
         call("reading the pod's log", pods.logs(pod, &params)).await
     }
 
@@ -280,25 +302,180 @@ impl Cluster {
         Ok(call("reading the claim", claims.get_opt(claim)).await?.and_then(|c| c.spec?.volume_name))
     }
 
-    /// Deletes the Jobs, pods, Secrets and claims with `selector`, and waits until they are gone.
+    /// A PersistentVolume's StorageClass and where its data is ("hostPath /…", "csi driver …").
+    pub async fn volume_source(&self, client: &Client, pv: &str) -> Result<(String, String)> {
+        let volumes: Api<PersistentVolume> = Api::all(client.clone());
+        let Some(spec) = call("reading the PersistentVolume", volumes.get_opt(pv)).await?.and_then(|v| v.spec) else {
+            return Ok(Default::default());
+        };
+        let source = if let Some(h) = &spec.host_path {
+            format!("hostPath {}", h.path)
+        } else if let Some(l) = &spec.local {
+            format!("local {}", l.path)
+        } else if let Some(c) = &spec.csi {
+            format!("csi {}", c.driver)
+        } else {
+            "other".into()
+        };
+        Ok((spec.storage_class_name.unwrap_or_default(), source))
+    }
+
+    /// Runs `command` in a pod's container as `kubectl exec` does; its standard output, or an
+    /// error with its exit status and standard error.
+    pub async fn exec(&self, client: &Client, pod: &str, container: &str, command: &[String]) -> Result<String> {
+        use tokio::io::AsyncReadExt;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &self.namespace);
+        let params = AttachParams::default().container(container).stdout(true).stderr(true);
+        let what = format!("exec {} in pod {pod}", command.join(" "));
+        let run = async {
+            let mut attached =
+                pods.exec(pod, command.to_vec(), &params).await.map_err(|e| anyhow!("{}", message(&e)))?;
+            let (mut out, mut err) = (String::new(), String::new());
+            let mut stdout = attached.stdout().context("no stdout")?;
+            let mut stderr = attached.stderr().context("no stderr")?;
+            let status = attached.take_status().context("no status")?;
+            let (read_out, read_err) = tokio::join!(stdout.read_to_string(&mut out), stderr.read_to_string(&mut err));
+            read_out?;
+            read_err?;
+            let status = status.await;
+            let _ = attached.join().await;
+            match status {
+                Some(s) if s.status.as_deref() == Some("Success") => Ok(out),
+                Some(s) => bail!(
+                    "{}{}",
+                    s.message.unwrap_or_else(|| "it failed".into()),
+                    if err.trim().is_empty() {
+                        String::new()
+                    } else {
+                        format!(":\n{}", process::tail_lines(&err, 12).trim_end())
+                    }
+                ),
+                None => bail!("the API server did not say how it ended"),
+            }
+        };
+        match tokio::time::timeout(EXEC_TIMEOUT, run).await {
+            Err(_) => bail!("{what}: no answer within {} s", EXEC_TIMEOUT.as_secs()),
+            Ok(result) => result.with_context(|| what.clone()),
+        }
+    }
+
+    /// Creates a database's Secret, headless Service and StatefulSet.
+    pub async fn apply_database(&self, client: &Client, objects: &DbObjects) -> Result<()> {
+        let params = PostParams::default();
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &self.namespace);
+        call("creating the database's Secret", secrets.create(&params, &objects.secret)).await?;
+        let services: Api<Service> = Api::namespaced(client.clone(), &self.namespace);
+        call("creating the headless Service", services.create(&params, &objects.service)).await?;
+        let sets: Api<StatefulSet> = Api::namespaced(client.clone(), &self.namespace);
+        call("creating the StatefulSet", sets.create(&params, &objects.set)).await?;
+        Ok(())
+    }
+
+    /// Waits until the StatefulSet `name` has `replicas` ready pods (selected by `selector`), or
+    /// fails with the cluster's reason: a pod that cannot start, a container that exited (with
+    /// the end of its log), or the last warning when `timeout` passes.
+    pub async fn wait_ready(
+        &self,
+        client: &Client,
+        name: &str,
+        selector: &str,
+        container: &str,
+        replicas: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Pod>> {
+        let started = Instant::now();
+        loop {
+            if process::interrupted() {
+                return Err(Interrupted.into());
+            }
+            let pods = self.pods_with(client, selector).await?;
+            let ready = pods.iter().filter(|p| is_ready(p)).count();
+            if ready >= replicas && pods.len() == replicas {
+                return Ok(pods);
+            }
+            if let Some(why) = self.stuck_pods(client, name, &pods).await? {
+                bail!("{why}");
+            }
+            for pod in &pods {
+                if let Some(why) = self.crashed(client, pod, container).await? {
+                    bail!("{why}");
+                }
+            }
+            if started.elapsed() > timeout {
+                let last = self.warnings(client, name, &pods).await?.pop();
+                bail!(
+                    "{ready} of {replicas} pods were ready after {} s{}",
+                    timeout.as_secs(),
+                    last.map(|w| format!(" (last warning: {w})")).unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// How a pod's container ended, if it ended: its exit code and the end of its log.
+    async fn crashed(&self, client: &Client, pod: &Pod, container: &str) -> Result<Option<String>> {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let statuses = pod.status.clone().and_then(|s| s.container_statuses).unwrap_or_default();
+        let Some(status) = statuses.into_iter().find(|c| c.name == container) else { return Ok(None) };
+        let ended = status.state.and_then(|s| s.terminated).map(|t| (t, false)).or_else(|| {
+            (status.restart_count > 0)
+                .then_some(())
+                .and(status.last_state.and_then(|s| s.terminated))
+                .map(|t| (t, true))
+        });
+        let Some((ended, previous)) = ended else { return Ok(None) };
+        let log = self.container_logs(client, &name, container, previous).await.unwrap_or_default();
+        Ok(Some(format!(
+            "pod {name} exited with {} ({}):\n{}",
+            ended.exit_code,
+            ended.reason.unwrap_or_default(),
+            process::tail_lines(&log, 12).trim_end()
+        )))
+    }
+
+    /// Deletes one pod at once (grace 0), as a machine failing would.
+    pub async fn kill_pod(&self, client: &Client, pod: &str) -> Result<()> {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &self.namespace);
+        let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::background() };
+        call("deleting the pod", pods.delete(pod, &now)).await.map(|_| ())
+    }
+
+    /// The pod, if it exists.
+    pub async fn pod(&self, client: &Client, name: &str) -> Result<Option<Pod>> {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &self.namespace);
+        call("reading the pod", pods.get_opt(name)).await
+    }
+
+    /// Deletes the StatefulSets, Jobs, pods, Services, Secrets and claims with `selector`, and
+    /// waits until they are gone.
     pub async fn delete(&self, client: &Client, selector: &str) -> Result<()> {
         let list = ListParams::default().labels(selector);
         let delete = DeleteParams::background();
         let ns = &self.namespace;
+        let sets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
         let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
         let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+        let services: Api<Service> = Api::namespaced(client.clone(), ns);
         let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+        // Controllers first, or they make new pods for those deleted.
+        call("deleting StatefulSets", sets.delete_collection(&delete, &list)).await?;
         call("deleting Jobs", jobs.delete_collection(&delete, &list)).await?;
-        // Pods go with their Job, but not before the garbage collector gets to them.
+        // Pods go with their controller, but not before the garbage collector gets to them.
         let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::background() };
         call("deleting pods", pods.delete_collection(&now, &list)).await?;
+        call("deleting Services", services.delete_collection(&delete, &list)).await?;
         call("deleting Secrets", secrets.delete_collection(&delete, &list)).await?;
+        // A StatefulSet's claims outlive it unless its retention policy says otherwise: they
+        // carry the run's labels (its claim template's) and go here.
         call("deleting claims", claims.delete_collection(&delete, &list)).await?;
         let started = Instant::now();
         loop {
-            let left = call("listing Jobs", jobs.list(&list)).await?.items.len()
+            let left = call("listing StatefulSets", sets.list(&list)).await?.items.len()
+                + call("listing Jobs", jobs.list(&list)).await?.items.len()
                 + call("listing pods", pods.list(&list)).await?.items.len()
+                + call("listing Services", services.list(&list)).await?.items.len()
                 + call("listing Secrets", secrets.list(&list)).await?.items.len()
                 + call("listing claims", claims.list(&list)).await?.items.len();
             if left == 0 {
@@ -312,4 +489,12 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
+}
+
+/// Whether the pod's Ready condition is true.
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }

@@ -116,7 +116,7 @@ pub enum DataMount {
     Device,
 }
 
-fn labels(name: &str, run_token: &str) -> BTreeMap<String, String> {
+pub fn labels(name: &str, run_token: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app.kubernetes.io/managed-by".to_string(), "isobench".to_string()),
         (RUN_LABEL.into(), run_token.to_string()),

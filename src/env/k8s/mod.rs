@@ -8,6 +8,7 @@
 pub mod api;
 pub mod manifest;
 pub mod render;
+pub mod statefulset;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,12 @@ const START_ALLOWANCE: Duration = Duration::from_secs(180);
 pub struct K8s {
     pub cluster: Cluster,
     pub pod: PodSettings,
+    /// How a database's pods spread over the cluster's machines.
+    pub spread: statefulset::Spread,
+    /// The runtime class of the load generator's pods, when they load a database in this
+    /// environment: the cluster's default unless the suite names one (never the one under test
+    /// by accident).
+    pub loader_runtime_class: Option<String>,
 }
 
 fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
@@ -71,8 +78,15 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
         }
     }
     let host_network = f.bool("host_network")?.unwrap_or(false);
+    let spread = f.choice("spread", statefulset::Spread::CHOICES)?;
+    let spread = spread.as_deref().and_then(statefulset::Spread::parse).unwrap_or_default();
+    let loader_runtime_class = f.str("loader_runtime_class")?;
     f.finish()?;
-    for (what, name) in [("namespace", Some(&namespace)), ("runtime_class", runtime_class.as_ref())] {
+    for (what, name) in [
+        ("namespace", Some(&namespace)),
+        ("runtime_class", runtime_class.as_ref()),
+        ("loader_runtime_class", loader_runtime_class.as_ref()),
+    ] {
         if let Some(name) = name.filter(|n| !is_dns_label(n)) {
             return Err(f.error_at(
                 what,
@@ -83,6 +97,8 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
     Ok(Box::new(K8s {
         cluster: Cluster { kubeconfig, context, namespace: namespace.clone() },
         pod: PodSettings { namespace, runtime_class, image, pull_policy, node_selector, cpu, memory, host_network },
+        spread,
+        loader_runtime_class,
     }))
 }
 
@@ -116,37 +132,35 @@ impl K8s {
         (request, loaders)
     }
 
-    /// Applies one run's objects (recorded first, by label), follows the Job and returns the
-    /// pods' reports in index order with the proof of where they ran.
-    fn run_job(
-        &self,
-        launch: &Launch,
-        request: &agent::Request,
-        loaders: Option<u32>,
-    ) -> Result<(Vec<agent::Report>, BTreeMap<String, String>)> {
-        let name = object_name(launch.run_dir);
-        let token = launch.ledger.token().to_string();
-        launch.ledger.record(Resource::Kube {
+    /// Records that every object labelled with this run's name is the ledger's to delete: before
+    /// any is made, so that a killed run's are found by `isobench cleanup`.
+    pub fn record_run(&self, ledger: &Ledger, name: &str) -> Result<()> {
+        ledger.record(Resource::Kube {
             cluster: self.cluster.clone(),
             selector: format!("{}={name}", manifest::NAME_LABEL),
-        })?;
-        let deadline = launch.timeout + START_ALLOWANCE;
+        })
+    }
+
+    /// Applies one Job's objects, follows the Job and returns the pods' reports in index order
+    /// with the proof of where they ran.
+    pub fn run_job(&self, job: &JobRun) -> Result<(Vec<agent::Report>, BTreeMap<String, String>)> {
         let objects = manifest::objects(
-            &self.pod,
-            &name,
-            &token,
-            serde_json::to_string(request)?,
-            launch.volume.claim.as_ref(),
-            loaders,
-            deadline,
+            job.pod,
+            job.name,
+            job.token,
+            serde_json::to_string(job.request)?,
+            job.claim,
+            job.loaders,
+            job.deadline,
         );
-        let completions = loaders.unwrap_or(1) as i32;
+        let completions = job.loaders.unwrap_or(1) as i32;
+        let name = job.name;
         block_on(async {
             let client = self.cluster.client().await?;
             let server = self.cluster.check(&client).await?;
             self.cluster.apply(&client, &objects).await?;
-            self.cluster.wait(&client, &name, completions, deadline).await?;
-            let pods = self.cluster.pods(&client, &name).await?;
+            self.cluster.wait(&client, name, completions, job.deadline).await?;
+            let pods = self.cluster.pods(&client, name).await?;
             let mut reports = Vec::new();
             for pod in &pods {
                 let pod_name = pod.metadata.name.clone().unwrap_or_default();
@@ -158,7 +172,7 @@ impl K8s {
             }
             let mut proof = BTreeMap::from([
                 ("k8s.server".to_string(), server),
-                ("k8s.job".into(), name.clone()),
+                ("k8s.job".into(), name.to_string()),
                 ("k8s.pods".into(), pods.len().to_string()),
             ]);
             if let Some(pod) = pods.first() {
@@ -174,13 +188,31 @@ impl K8s {
                 }
             }
             if objects.claim.is_some() {
-                let pv = self.cluster.bound_volume(&client, &name).await?;
-                proof.insert("volume.pvc".into(), name.clone());
+                let pv = self.cluster.bound_volume(&client, name).await?;
+                proof.insert("volume.pvc".into(), name.to_string());
                 proof.insert("volume.pv".into(), pv.unwrap_or_else(|| "(not bound)".into()));
             }
             Ok::<_, anyhow::Error>((reports, proof))
         })?
     }
+
+    /// The pods that load a database in this environment: the load generator's runtime class,
+    /// no limits of the pods under test.
+    pub fn loader_pods(&self) -> PodSettings {
+        PodSettings { runtime_class: self.loader_runtime_class.clone(), cpu: None, memory: None, ..self.pod.clone() }
+    }
+}
+
+/// One Job: `loaders` pods of an Indexed Job, or one pod, running the agent on `request`.
+pub struct JobRun<'a> {
+    pub name: &'a str,
+    pub token: &'a str,
+    pub pod: &'a PodSettings,
+    pub request: &'a agent::Request,
+    pub claim: Option<&'a crate::volume::pvc::Claim>,
+    pub loaders: Option<u32>,
+    /// How long the Job may take, from its creation.
+    pub deadline: Duration,
 }
 
 impl Environment for K8s {
@@ -260,7 +292,17 @@ impl Environment for K8s {
             anyhow::bail!("density cells are not supported on k8s yet: run N pods with a CQL workload's loaders = N");
         }
         let (request, loaders) = self.pod_request(launch.request);
-        let (reports, proof) = self.run_job(&launch, &request, loaders)?;
+        let name = object_name(launch.run_dir);
+        self.record_run(launch.ledger, &name)?;
+        let (reports, proof) = self.run_job(&JobRun {
+            name: &name,
+            token: launch.ledger.token(),
+            pod: &self.pod,
+            request: &request,
+            claim: launch.volume.claim.as_ref(),
+            loaders,
+            deadline: launch.timeout + START_ALLOWANCE,
+        })?;
         let mut report = match (&request.workload, loaders) {
             (Spec::Cql(cql), Some(_)) => cql.combine_indexed(reports, launch.run_dir),
             _ => reports.into_iter().next().context("the Job had no pod")?,

@@ -1,0 +1,520 @@
+//! A CQL cell with a managed Cassandra in a k8s environment: the database runs in the pods under
+//! test, as users run it there. Each run makes a StatefulSet of `nodes` pods of the env's runtime
+//! class (each pod's data on a claim of the cell's `pvc` volume), waits until every pod answers
+//! CQL and every node sees every node Up and Normal, creates the load's role, then loads the pods
+//! with an Indexed Job of loader pods (the load generator's runtime class), kills a pod on cue
+//! when the suite asks for a fault, and reads the server's own statistics inside the pods. What
+//! the run made carries its labels and is deleted when it ends (or by `isobench cleanup`).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow, bail};
+use kube::Client;
+
+use super::in_pod::{self, DbPod, PodFacts};
+use super::{Managed, STOP_TIMEOUT};
+use crate::agent;
+use crate::env::k8s::api::{Cluster, block_on, is_ready};
+use crate::env::k8s::manifest::SCRATCH_DIR;
+use crate::env::k8s::statefulset::{self, CONTAINER, Database};
+use crate::env::k8s::{JobRun, K8s, object_name};
+use crate::store::{RunRecord, Sample};
+use crate::volume::Provisioned;
+use crate::workload::Spec;
+use crate::workload::cql::{Cql, MEASURED_LINE, Target};
+
+/// How long pods may take to be scheduled, bind their claims and pull the image, on top of the
+/// nodes' own start.
+const SCHEDULE_ALLOWANCE: Duration = Duration::from_secs(180);
+
+/// The database's image when the server names none.
+pub fn default_image(version: &str) -> String {
+    format!("isobench-cassandra:{version}")
+}
+
+/// The StatefulSet's (and its Service's and Secret's) name for a run: short enough that the
+/// controller's revision label (`<set>-<hash>`) stays a valid label.
+fn set_name(run: &str) -> String {
+    let base: String = run.chars().take(49).collect();
+    format!("{}-db", base.trim_end_matches('-'))
+}
+
+/// The pods of one run's database, and how the orchestrator reaches them (the API server only).
+struct Db<'a> {
+    cluster: &'a Cluster,
+    set: String,
+    selector: String,
+    nodes: usize,
+}
+
+impl Db<'_> {
+    fn pod(&self, k: usize) -> String {
+        statefulset::pod_name(&self.set, k)
+    }
+
+    /// `isobench k8s db ARGS` in pod k.
+    async fn call(&self, client: &Client, k: usize, args: &[&str]) -> Result<String> {
+        let mut command = vec![crate::env::k8s::manifest::AGENT_IN_IMAGE.to_string(), "k8s".into(), "db".into()];
+        command.extend(args.iter().map(|a| a.to_string()));
+        self.cluster.exec(client, &self.pod(k), CONTAINER, &command).await
+    }
+
+    async fn wait_ready(&self, client: &Client, timeout: Duration) -> Result<Vec<k8s_openapi::api::core::v1::Pod>> {
+        self.cluster.wait_ready(client, &self.set, &self.selector, CONTAINER, self.nodes, timeout).await
+    }
+
+    /// Waits until `nodetool status` in every pod shows every pod's address Up and Normal.
+    async fn wait_ring(&self, client: &Client, addresses: &[String], timeout: Duration) -> Result<()> {
+        let began = Instant::now();
+        loop {
+            let mut views = Vec::new();
+            for k in 0..self.nodes {
+                views.push(self.call(client, k, &["nodetool", "status"]).await);
+            }
+            if views.iter().all(|v| v.as_ref().is_ok_and(|text| super::cluster::all_up(text, addresses))) {
+                return Ok(());
+            }
+            if began.elapsed() > timeout || crate::process::interrupted() {
+                let seen: Vec<String> = views
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| match v {
+                        Ok(text) => format!("{} sees {}", self.pod(k), super::cluster::describe_members(text)),
+                        Err(e) => format!("{}: {e:#}", self.pod(k)),
+                    })
+                    .collect();
+                bail!(
+                    "the {} pods did not all see one another Up and Normal within {} s: {}",
+                    self.nodes,
+                    timeout.as_secs(),
+                    seen.join("; ")
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// Runs one repetition of a served CQL cell in a k8s environment.
+pub fn run(
+    k8s: &K8s,
+    managed: &Managed,
+    cql: &Cql,
+    volume: &Provisioned,
+    run_dir: &Path,
+    ledger: &crate::ledger::Ledger,
+    record: &mut RunRecord,
+) -> Result<agent::Report> {
+    let unfit = |why: String| Ok(agent::Report { error: Some(why), unfit: true, ..Default::default() });
+    let Some(claim) = &volume.claim else {
+        return unfit(
+            "a database in a k8s environment keeps its data on a claim: give the cell a kind = \"pvc\" volume".into(),
+        );
+    };
+    if claim.block {
+        return unfit(
+            "volume_mode = \"Block\": a database needs a filesystem; use volume_mode = \"Filesystem\" (fio measures the raw device)"
+                .into(),
+        );
+    }
+    let heap = crate::units::parse_size(&managed.heap).map_err(anyhow::Error::msg)?;
+    if let Some(memory) = k8s.pod.memory.filter(|m| *m < heap + super::cluster::OFF_HEAP) {
+        return unfit(format!(
+            "resources.memory = {} is less than the node's heap ({}) and the {} it needs besides: give the pods more, or a smaller heap",
+            crate::units::human(memory as f64, "B"),
+            managed.heap,
+            crate::units::human(super::cluster::OFF_HEAP as f64, "B"),
+        ));
+    }
+    let name = object_name(run_dir);
+    let set = set_name(&name);
+    k8s.record_run(ledger, &name)?;
+    let nodes = managed.nodes;
+    let image = managed.image.clone().unwrap_or_else(|| default_image(&managed.version));
+    let spec = DbPod {
+        isobench: env!("CARGO_PKG_VERSION").into(),
+        version: managed.version.clone(),
+        heap: managed.heap.clone(),
+        quick_jit: managed.quick_jit,
+        jvm_args: managed.jvm_args.clone(),
+        auth: managed.login.is_some(),
+        tls: managed.tls,
+        nodes: nodes as u32,
+        seed_pod: statefulset::pod_name(&set, 0),
+        seed: format!("{}.{set}", statefulset::pod_name(&set, 0)),
+        start_timeout: managed.start_timeout,
+    };
+    let database = Database {
+        name: &set,
+        run_name: &name,
+        run_token: ledger.token(),
+        image: &image,
+        replicas: nodes as u32,
+        spread: k8s.spread,
+        command: vec![crate::env::k8s::manifest::AGENT_IN_IMAGE.into(), "k8s".into(), "db".into(), "run".into()],
+        spec_json: serde_json::to_string(&spec)?,
+        spec_dir: Path::new(in_pod::SPEC_PATH).parent().and_then(Path::to_str).unwrap_or("/run/isobench"),
+        password: managed.login.as_ref().map(|(_, p)| p.as_str()),
+        ip_var: in_pod::POD_IP_VAR,
+        password_var: in_pod::PASSWORD_VAR,
+        claim,
+        data_dir: in_pod::DATA_DIR,
+        ports: &[("cql", in_pod::NATIVE_PORT), ("storage", in_pod::STORAGE_PORT)],
+        stop_grace: STOP_TIMEOUT.as_secs() as i64,
+    };
+    let db = Db {
+        cluster: &k8s.cluster,
+        set: set.clone(),
+        selector: database.selector().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","),
+        nodes,
+    };
+    let start_timeout = managed.start_timeout * nodes as u32 + SCHEDULE_ALLOWANCE;
+    record.setup.insert("server.kind".into(), "cassandra".into());
+    record.setup.insert("server.heap".into(), managed.heap.clone());
+    record.setup.insert("server.nodes".into(), nodes.to_string());
+    record.setup.insert("server.image".into(), image.clone());
+    record.setup.insert("k8s.statefulset".into(), set.clone());
+    record.setup.insert("k8s.spread".into(), k8s.spread.name().into());
+    if let Some((user, _)) = &managed.login {
+        record.setup.insert("server.login".into(), format!("PasswordAuthenticator, role {user}"));
+    }
+    if managed.tls {
+        record.setup.insert("server.tls".into(), "client_encryption_options (a key made by each node)".into());
+    }
+
+    // The database: up, in a ring, with the load's role.
+    let began = Instant::now();
+    let up = block_on(async {
+        let client = k8s.cluster.client().await?;
+        k8s.cluster.apply_database(&client, &database.objects(&k8s.pod)).await?;
+        let pods = db.wait_ready(&client, start_timeout).await?;
+        let addresses: Vec<String> = pods.iter().map(pod_ip).collect::<Result<_>>()?;
+        if nodes > 1 {
+            db.wait_ring(&client, &addresses, managed.start_timeout).await?;
+        }
+        let ready = began.elapsed();
+        let mut facts = Vec::new();
+        for k in 0..nodes {
+            let text = db.call(&client, k, &["facts"]).await?;
+            facts.push(serde_json::from_str::<PodFacts>(&text).map_err(|e| anyhow!("pod {}: facts: {e}", db.pod(k)))?);
+        }
+        if let Some((user, _)) = &managed.login {
+            db.call(&client, 0, &["create-role", user]).await?;
+        }
+        Ok::<_, anyhow::Error>((addresses, ready, facts))
+    })?;
+    let (addresses, ready, facts) = match up {
+        Ok(up) => up,
+        Err(e) if e.downcast_ref::<crate::process::Interrupted>().is_some() => return Err(e),
+        Err(e) => {
+            return Ok(agent::Report {
+                error: Some(format!("the database did not start: {e:#}")),
+                ..Default::default()
+            });
+        }
+    };
+    let version = facts.first().map(|f| f.release_version.clone()).unwrap_or_default();
+    record.setup.insert("server.version".into(), version);
+    record.setup.insert("server.addresses".into(), addresses.join(", "));
+
+    // The load, from loader pods, with the fault on cue.
+    let mut load = cql.clone();
+    let (user, password) = managed.login.clone().unzip();
+    let truststore = managed.tls.then(|| facts.iter().filter_map(|f| f.certificate.clone()).collect::<String>());
+    load.target = Some(Target { nodes: addresses.clone(), port: in_pod::NATIVE_PORT, user, password, truststore });
+    let loaders = cql.loaders.unwrap_or(1);
+    load.loaders = Some(loaders);
+    load.indexed = true;
+    let request = agent::Request {
+        workload: Spec::Cql(load.clone()),
+        data_dir: SCRATCH_DIR.into(),
+        raw: None,
+        read_only: false,
+        scratch_dir: SCRATCH_DIR.into(),
+        serve: None,
+        barrier: false,
+    };
+    let loader_pods = k8s.loader_pods();
+    let job = JobRun {
+        name: &name,
+        token: ledger.token(),
+        pod: &loader_pods,
+        request: &request,
+        claim: None,
+        loaders: Some(loaders),
+        deadline: crate::workload::Workload::expected_duration(&load) * 3 + SCHEDULE_ALLOWANCE,
+    };
+    let load_done = AtomicBool::new(false);
+    let (loaded, killed) = std::thread::scope(|scope| {
+        let fault = managed.kill.as_ref().map(|kill| {
+            let (db, name, load_done) = (&db, &name, &load_done);
+            scope.spawn(move || fault(db, name, loaders, kill, load_done))
+        });
+        let loaded = k8s.run_job(&job);
+        load_done.store(true, Ordering::Relaxed);
+        (loaded, fault.map(|f| f.join().unwrap_or_else(|_| Err(anyhow!("the fault panicked")))))
+    });
+    let mut report = match loaded {
+        Ok((reports, proof)) => {
+            let mut report = load.combine_indexed(reports, run_dir);
+            for (key, value) in proof {
+                // The loaders' own placement, apart from the database's.
+                let key = match key.strip_prefix("k8s.") {
+                    Some("server") | None => key,
+                    Some(rest) => format!("loader.{rest}"),
+                };
+                report.setup.insert(key, value);
+            }
+            report
+        }
+        Err(e) if e.downcast_ref::<crate::process::Interrupted>().is_some() => return Err(e),
+        Err(e) => agent::Report { error: Some(format!("the load failed: {e:#}")), ..Default::default() },
+    };
+    report.samples.push(Sample::new("server_ready", ready.as_secs_f64(), "s"));
+    let startup = facts.iter().map(|f| f.ready_after_s).fold(0.0, f64::max);
+    report.samples.push(Sample::new("server_startup", startup, "s"));
+
+    // After the load: the killed pod back, the server's figures, the proof of where it ran.
+    let after = block_on(async {
+        let client = k8s.cluster.client().await?;
+        if let Some(Ok(Some(killed))) = &killed {
+            let back = db.wait_ready(&client, managed.start_timeout + SCHEDULE_ALLOWANCE).await;
+            match back {
+                Ok(_) => {
+                    report.samples.push(Sample::new("server_recovery", killed.deleted.elapsed().as_secs_f64(), "s"))
+                }
+                Err(e) => report.notes.push(format!("fault: the deleted pod did not come back: {e:#}")),
+            }
+        }
+        let settings = load.phase(&load.args)?;
+        let keyspace = settings.schema.keyspace.clone();
+        let table = crate::cql::schema::table(settings.command.ops[0].0).to_string();
+        let mut figures = Vec::new();
+        for k in 0..nodes {
+            // What the memtables hold goes to disk first, so that the sizes are the table's.
+            if let Err(e) = db.call(&client, k, &["nodetool", "flush", &keyspace, &table]).await {
+                report.notes.push(format!("server: node {}: nodetool flush: {e:#}", k + 1));
+            }
+            let stats = db.call(&client, k, &["nodetool", "tablestats", &format!("{keyspace}.{table}")]).await;
+            let histograms = db.call(&client, k, &["nodetool", "tablehistograms", &keyspace, &table]).await;
+            for (what, text) in [("tablestats", &stats), ("tablehistograms", &histograms)] {
+                match text {
+                    Ok(text) => report.raw.push(crate::store::RawFile {
+                        name: format!("node{}-{what}.txt", k + 1),
+                        content: text.clone(),
+                    }),
+                    Err(e) => report.notes.push(format!("server: node {}: nodetool {what}: {e:#}", k + 1)),
+                }
+            }
+            figures.push(server_figures(stats.as_deref().unwrap_or(""), histograms.as_deref().unwrap_or("")));
+        }
+        report.samples.extend(combine_figures(&figures));
+        let pods = k8s.cluster.pods_with(&client, &db.selector).await?;
+        for (k, f) in facts.iter().enumerate() {
+            let p = format!("db.pod{}", k + 1);
+            let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(&db.pod(k)));
+            let spec = pod.and_then(|p| p.spec.clone()).unwrap_or_default();
+            report.setup.insert(format!("{p}.node"), spec.node_name.unwrap_or_default());
+            let class = spec.runtime_class_name.unwrap_or_else(|| "(default)".into());
+            if k == 0 {
+                report.setup.insert("k8s.runtime_class".into(), class.clone());
+            }
+            report.setup.insert(format!("{p}.runtime_class"), class);
+            if let Some(c) = pod.and_then(|p| p.status.clone()?.container_statuses?.into_iter().next()) {
+                report.setup.insert(format!("{p}.image_id"), c.image_id);
+            }
+            let claim = statefulset::claim_name(&set, k);
+            let pv = k8s.cluster.bound_volume(&client, &claim).await?.unwrap_or_default();
+            let (class, source) = k8s.cluster.volume_source(&client, &pv).await?;
+            report.setup.insert(format!("{p}.claim"), claim);
+            report.setup.insert(format!("{p}.pv"), format!("{pv} ({source})"));
+            report.setup.insert(format!("{p}.storage_class"), class);
+            for key in ["kernel.release", "dmesg.first", "data.fstype"] {
+                if let Some(v) = f.facts.get(key) {
+                    report.setup.insert(format!("{p}.{key}"), v.clone());
+                }
+            }
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    if let Err(e) = after {
+        report.notes.push(format!("server: after the load: {e:#}"));
+    }
+    // The system under test is the database: its first pod's facts are the run's (the proof of
+    // its runtime), the loaders' are kept apart.
+    let loader_facts = std::mem::take(&mut report.facts);
+    if let Some(kernel) = loader_facts.get("kernel.release") {
+        report.setup.insert("loader.kernel.release".into(), kernel.clone());
+    }
+    report.facts = facts.into_iter().next().map(|f| f.facts).unwrap_or_default();
+    match killed {
+        Some(Ok(Some(killed))) => {
+            let node = format!("node {} (pod {})", killed.node, db.pod(killed.node - 1));
+            record.setup.insert("fault.killed".into(), format!("{node} at {:.1} s", killed.at.as_secs_f64()));
+            report.notes.push(format!(
+                "fault: {node} was deleted (grace 0) {:.1} s into the measured phase, as the suite asked; the StatefulSet brought it back on its claim",
+                killed.at.as_secs_f64()
+            ));
+        }
+        Some(Ok(None)) => {
+            let kill = managed.kill.as_ref().expect("a fault was asked for");
+            report.notes.push(format!(
+                "fault: node {} was not killed: the measured phase ended before {} s",
+                kill.node,
+                kill.after.as_secs_f64()
+            ));
+        }
+        Some(Err(e)) => report.notes.push(format!("fault: {e:#}")),
+        None => {}
+    }
+    Ok(report)
+}
+
+fn pod_ip(pod: &k8s_openapi::api::core::v1::Pod) -> Result<String> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .ok_or_else(|| anyhow!("pod {} has no IP", pod.metadata.name.as_deref().unwrap_or("?")))
+}
+
+/// A pod deleted on cue: which node, how far into the measured phase, and when.
+struct Killed {
+    node: usize,
+    at: Duration,
+    deleted: Instant,
+}
+
+/// Deletes node `kill.node`'s pod (grace 0) `kill.after` into the measured phase: when every
+/// loader pod has said its measured phase began. None when the load ended first.
+fn fault(db: &Db, job: &str, loaders: u32, kill: &super::Kill, load_done: &AtomicBool) -> Result<Option<Killed>> {
+    block_on(async {
+        let client = db.cluster.client().await?;
+        let began = loop {
+            if load_done.load(Ordering::Relaxed) || crate::process::interrupted() {
+                return Ok(None);
+            }
+            let pods = db.cluster.pods(&client, job).await?;
+            let mut cued = 0;
+            for pod in &pods {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                if db.cluster.logs(&client, &name).await.is_ok_and(|log| log.contains(MEASURED_LINE)) {
+                    cued += 1;
+                }
+            }
+            if cued == loaders as usize {
+                break Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        while began.elapsed() < kill.after {
+            if load_done.load(Ordering::Relaxed) || crate::process::interrupted() {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let at = began.elapsed();
+        let pod = db.pod(kill.node - 1);
+        let old = db.cluster.pod(&client, &pod).await?.and_then(|p| p.metadata.uid);
+        db.cluster.kill_pod(&client, &pod).await?;
+        let deleted = Instant::now();
+        // Gone for real: the StatefulSet's new pod has the same name and another uid.
+        while db.cluster.pod(&client, &pod).await?.is_some_and(|p| p.metadata.uid == old && is_ready(&p)) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(Some(Killed { node: kill.node, at, deleted }))
+    })?
+}
+
+/// What one node's `nodetool tablestats` and `tablehistograms` say of the load's table.
+#[derive(Debug, Default, PartialEq)]
+struct Figures {
+    sstables: Option<f64>,
+    live_bytes: Option<f64>,
+    /// (p50, p99) in µs, where the node saw such operations.
+    write: Option<(f64, f64)>,
+    read: Option<(f64, f64)>,
+}
+
+fn server_figures(tablestats: &str, histograms: &str) -> Figures {
+    let field = |name: &str| {
+        tablestats
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(name))
+            .find_map(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+    };
+    let row = |label: &str| -> Option<Vec<f64>> {
+        let line = histograms.lines().find(|l| l.split_whitespace().next() == Some(label))?;
+        line.split_whitespace().skip(1).map(|v| v.parse().ok()).collect()
+    };
+    let (p50, p99) = (row("50%").unwrap_or_default(), row("99%").unwrap_or_default());
+    // Columns: read latency, write latency (µs), SSTables, partition size, cell count; a
+    // latency of 0 means the node saw no such operation.
+    let latency = |column: usize| match (p50.get(column), p99.get(column)) {
+        (Some(a), Some(b)) if *b > 0.0 => Some((*a, *b)),
+        _ => None,
+    };
+    Figures {
+        sstables: field("SSTable count:"),
+        live_bytes: field("Space used (live):"),
+        write: latency(1),
+        read: latency(0),
+    }
+}
+
+/// The cluster's figures: what its nodes hold, summed; the slowest node's latencies.
+fn combine_figures(nodes: &[Figures]) -> Vec<Sample> {
+    let mut out = Vec::new();
+    let sum = |f: fn(&Figures) -> Option<f64>| nodes.iter().filter_map(f).reduce(|a, b| a + b);
+    if let Some(n) = sum(|f| f.sstables) {
+        out.push(Sample::new("server_sstables", n, "files"));
+    }
+    if let Some(bytes) = sum(|f| f.live_bytes) {
+        out.push(Sample::new("server_table_size", bytes, "B"));
+    }
+    for (metric, pick) in [
+        ("server_local_write", (|f: &Figures| f.write) as fn(&Figures) -> Option<(f64, f64)>),
+        ("server_local_read", |f: &Figures| f.read),
+    ] {
+        let worst = nodes.iter().filter_map(pick).reduce(|a, b| (a.0.max(b.0), a.1.max(b.1)));
+        if let Some((p50, p99)) = worst {
+            out.push(Sample::new(format!("{metric}_p50"), p50, "us"));
+            out.push(Sample::new(format!("{metric}_p99"), p99, "us"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLESTATS: &str = "Total number of tables: 1\n----------------\nKeyspace : keyspace1\n\tRead Count: 0\n\tWrite Count: 4000\n\t\tTable: standard1\n\t\tSSTable count: 2\n\t\tOld SSTable count: 0\n\t\tSpace used (live): 1048576\n\t\tSpace used (total): 1048576\n\t\tLocal write count: 4000\n\t\tLocal write latency: 0.021 ms\n";
+    const HISTOGRAMS: &str = "keyspace1/standard1 histograms\nPercentile      Read Latency     Write Latency          SSTables    Partition Size        Cell Count\n                    (micros)          (micros)                             (bytes)                  \n50%                     0.00             17.08              0.00               258                 5\n75%                     0.00             24.60              0.00               258                 5\n99%                     0.00             88.15              0.00               258                 5\nMin                     0.00              2.30              0.00               216                 5\nMax                     0.00           6866.96              0.00               258                 5\n";
+
+    #[test]
+    fn nodetool_figures_are_read_and_a_cluster_sums_sizes_and_keeps_the_worst_latency() {
+        let one = server_figures(TABLESTATS, HISTOGRAMS);
+        assert_eq!(
+            one,
+            Figures { sstables: Some(2.0), live_bytes: Some(1048576.0), write: Some((17.08, 88.15)), read: None }
+        );
+        let two = Figures { sstables: Some(1.0), live_bytes: Some(1.0), write: Some((20.0, 50.0)), read: None };
+        let samples = combine_figures(&[one, two]);
+        let value = |m: &str| samples.iter().find(|s| s.metric == m).map(|s| s.value);
+        assert_eq!(value("server_sstables"), Some(3.0));
+        assert_eq!(value("server_table_size"), Some(1048577.0));
+        assert_eq!(value("server_local_write_p50"), Some(20.0));
+        assert_eq!(value("server_local_write_p99"), Some(88.15));
+        assert_eq!(value("server_local_read_p99"), None, "no reads: no read latency");
+        assert_eq!(server_figures("", ""), Figures::default());
+    }
+
+    #[test]
+    fn the_set_name_leaves_room_for_the_controllers_labels() {
+        let long = "isobench-".to_string() + &"9".repeat(60);
+        assert!(set_name(&long).len() <= 52);
+        assert_eq!(set_name("isobench-1-2"), "isobench-1-2-db");
+    }
+}
