@@ -1,28 +1,42 @@
 #!/usr/bin/env bash
-# Writes isobench's pod image as a docker-archive tarball, without Docker or a registry: the
-# isobench binary with fio, sysbench, iperf3 and dmesg and the libraries they link, from this
-# host. `ctr -n k8s.io images import OUT` (or `scripts/k8s-local.sh up DIR OUT`) makes it a
-# node's image; for a real cluster, build the Dockerfile and push it instead.
+# Writes isobench's pod images as docker-archive tarballs, without Docker or a registry, from
+# this host's files. `ctr -n k8s.io images import OUT` (or `scripts/k8s-local.sh up DIR OUT`)
+# makes one a node's image; for a real cluster, build the Dockerfiles and push them instead.
 #
 #   scripts/k8s-image.sh [--tag isobench:VERSION] [--bin target/release/isobench] OUT.tar
+#       the agent's: the isobench binary with fio, sysbench, iperf3 and dmesg and their libraries
+#   scripts/k8s-image.sh --cassandra 5.0.9 [--tag isobench-cassandra:5.0.9] [--bin …] OUT.tar
+#       the database's: isobench (which configures and runs the node, as the local server),
+#       Debian's Java 17 runtime (openjdk-17-jre-headless) and Cassandra from Maven Central, as
+#       `isobench server fetch cassandra` caches it (fetched first if it is not)
 #   scripts/k8s-image.sh --root DIR --tag NAME --entrypoint JSON OUT.tar   (any root directory)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$here/Cargo.toml" | head -1)
-tag="isobench:$version"
+tag=""
 bin="$here/target/release/isobench"
 root=""
+cassandra=""
 entrypoint='["/usr/local/bin/isobench"]'
+env='"PATH=/usr/local/bin:/usr/bin:/bin"'
 while [ $# -gt 1 ]; do
   case "$1" in
     --tag) tag=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --root) root=$2; shift 2 ;;
     --entrypoint) entrypoint=$2; shift 2 ;;
+    --cassandra) cassandra=$2; shift 2 ;;
     *) echo "k8s-image: unknown option $1" >&2; exit 2 ;;
   esac
 done
+[ -n "$tag" ] || tag=${cassandra:+isobench-cassandra:$cassandra}
+[ -n "$tag" ] || tag="isobench:$version"
+if [ -n "$cassandra" ]; then
+  entrypoint='["/usr/local/bin/isobench", "k8s", "db", "run"]'
+  jre=/usr/lib/jvm/java-17-openjdk-amd64
+  env="\"PATH=/usr/local/bin:$jre/bin:/usr/bin:/bin\", \"JAVA_HOME=$jre\", \"ISOBENCH_CACHE=/opt/isobench\""
+fi
 out=${1:?"usage: $0 [--tag T] [--bin B] OUT.tar"}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -38,7 +52,10 @@ copy_with_libraries() {
 if [ -z "$root" ]; then
   [ -x "$bin" ] || { echo "k8s-image: $bin is missing (cargo build --release)" >&2; exit 1; }
   copy_with_libraries "$bin" /usr/local/bin/isobench
-  for tool in fio sysbench iperf3 dmesg; do
+  tools="fio sysbench iperf3 dmesg"
+  # The database's pods run no workload engine; dmesg tells gVisor's kernel from the node's.
+  [ -z "$cassandra" ] || tools="dmesg"
+  for tool in $tools; do
     path=$(command -v "$tool") || { echo "k8s-image: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
     copy_with_libraries "$path" "/usr/bin/$tool"
   done
@@ -46,6 +63,27 @@ if [ -z "$root" ]; then
   chmod 1777 "$work/root/tmp"
   echo "root:x:0:0:root:/root:/bin/false" >"$work/root/etc/passwd"
   echo "root:x:0:" >"$work/root/etc/group"
+  if [ -n "$cassandra" ]; then
+    # Debian's Java runtime as its package installs it (its /etc files included), and every
+    # library its programs and modules link.
+    dpkg-query -W -f='${Status}' openjdk-17-jre-headless 2>/dev/null | grep -q "install ok installed" \
+      || { echo "k8s-image: openjdk-17-jre-headless is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+    # (From /, with relative names: coreutils 9.1's `cp -a --parents` fails on absolute ones.)
+    dpkg -L openjdk-17-jre-headless | grep -v '^/usr/share/\(doc\|man\|lintian\)' | while read -r f; do
+      if [ -L "$f" ] || [ -f "$f" ]; then (cd / && cp -a --parents "${f#/}" "$work/root/"); fi
+    done
+    if [ -f /etc/ssl/certs/java/cacerts ]; then (cd / && cp -a --parents etc/ssl/certs/java/cacerts "$work/root/"); fi
+    find "$jre" -type f \( -name '*.so' -o -perm -u+x \) | while read -r elf; do
+      ldd "$elf" 2>/dev/null | awk '/=> \// { print $3 } /^\t\// { print $1 }' | while read -r lib; do
+        [ -e "$work/root$lib" ] || install -D -m 755 "$(readlink -f "$lib")" "$work/root$lib"
+      done
+    done
+    fetched=$("$bin" server fetch cassandra --version "$cassandra" | sed -n 's/^Cassandra .* is in \(.*\)$/\1/p')
+    [ -f "$fetched/.complete" ] || { echo "k8s-image: no Cassandra $cassandra was fetched" >&2; exit 1; }
+    mkdir -p "$work/root/opt/isobench/cassandra-$cassandra"
+    cp -a "$fetched" "$work/root/opt/isobench/cassandra-$cassandra/lib"
+    mkdir -p "$work/root/run/isobench"
+  fi
 else
   cp -a "$root" "$work/root"
 fi
@@ -58,7 +96,7 @@ mkdir -p "$work/image/$layer"
 mv "$work/layer.tar" "$work/image/$layer/layer.tar"
 cat >"$work/config.json" <<EOF
 {"architecture": "amd64", "os": "linux", "created": "1970-01-01T00:00:00Z",
- "config": {"Entrypoint": $entrypoint, "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], "WorkingDir": "/"},
+ "config": {"Entrypoint": $entrypoint, "Env": [$env], "WorkingDir": "/"},
  "rootfs": {"type": "layers", "diff_ids": ["sha256:$layer"]}}
 EOF
 config=$(sha256sum "$work/config.json" | cut -d' ' -f1)

@@ -7,19 +7,28 @@
 #   scripts/k8s-local.sh up DIR [IMAGE.tar ...]   start, import the images, print the kubeconfig
 #   scripts/k8s-local.sh down DIR                 stop everything and unmount what pods left
 #
-# What it makes in the cluster: RuntimeClasses "runc" and "gvisor" (handler runsc), the
-# StorageClass "isobench-local" with PV_COUNT pre-made hostPath PersistentVolumes (no
-# provisioner runs here: static provisioning), and a bridge network for pods without hostNetwork.
+# What it makes in the cluster: RuntimeClasses "runc" and "gvisor" (handler runsc); two
+# StorageClasses that differ for real, each with PV_COUNT PersistentVolumes made here (static
+# provisioning) that the controller-manager scrubs and makes Available again when their claim
+# is deleted (reclaim policy Recycle), so runs can follow one another without end:
+#   isobench-local  a directory on the host's disk (hostPath)
+#   isobench-loop   an ext4 filesystem of its own on a loop device (direct I/O to a file on the
+#                   host's disk): a block layer and a journal between the pod and the disk
+# a bridge network for pods without hostNetwork, and the cluster's DNS (CoreDNS on the bridge's
+# address), so a StatefulSet's pods find one another by name.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-1.34.4}
 BIN=${KUBE_BIN:-/usr/local/lib/isobench/k8s-v$KUBE_VERSION}
 TOOLS=/usr/local/lib/isobench/bin
-PV_COUNT=${PV_COUNT:-12}
+PV_COUNT=${PV_COUNT:-8}
 PV_SIZE=${PV_SIZE:-4Gi}
 API_PORT=${API_PORT:-16443}
 ETCD_PORT=${ETCD_PORT:-23790}
 BRIDGE=isobench-cni0
+POD_SUBNET=10.244.77.0/24
+# The bridge's own address: the pods' gateway, and where the cluster's DNS answers them.
+GATEWAY=10.244.77.1
 KUBELET_SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
 
 log() { printf 'k8s-local: %s\n' "$*" >&2; }
@@ -70,7 +79,7 @@ sys.exit(0 if any(c["type"] == "Ready" and c["status"] == "True" for c in condit
 }
 
 up() {
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet containerd ctr; do
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet containerd ctr coredns; do
     [ -x "$BIN/$b" ] || die "$BIN/$b is missing: scripts/setup.sh test builds it"
   done
   [ -f "$dir/apiserver.pid" ] && die "a cluster already runs in $dir (down first)"
@@ -100,20 +109,51 @@ EOF
     --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range=10.0.0.0/24 \
     --kubelet-preferred-address-types=Hostname,InternalIP
   wait_for 60 "the API server" api GET /readyz
+  # A released volume is scrubbed by a pod of this template (the pause image's busybox), then
+  # Available again.
+  cat >"$dir/recycler.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {generateName: pv-recycler-, namespace: default}
+spec:
+  restartPolicy: Never
+  volumes: [{name: vol, hostPath: {path: /unused}}]
+  containers:
+  - name: pv-recycler
+    image: isobench/pause:1
+    imagePullPolicy: Never
+    command: ["/bin/busybox", "sh", "-c", "cd /scrub && /bin/busybox rm -rf ..?* .[!.]* * && test -z \"\$(/bin/busybox ls -A)\""]
+    volumeMounts: [{name: vol, mountPath: /scrub}]
+EOF
   start controller-manager "$BIN/kube-controller-manager" --kubeconfig="$dir/kubeconfig" --leader-elect=false \
     --bind-address=127.0.0.1 --secure-port=0 --service-account-private-key-file="$dir/sa.key" \
-    --root-ca-file="$dir/certs/apiserver.crt" --use-service-account-credentials=false --controllers='*'
+    --root-ca-file="$dir/certs/apiserver.crt" --use-service-account-credentials=false --controllers='*' \
+    --pv-recycler-pod-template-filepath-hostpath="$dir/recycler.yaml" --pv-recycler-minimum-timeout-hostpath=60
   start scheduler "$BIN/kube-scheduler" --kubeconfig="$dir/kubeconfig" --leader-elect=false \
     --bind-address=127.0.0.1 --secure-port=0
 
-  # Pods without hostNetwork get a bridge (the CNI plugins from Debian).
+  # Pods without hostNetwork get a bridge (the CNI plugins from Debian). It is made here, with
+  # its address, so that the DNS can listen there before the first pod.
   mkdir -p "$dir/cni/net.d" "$dir/cni/ipam"
   cat >"$dir/cni/net.d/10-isobench.conflist" <<EOF
 {"cniVersion": "1.0.0", "name": "isobench", "plugins": [
   {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.77.0/24"}]], "dataDir": "$dir/cni/ipam"}},
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_SUBNET", "gateway": "$GATEWAY"}]], "dataDir": "$dir/cni/ipam"}},
   {"type": "loopback"}]}
 EOF
+  ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
+  ip addr replace "$GATEWAY/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  cat >"$dir/Corefile" <<EOF
+cluster.local:53 {
+    bind $GATEWAY
+    errors
+    kubernetes cluster.local {
+        kubeconfig $dir/kubeconfig local
+    }
+}
+EOF
+  start coredns "$BIN/coredns" -conf "$dir/Corefile"
   # restrict_oom_score_adj: this kind of VM does not give root CAP_SYS_RESOURCE. Log lines are
   # not split: the agent's report is one line.
   cat >"$dir/containerd.toml" <<EOF
@@ -156,6 +196,8 @@ failSwapOn: false
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
+clusterDNS: [$GATEWAY]
+clusterDomain: cluster.local
 EOF
   # The node's name is "localhost", which the API server dials for logs: the kubelet listens on
   # loopback only (it takes any request), and a node IP cannot be a loopback address.
@@ -177,14 +219,33 @@ EOF
   else
     log "no runsc or no gVisor shim in $TOOLS: RuntimeClass gvisor not made"
   fi
-  api POST /apis/storage.k8s.io/v1/storageclasses \
-    '{"apiVersion":"storage.k8s.io/v1","kind":"StorageClass","metadata":{"name":"isobench-local"},"provisioner":"kubernetes.io/no-provisioner","reclaimPolicy":"Retain","volumeBindingMode":"Immediate"}' >/dev/null
+  for class in isobench-local isobench-loop; do
+    api POST /apis/storage.k8s.io/v1/storageclasses \
+      "{\"apiVersion\":\"storage.k8s.io/v1\",\"kind\":\"StorageClass\",\"metadata\":{\"name\":\"$class\"},\"provisioner\":\"kubernetes.io/no-provisioner\",\"volumeBindingMode\":\"Immediate\"}" >/dev/null
+  done
   for i in $(seq 1 "$PV_COUNT"); do
     mkdir -p "$dir/pv/$i"
-    api POST /api/v1/persistentvolumes "{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolume\",\"metadata\":{\"name\":\"isobench-local-$i\"},\"spec\":{\"storageClassName\":\"isobench-local\",\"capacity\":{\"storage\":\"$PV_SIZE\"},\"accessModes\":[\"ReadWriteOnce\"],\"persistentVolumeReclaimPolicy\":\"Retain\",\"hostPath\":{\"path\":\"$dir/pv/$i\",\"type\":\"Directory\"}}}" >/dev/null
+    persistent_volume "isobench-local-$i" isobench-local "$dir/pv/$i"
+    loop_filesystem "$i"
+    persistent_volume "isobench-loop-$i" isobench-loop "$dir/loop-pv/$i"
   done
   log "ready after $((SECONDS - t0)) s: KUBECONFIG=$dir/kubeconfig"
   echo "$dir/kubeconfig"
+}
+
+persistent_volume() { # NAME CLASS PATH: a hostPath volume, scrubbed and reused after each claim
+  api POST /api/v1/persistentvolumes "{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolume\",\"metadata\":{\"name\":\"$1\"},\"spec\":{\"storageClassName\":\"$2\",\"capacity\":{\"storage\":\"$PV_SIZE\"},\"accessModes\":[\"ReadWriteOnce\"],\"persistentVolumeReclaimPolicy\":\"Recycle\",\"hostPath\":{\"path\":\"$3\",\"type\":\"Directory\"}}}" >/dev/null
+}
+
+loop_filesystem() { # I: an ext4 of its own on a loop device over a sparse file, mounted for volume I
+  local image="$dir/loop/$1.img" mnt="$dir/loop-pv/$1" device
+  mkdir -p "$dir/loop" "$mnt"
+  mountpoint -q "$mnt" && return 0
+  truncate -s "${PV_SIZE%i}" "$image"
+  device=$(losetup --direct-io=on -f --show "$image")
+  # Inode tables and journal written now, not by a kernel thread during the first run.
+  mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 "$device"
+  mount "$device" "$mnt"
 }
 
 runsc_runtime() {
@@ -255,7 +316,13 @@ while True:
   stop controller-manager
   stop apiserver
   stop etcd
+  stop coredns
   grep -o " $dir/[^ ]*" /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  # The loop devices of isobench-loop (they detach once their lazily unmounted filesystems let go).
+  for image in "$dir"/loop/*.img; do
+    [ -e "$image" ] || continue
+    losetup -j "$image" | cut -d: -f1 | while read -r device; do losetup -d "$device" 2>/dev/null || true; done
+  done
   for n in $netns; do ip netns delete "$n" 2>/dev/null || true; done
   ip link del "$BRIDGE" 2>/dev/null || true
   if [ -f "$dir/sysctl.saved" ]; then

@@ -138,7 +138,8 @@ kubernetes() {
       install -D -m 755 "$shim" "$TOOL_DIR/containerd-shim-runsc-v1"
     fi
   fi
-  if [ -x "$KUBE_DIR/kubelet" ] && [ -x "$KUBE_DIR/etcd" ] && [ -x "$KUBE_DIR/containerd" ]; then
+  if [ -x "$KUBE_DIR/kubelet" ] && [ -x "$KUBE_DIR/etcd" ] && [ -x "$KUBE_DIR/containerd" ] \
+    && [ -x "$KUBE_DIR/coredns" ]; then
     return 0
   fi
   if ! command -v go >/dev/null; then
@@ -155,8 +156,48 @@ kubernetes() {
     log "building containerd $CONTAINERD_VERSION from the Go module proxy (about 3 minutes)"
     build_containerd "$containerd"
   fi
+  local coredns="$CACHE/coredns-$COREDNS_VERSION"
+  if [ ! -x "$coredns/coredns" ]; then
+    log "building CoreDNS $COREDNS_VERSION from the Go module proxy (about a minute)"
+    build_coredns "$coredns"
+  fi
   mkdir -p "$KUBE_DIR"
-  install -m 755 "$cached"/* "$containerd"/* "$KUBE_DIR/"
+  install -m 755 "$cached"/* "$containerd"/* "$coredns"/* "$KUBE_DIR/"
+}
+
+# The cluster's DNS: a StatefulSet's pods find one another by name through their headless
+# Service (a Cassandra node's seed is `<set>-0.<service>`). CoreDNS with the plugin a cluster's
+# DNS serves its names with (kubernetes), built the way CoreDNS documents for a chosen set of
+# plugins: a main that imports them.
+COREDNS_VERSION=${COREDNS_VERSION:-v1.14.7}
+
+build_coredns() {
+  local out=$1 src
+  src=$(mktemp -d)
+  (
+    cd "$src"
+    go mod init isobench-coredns >/dev/null 2>&1
+    cat >main.go <<'EOF'
+package main
+
+import (
+	"github.com/coredns/coredns/core/dnsserver"
+	_ "github.com/coredns/coredns/plugin/bind"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	"github.com/coredns/coredns/coremain"
+)
+
+func init() { dnsserver.Directives = []string{"bind", "errors", "kubernetes"} }
+
+func main() { coremain.Run() }
+EOF
+    GOFLAGS=-mod=mod go get "github.com/coredns/coredns@$COREDNS_VERSION" 2>&1 | grep -v '^go: ' || true
+    mkdir -p "$out.tmp"
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -ldflags "-s -w" -o "$out.tmp/coredns" .
+  )
+  rm -rf "$src" "$out"
+  mv "$out.tmp" "$out"
 }
 
 build_containerd() {
