@@ -5,12 +5,15 @@
 # scripts/setup.sh built gVisor's shim, runsc. Everything lives under DIR and stops with `down`.
 #
 #   scripts/k8s-local.sh up DIR [IMAGE.tar ...]   start, import the images, print the kubeconfig
+#                                                 (no image named: isobench's two, made by
+#                                                 scripts/k8s-image.sh of target/release/isobench)
 #   scripts/k8s-local.sh down DIR                 stop everything and unmount what pods left
 #
 # What it makes in the cluster: RuntimeClasses "runc" and "gvisor" (handler runsc); two
 # StorageClasses that differ for real, each with PV_COUNT PersistentVolumes made here (static
-# provisioning) that the controller-manager scrubs and makes Available again when their claim
-# is deleted (reclaim policy Recycle), so runs can follow one another without end:
+# provisioning) that a reclaimer started here scrubs and makes Available again when their claim
+# is deleted, so runs can follow one another without end (the controller-manager's own Recycle
+# races when several claims go at once, as a StatefulSet's do, and leaves volumes Failed):
 #   isobench-local  a directory on the host's disk (hostPath)
 #   isobench-loop   an ext4 filesystem of its own on a loop device (direct I/O to a file on the
 #                   host's disk): a block layer and a journal between the pod and the disk
@@ -24,6 +27,7 @@ TOOLS=/usr/local/lib/isobench/bin
 PV_COUNT=${PV_COUNT:-8}
 PV_SIZE=${PV_SIZE:-4Gi}
 API_PORT=${API_PORT:-16443}
+CASSANDRA_VERSION=${ISOBENCH_CASSANDRA_VERSION:-5.0.9}
 ETCD_PORT=${ETCD_PORT:-23790}
 BRIDGE=isobench-cni0
 POD_SUBNET=10.244.77.0/24
@@ -109,26 +113,9 @@ EOF
     --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range=10.0.0.0/24 \
     --kubelet-preferred-address-types=Hostname,InternalIP
   wait_for 60 "the API server" api GET /readyz
-  # A released volume is scrubbed by a pod of this template (the pause image's busybox), then
-  # Available again.
-  cat >"$dir/recycler.yaml" <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {generateName: pv-recycler-, namespace: default}
-spec:
-  restartPolicy: Never
-  volumes: [{name: vol, hostPath: {path: /unused}}]
-  containers:
-  - name: pv-recycler
-    image: isobench/pause:1
-    imagePullPolicy: Never
-    command: ["/bin/busybox", "sh", "-c", "cd /scrub && /bin/busybox rm -rf ..?* .[!.]* * && test -z \"\$(/bin/busybox ls -A)\""]
-    volumeMounts: [{name: vol, mountPath: /scrub}]
-EOF
   start controller-manager "$BIN/kube-controller-manager" --kubeconfig="$dir/kubeconfig" --leader-elect=false \
     --bind-address=127.0.0.1 --secure-port=0 --service-account-private-key-file="$dir/sa.key" \
-    --root-ca-file="$dir/certs/apiserver.crt" --use-service-account-credentials=false --controllers='*' \
-    --pv-recycler-pod-template-filepath-hostpath="$dir/recycler.yaml" --pv-recycler-minimum-timeout-hostpath=60
+    --root-ca-file="$dir/certs/apiserver.crt" --use-service-account-credentials=false --controllers='*'
   start scheduler "$BIN/kube-scheduler" --kubeconfig="$dir/kubeconfig" --leader-elect=false \
     --bind-address=127.0.0.1 --secure-port=0
 
@@ -177,6 +164,9 @@ EOF
   start containerd "$BIN/containerd" --config "$dir/containerd.toml"
   wait_for 30 "containerd" ctr --address "$dir/containerd.sock" version
   import "$(pause_image)"
+  if [ $# -eq 0 ]; then
+    set -- "$(own_image "$dir/images/isobench.tar")" "$(own_image "$dir/images/isobench-cassandra.tar" --cassandra "$CASSANDRA_VERSION")"
+  fi
   for image in "$@"; do import "$image"; done
 
   cat >"$dir/kubelet.yaml" <<EOF
@@ -229,12 +219,31 @@ EOF
     loop_filesystem "$i"
     persistent_volume "isobench-loop-$i" isobench-loop "$dir/loop-pv/$i"
   done
+  start reclaimer "$(cd "$(dirname "$0")" && pwd)/$(basename "$0")" reclaim "$dir"
   log "ready after $((SECONDS - t0)) s: KUBECONFIG=$dir/kubeconfig"
   echo "$dir/kubeconfig"
 }
 
 persistent_volume() { # NAME CLASS PATH: a hostPath volume, scrubbed and reused after each claim
-  api POST /api/v1/persistentvolumes "{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolume\",\"metadata\":{\"name\":\"$1\"},\"spec\":{\"storageClassName\":\"$2\",\"capacity\":{\"storage\":\"$PV_SIZE\"},\"accessModes\":[\"ReadWriteOnce\"],\"persistentVolumeReclaimPolicy\":\"Recycle\",\"hostPath\":{\"path\":\"$3\",\"type\":\"Directory\"}}}" >/dev/null
+  api POST /api/v1/persistentvolumes "{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolume\",\"metadata\":{\"name\":\"$1\"},\"spec\":{\"storageClassName\":\"$2\",\"capacity\":{\"storage\":\"$PV_SIZE\"},\"accessModes\":[\"ReadWriteOnce\"],\"persistentVolumeReclaimPolicy\":\"Retain\",\"hostPath\":{\"path\":\"$3\",\"type\":\"Directory\"}}}" >/dev/null
+}
+
+# The reclaimer (`$0 reclaim DIR`, started by `up`): every second, each of this cluster's
+# volumes whose claim was deleted (Released) is emptied on the host and made Available again.
+reclaim() {
+  while sleep 1; do
+    api GET /api/v1/persistentvolumes 2>/dev/null | python3 -c '
+import json, sys
+for v in json.load(sys.stdin).get("items", []):
+    if v["status"].get("phase") == "Released" and "hostPath" in v["spec"]:
+        print(v["metadata"]["name"], v["spec"]["hostPath"]["path"])' 2>/dev/null | while read -r name path; do
+      case "$path" in "$dir"/pv/*|"$dir"/loop-pv/*) ;; *) continue ;; esac
+      find "$path" -mindepth 1 -maxdepth 1 -exec rm -rf --one-file-system {} +
+      curl -sSk --max-time 20 -X PATCH -H "Authorization: Bearer $(cat "$dir/token")" \
+        -H 'Content-Type: application/json-patch+json' "https://127.0.0.1:$API_PORT/api/v1/persistentvolumes/$name" \
+        --data-binary '[{"op": "remove", "path": "/spec/claimRef"}]' >/dev/null || true
+    done
+  done
 }
 
 loop_filesystem() { # I: an ext4 of its own on a loop device over a sparse file, mounted for volume I
@@ -252,6 +261,16 @@ runsc_runtime() {
   [ -x "$TOOLS/containerd-shim-runsc-v1" ] && command -v runsc >/dev/null || return 0
   echo "  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc]"
   echo '    runtime_type = "io.containerd.runsc.v1"'
+}
+
+# own_image OUT [--cassandra VERSION]: one of isobench's images, of the release build.
+own_image() {
+  local out=$1 bin; shift
+  bin="$(dirname "$0")/../target/release/isobench"
+  [ -x "$bin" ] || die "$bin is missing: cargo build --release (or name the images to import)"
+  mkdir -p "$(dirname "$out")"
+  "$(dirname "$0")/k8s-image.sh" --bin "$bin" "$@" "$out" >&2
+  echo "$out"
 }
 
 import() {
@@ -286,6 +305,7 @@ down() {
       sleep 0.2
     done
   fi
+  stop reclaimer
   stop kubelet
   local netns=""
   if [ -S "$dir/containerd.sock" ]; then
@@ -335,5 +355,6 @@ while True:
 case "$action" in
   up) up "$@" ;;
   down) down ;;
+  reclaim) reclaim ;;
   *) die "usage: $0 up|down DIR [IMAGE.tar ...]" ;;
 esac

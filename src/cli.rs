@@ -359,7 +359,11 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     let plan = Plan::new(&suite, &selectors).map_err(anyhow::Error::msg)?;
     crate::density::check(&suite, &plan).map_err(anyhow::Error::msg)?;
-    if let Some(crate::server::ServerSpec::Managed(managed)) = &suite.server {
+    // A database in a cluster's pods takes the cluster's memory, not this machine's.
+    let local_cells = plan.cells.iter().any(|c| suite.envs[c.env].item.as_k8s().is_none());
+    if let Some(crate::server::ServerSpec::Managed(managed)) = &suite.server
+        && local_cells
+    {
         let available = crate::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
         crate::server::cluster::check_memory(managed.nodes, &managed.heap, available)
             .map_err(|e| anyhow::anyhow!("{}: [[server]]: {e}", suite.file))?;

@@ -36,9 +36,54 @@ pub fn default_image(version: &str) -> String {
 
 /// The StatefulSet's (and its Service's and Secret's) name for a run: short enough that the
 /// controller's revision label (`<set>-<hash>`) stays a valid label.
-fn set_name(run: &str) -> String {
+pub fn set_name(run: &str) -> String {
     let base: String = run.chars().take(49).collect();
     format!("{}-db", base.trim_end_matches('-'))
+}
+
+/// The database's objects for the run `name` (what the run applies, and what `isobench k8s
+/// render` prints).
+pub fn database_objects(
+    k8s: &K8s,
+    managed: &Managed,
+    claim: &crate::volume::pvc::Claim,
+    name: &str,
+    token: &str,
+) -> Result<statefulset::DbObjects> {
+    let set = set_name(name);
+    let image = managed.image.clone().unwrap_or_else(|| default_image(&managed.version));
+    let spec = DbPod {
+        isobench: env!("CARGO_PKG_VERSION").into(),
+        version: managed.version.clone(),
+        heap: managed.heap.clone(),
+        quick_jit: managed.quick_jit,
+        jvm_args: managed.jvm_args.clone(),
+        auth: managed.login.is_some(),
+        tls: managed.tls,
+        nodes: managed.nodes as u32,
+        seed_pod: statefulset::pod_name(&set, 0),
+        seed: format!("{}.{set}", statefulset::pod_name(&set, 0)),
+        start_timeout: managed.start_timeout,
+    };
+    let database = Database {
+        name: &set,
+        run_name: name,
+        run_token: token,
+        image: &image,
+        replicas: managed.nodes as u32,
+        spread: k8s.spread,
+        command: vec![crate::env::k8s::manifest::AGENT_IN_IMAGE.into(), "k8s".into(), "db".into(), "run".into()],
+        spec_json: serde_json::to_string(&spec)?,
+        spec_dir: Path::new(in_pod::SPEC_PATH).parent().and_then(Path::to_str).unwrap_or("/run/isobench"),
+        password: managed.login.as_ref().map(|(_, p)| p.as_str()),
+        ip_var: in_pod::POD_IP_VAR,
+        password_var: in_pod::PASSWORD_VAR,
+        claim,
+        data_dir: in_pod::DATA_DIR,
+        ports: &[("cql", in_pod::NATIVE_PORT), ("storage", in_pod::STORAGE_PORT)],
+        stop_grace: STOP_TIMEOUT.as_secs() as i64,
+    };
+    Ok(database.objects(&k8s.pod))
 }
 
 /// The pods of one run's database, and how the orchestrator reaches them (the API server only).
@@ -133,41 +178,11 @@ pub fn run(
     k8s.record_run(ledger, &name)?;
     let nodes = managed.nodes;
     let image = managed.image.clone().unwrap_or_else(|| default_image(&managed.version));
-    let spec = DbPod {
-        isobench: env!("CARGO_PKG_VERSION").into(),
-        version: managed.version.clone(),
-        heap: managed.heap.clone(),
-        quick_jit: managed.quick_jit,
-        jvm_args: managed.jvm_args.clone(),
-        auth: managed.login.is_some(),
-        tls: managed.tls,
-        nodes: nodes as u32,
-        seed_pod: statefulset::pod_name(&set, 0),
-        seed: format!("{}.{set}", statefulset::pod_name(&set, 0)),
-        start_timeout: managed.start_timeout,
-    };
-    let database = Database {
-        name: &set,
-        run_name: &name,
-        run_token: ledger.token(),
-        image: &image,
-        replicas: nodes as u32,
-        spread: k8s.spread,
-        command: vec![crate::env::k8s::manifest::AGENT_IN_IMAGE.into(), "k8s".into(), "db".into(), "run".into()],
-        spec_json: serde_json::to_string(&spec)?,
-        spec_dir: Path::new(in_pod::SPEC_PATH).parent().and_then(Path::to_str).unwrap_or("/run/isobench"),
-        password: managed.login.as_ref().map(|(_, p)| p.as_str()),
-        ip_var: in_pod::POD_IP_VAR,
-        password_var: in_pod::PASSWORD_VAR,
-        claim,
-        data_dir: in_pod::DATA_DIR,
-        ports: &[("cql", in_pod::NATIVE_PORT), ("storage", in_pod::STORAGE_PORT)],
-        stop_grace: STOP_TIMEOUT.as_secs() as i64,
-    };
+    let objects = database_objects(k8s, managed, claim, &name, ledger.token())?;
     let db = Db {
         cluster: &k8s.cluster,
         set: set.clone(),
-        selector: database.selector().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","),
+        selector: statefulset::selector(&name).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","),
         nodes,
     };
     let start_timeout = managed.start_timeout * nodes as u32 + SCHEDULE_ALLOWANCE;
@@ -188,7 +203,7 @@ pub fn run(
     let began = Instant::now();
     let up = block_on(async {
         let client = k8s.cluster.client().await?;
-        k8s.cluster.apply_database(&client, &database.objects(&k8s.pod)).await?;
+        k8s.cluster.apply_database(&client, &objects).await?;
         let pods = db.wait_ready(&client, start_timeout).await?;
         let addresses: Vec<String> = pods.iter().map(pod_ip).collect::<Result<_>>()?;
         if nodes > 1 {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde_json::Value;
 
-use super::{K8s, manifest};
+use super::{K8s, manifest, statefulset};
 use crate::agent;
 use crate::plan::Plan;
 use crate::server::ServerSpec;
@@ -20,6 +20,7 @@ impl K8s {
     /// One run's objects as YAML documents.
     pub fn render(
         &self,
+        pod: &manifest::PodSettings,
         request: &agent::Request,
         claim: Option<&crate::volume::pvc::Claim>,
         name: &str,
@@ -27,7 +28,7 @@ impl K8s {
         let (request, loaders) = self.pod_request(request);
         let mut shown = serde_json::to_value(&request)?;
         redact(&mut shown);
-        let mut objects = manifest::objects(&self.pod, name, "RUN", String::new(), claim, loaders, Duration::ZERO);
+        let mut objects = manifest::objects(pod, name, "RUN", String::new(), claim, loaders, Duration::ZERO);
         objects.secret.data = None;
         objects.secret.string_data =
             Some(BTreeMap::from([("request.json".to_string(), serde_json::to_string_pretty(&shown)?)]));
@@ -85,6 +86,36 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             cql.target = Some(target.clone());
         }
         let claim = volume.claim();
+        let name = super::object_name(Path::new(&format!("RUN-{}", i + 1)));
+        out.push_str(&format!("# cell {} (run {}: objects are named after each run)\n", cell.id, i + 1));
+        if let (Some(ServerSpec::Managed(managed)), Spec::Cql(cql), Some(claim)) = (&suite.server, &mut spec, &claim) {
+            // The database, then its loaders (whose -node are the pods' addresses at run time).
+            let mut db = crate::server::k8s_cell::database_objects(k8s, managed, claim, &name, "RUN")?;
+            db.secret.string_data = db.secret.data.take().map(|data| {
+                data.into_iter()
+                    .map(|(key, value)| {
+                        let shown = match key.as_str() {
+                            statefulset::PASSWORD_KEY => "REDACTED".to_string(),
+                            _ => String::from_utf8_lossy(&value.0).into_owned(),
+                        };
+                        (key, shown)
+                    })
+                    .collect()
+            });
+            for object in [
+                typed(&db.secret, "v1", "Secret")?,
+                typed(&db.service, "v1", "Service")?,
+                typed(&db.set, "apps/v1", "StatefulSet")?,
+            ] {
+                out.push_str(&serde_saphyr::to_string(&object)?);
+                out.push_str("---\n");
+            }
+            cql.loaders = Some(cql.loaders.unwrap_or(1));
+            let (user, password) = managed.login.clone().unzip();
+            let set = crate::server::k8s_cell::set_name(&name);
+            let nodes = (0..managed.nodes).map(|k| format!("{}.{set}", statefulset::pod_name(&set, k))).collect();
+            cql.target = Some(crate::workload::cql::Target { nodes, port: 9042, user, password, truststore: None });
+        }
         let request = agent::Request {
             workload: spec,
             data_dir: manifest::DATA_DIR.into(),
@@ -95,12 +126,9 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             serve: None,
             barrier: false,
         };
-        out.push_str(&format!("# cell {} (run {}: objects are named after each run)\n", cell.id, i + 1));
-        out.push_str(&k8s.render(
-            &request,
-            claim.as_ref(),
-            &super::object_name(Path::new(&format!("RUN-{}", i + 1))),
-        )?);
+        let served = matches!((&suite.server, &request.workload), (Some(ServerSpec::Managed(_)), Spec::Cql(_)));
+        let (claim, pod) = if served { (None, k8s.loader_pods()) } else { (claim, k8s.pod.clone()) };
+        out.push_str(&k8s.render(&pod, &request, claim.as_ref(), &name)?);
         out.push_str("---\n");
     }
     if out.is_empty() {

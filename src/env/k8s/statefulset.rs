@@ -103,12 +103,8 @@ impl Database<'_> {
         l
     }
 
-    /// The selector of the pods (the StatefulSet's and the Service's).
     pub fn selector(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([
-            (super::manifest::NAME_LABEL.to_string(), self.run_name.to_string()),
-            (ROLE_LABEL.into(), "database".into()),
-        ])
+        selector(self.run_name)
     }
 
     pub fn objects(&self, pod: &PodSettings) -> DbObjects {
@@ -309,6 +305,14 @@ impl Database<'_> {
         };
         Some(Affinity { pod_anti_affinity: Some(anti), ..Default::default() })
     }
+}
+
+/// The selector of a run's database pods (the StatefulSet's and the Service's).
+pub fn selector(run_name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (super::manifest::NAME_LABEL.to_string(), run_name.to_string()),
+        (ROLE_LABEL.into(), "database".into()),
+    ])
 }
 
 /// Pod k's name and its claim's.
