@@ -281,8 +281,8 @@ impl<'a> Runner<'a> {
             return Ok(agent::Report { error: Some(why), unfit: true, ..Default::default() });
         }
         let mut spec = spec.clone();
-        if let (Some(ServerSpec::External(target)), Spec::Cql(cql)) = (&self.suite.server, &mut spec) {
-            cql.target = Some(target.clone());
+        if let (Some(ServerSpec::External(external)), Spec::Cql(cql)) = (&self.suite.server, &mut spec) {
+            cql.target = Some(external.target.clone());
         }
         if variant.density.is_some() {
             let (report, sandboxes) = crate::density::run(&place, &spec, &volumes, &run_dir)?;
@@ -295,6 +295,15 @@ impl<'a> Runner<'a> {
             }
             let env_name = &self.suite.envs[cell.env].name;
             return crate::server::cell::run(&place, env_name, managed, cql, volume, &run_dir, record);
+        }
+        if let (Some(ServerSpec::External(external)), Spec::Cql(cql)) = (&self.suite.server, &spec)
+            && let Some(pods) = &external.pods
+        {
+            let Some(k8s) = env.as_k8s() else {
+                let why = "the server names pods (selector = …), which only a k8s environment reaches";
+                return Ok(agent::Report { error: Some(why.into()), unfit: true, ..Default::default() });
+            };
+            return crate::server::k8s_cell::run_external(k8s, external, pods, cql, &run_dir, self.ledger);
         }
         place.run(&spec, volume, &run_dir, None, None)
     }

@@ -1,9 +1,11 @@
 //! The k8s environment against a real Kubernetes: etcd, kube-apiserver, controller-manager,
-//! scheduler and kubelet (built from the Go module proxy by scripts/setup.sh) with containerd,
-//! started on 127.0.0.1 by scripts/k8s-local.sh. fio runs in real pods of the runtime classes
-//! runc and gvisor on a statically provisioned storage class; an Indexed Job of 4 loader pods
-//! loads the host's Cassandra; a run killed with SIGKILL leaves objects that `isobench cleanup`
-//! deletes.
+//! scheduler and kubelet (built from the Go module proxy by scripts/setup.sh) with containerd and
+//! CoreDNS, started on 127.0.0.1 by scripts/k8s-local.sh. fio runs in real pods of the runtime
+//! classes runc and gvisor on a statically provisioned storage class; an Indexed Job of 4 loader
+//! pods loads the host's Cassandra; Cassandra itself runs in runc and gvisor pods of a StatefulSet
+//! (one node, then a ring of three with a pod deleted mid-run), and a database "an operator made"
+//! is found by its labels and loaded through its Service; runs killed with SIGKILL leave objects
+//! that `isobench cleanup` deletes, a StatefulSet's claims included.
 //!
 //! One cluster serves the whole binary (it takes ~30 s to start), so the tests run in one
 //! function, in order.
@@ -15,9 +17,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Sandbox, ok, run_record, text};
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
-use kube::api::{Api, ListParams};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 /// The suites' volume: a claim of the local cluster's storage class.
 const CLAIM: &str = "[[volume]]\nname = \"local\"\nkind = \"pvc\"\nstorage_class = \"isobench-local\"\nsize = \"1G\"\n";
@@ -30,6 +33,9 @@ fn fio(runtime: &str) -> String {
 }
 
 const KUBE_DIR: &str = "/usr/local/lib/isobench/k8s-v1.34.4";
+const CASSANDRA: &str = isobench::server::cassandra::DEFAULT_VERSION;
+/// The load's password: it must reach the Secret and nothing else.
+const PASSWORD: &str = "pl4nted-k8s-pw-6051";
 
 /// The cluster, stopped (pods, containerd's shims, mounts and all) when dropped.
 struct LocalCluster {
@@ -43,21 +49,31 @@ struct LocalCluster {
 impl LocalCluster {
     fn start(sb: &Sandbox) -> Result<LocalCluster, String> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let image = sb.path().join("isobench-image.tar");
-        // The pod image is made of the binary under test.
+        // The pods' images are made of the binary under test: the agent's, and the database's.
         let bin = Path::new(env!("CARGO_BIN_EXE_isobench"));
-        let made = Command::new(root.join("scripts/k8s-image.sh"))
-            .args(["--bin", bin.to_str().unwrap(), image.to_str().unwrap()])
-            .output()
-            .unwrap();
-        if !made.status.success() {
-            return Err(format!("the image was not made: {}", text(&made)));
+        let mut images = Vec::new();
+        for (file, extra) in [
+            ("isobench-image.tar", vec![]),
+            ("isobench-cassandra-image.tar", vec!["--cassandra".to_string(), CASSANDRA.to_string()]),
+        ] {
+            let image = sb.path().join(file);
+            let made = Command::new(root.join("scripts/k8s-image.sh"))
+                .args(["--bin", bin.to_str().unwrap()])
+                .args(&extra)
+                .arg(&image)
+                .output()
+                .unwrap();
+            if !made.status.success() {
+                return Err(format!("the image {file} was not made: {}", text(&made)));
+            }
+            images.push(image);
         }
         let home = tempfile::Builder::new().prefix("isobench-k8s-").tempdir_in("/var/tmp").unwrap();
         let dir = home.path().join("cluster");
         let started = Instant::now();
         let up = Command::new(root.join("scripts/k8s-local.sh"))
-            .args(["up", dir.to_str().unwrap(), image.to_str().unwrap()])
+            .args(["up", dir.to_str().unwrap()])
+            .args(&images)
             .output()
             .unwrap();
         let cluster = LocalCluster { kubeconfig: dir.join("kubeconfig"), dir, _home: home };
@@ -98,12 +114,36 @@ impl LocalCluster {
                 "Secret",
                 secrets.list(&list).await.unwrap().items.into_iter().map(|o| o.metadata.name).collect(),
             ));
-            let claims: Api<PersistentVolumeClaim> = Api::default_namespaced(client);
+            let claims: Api<PersistentVolumeClaim> = Api::default_namespaced(client.clone());
             left.extend(names(
                 "PersistentVolumeClaim",
                 claims.list(&list).await.unwrap().items.into_iter().map(|o| o.metadata.name).collect(),
             ));
+            let sets: Api<StatefulSet> = Api::default_namespaced(client.clone());
+            left.extend(names(
+                "StatefulSet",
+                sets.list(&list).await.unwrap().items.into_iter().map(|o| o.metadata.name).collect(),
+            ));
+            let services: Api<Service> = Api::default_namespaced(client);
+            left.extend(names(
+                "Service",
+                services.list(&list).await.unwrap().items.into_iter().map(|o| o.metadata.name).collect(),
+            ));
             left
+        })
+    }
+
+    /// Runs `f` with a client of the cluster.
+    fn with<T>(&self, f: impl AsyncFnOnce(kube::Client) -> T) -> T {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let cluster = isobench::env::k8s::api::Cluster {
+            kubeconfig: Some(self.kubeconfig.clone()),
+            context: None,
+            namespace: "default".into(),
+        };
+        runtime.block_on(async {
+            let client = cluster.client().await.unwrap();
+            f(client).await
         })
     }
 }
@@ -153,6 +193,16 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
     fio_in_runc_and_gvisor_pods(&sb, &cluster, gvisor);
     indexed_loaders_fill_the_hosts_cassandra(&sb, &cluster);
     a_killed_run_is_cleaned_up_by_label(&sb, &cluster);
+    a_database_in_a_pod_is_written_and_read_with_a_login(&sb, &cluster, "runc", "isobench-local");
+    if gvisor {
+        a_database_in_a_pod_is_written_and_read_with_a_login(&sb, &cluster, "gvisor", "isobench-loop");
+    }
+    a_ring_of_three_pods_survives_a_deleted_pod(&sb, &cluster);
+    a_killed_database_run_leaves_no_statefulset_or_claim(&sb, &cluster);
+    a_database_an_operator_made_is_found_by_its_labels(&sb, &cluster);
+    let holding = Command::new("grep").args(["-rlaF", PASSWORD]).arg(sb.path()).output().unwrap();
+    let files = String::from_utf8_lossy(&holding.stdout);
+    assert!(files.lines().all(|f| f.ends_with("/s.toml")), "files holding the password besides the suites: {files}");
     drop(cluster);
     assert_eq!(overcommit(), before, "the kubelet's kernel tunables are put back when the cluster stops");
 }
@@ -390,4 +440,352 @@ args = "write n=3000 -mode native cql3 user=bench password=s3cr3t-render-pw"
         "{}",
         text(&bad)
     );
+}
+
+/// A suite of one Cassandra cell in the k8s env `runtime_class` on a claim of `storage_class`.
+fn database_suite(
+    cluster: &LocalCluster,
+    runtime_class: &str,
+    storage_class: &str,
+    server: &str,
+    load: &str,
+) -> String {
+    format!(
+        r#"
+name = "k8s-db"
+repeat = 1
+baseline = {{ env = "{runtime_class}" }}
+
+[[server]]
+kind = "cassandra"
+heap = "512M"
+quick_jit = true
+user = "bench"
+password = "{PASSWORD}"
+{server}
+
+[[env]]
+name = "{runtime_class}"
+kind = "k8s"
+kubeconfig = "{kubeconfig}"
+runtime_class = "{runtime_class}"
+
+[[volume]]
+name = "claim"
+kind = "pvc"
+storage_class = "{storage_class}"
+size = "1G"
+
+[[workload]]
+name = "cql"
+kind = "cql"
+loaders = 2
+{load}
+"#,
+        kubeconfig = cluster.kubeconfig.display()
+    )
+}
+
+/// `isobench run` of `suite` in the background, its output in files of the sandbox.
+fn spawn_suite(sb: &Sandbox, suite: &str, out: &str) -> std::process::Child {
+    let path = sb.write("s.toml", suite);
+    let log = std::fs::File::create(sb.path().join(format!("{out}.log"))).unwrap();
+    sb.isobench()
+        .args(["run", path.to_str().unwrap(), "--out", sb.path().join(out).to_str().unwrap()])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (at most `limit`) until `done` says yes of what the cluster holds.
+fn wait_until(cluster: &LocalCluster, limit: Duration, what: &str, done: impl Fn(&LocalCluster) -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done(cluster) {
+        assert!(Instant::now() < deadline, "{what}: not within {} s", limit.as_secs());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The run's loader Job has completed (and the database's pods still run).
+fn loaders_done(cluster: &LocalCluster) -> bool {
+    cluster.with(async |client| {
+        let jobs: Api<Job> = Api::default_namespaced(client);
+        let list = ListParams::default().labels("app.kubernetes.io/managed-by=isobench");
+        jobs.list(&list).await.unwrap().items.iter().any(|j| {
+            let status = j.status.clone().unwrap_or_default();
+            status.succeeded.unwrap_or(0) > 0 && status.succeeded == j.spec.as_ref().and_then(|s| s.completions)
+        })
+    })
+}
+
+/// The database pods' IPs (by isobench's role label, or `selector`).
+fn database_ips(cluster: &LocalCluster, selector: &str) -> Vec<String> {
+    cluster.with(async |client| {
+        let pods: Api<Pod> = Api::default_namespaced(client);
+        let list = ListParams::default().labels(selector);
+        pods.list(&list).await.unwrap().items.into_iter().filter_map(|p| p.status?.pod_ip).collect()
+    })
+}
+
+/// `SELECT COUNT(*)` at `consistency` by Debian's python3-cassandra from the host: a client of
+/// another make, outside the pods.
+fn outside_count(node: &str, table: &str, consistency: &str) -> i64 {
+    let program = format!(
+        "from cassandra.cluster import Cluster\nfrom cassandra.auth import PlainTextAuthProvider\nfrom cassandra.query import SimpleStatement\nfrom cassandra import ConsistencyLevel\nsession = Cluster(['{node}'], auth_provider=PlainTextAuthProvider('bench', '{PASSWORD}')).connect()\nprint(session.execute(SimpleStatement('SELECT COUNT(*) FROM {table}', consistency_level=ConsistencyLevel.{consistency}), timeout=60).one()[0])\n"
+    );
+    let out = Command::new("/usr/bin/python3").args(["-c", &program]).output().unwrap();
+    assert!(out.status.success(), "python3-cassandra (scripts/setup.sh test installs it): {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// Every object of isobench's in the cluster, as JSON, apart from its Secrets.
+fn objects_but_secrets(cluster: &LocalCluster) -> String {
+    cluster.with(async |client| {
+        let list = ListParams::default().labels("app.kubernetes.io/managed-by=isobench");
+        let mut all = String::new();
+        let sets: Api<StatefulSet> = Api::default_namespaced(client.clone());
+        all += &serde_json::to_string(&sets.list(&list).await.unwrap().items).unwrap();
+        let pods: Api<Pod> = Api::default_namespaced(client.clone());
+        all += &serde_json::to_string(&pods.list(&list).await.unwrap().items).unwrap();
+        let jobs: Api<Job> = Api::default_namespaced(client.clone());
+        all += &serde_json::to_string(&jobs.list(&list).await.unwrap().items).unwrap();
+        let services: Api<Service> = Api::default_namespaced(client);
+        all += &serde_json::to_string(&services.list(&list).await.unwrap().items).unwrap();
+        all
+    })
+}
+
+fn value(run: &serde_json::Value, metric: &str) -> f64 {
+    run["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metric"] == metric)
+        .unwrap_or_else(|| panic!("no {metric}: {run}"))["value"]
+        .as_f64()
+        .unwrap()
+}
+
+fn a_database_in_a_pod_is_written_and_read_with_a_login(
+    sb: &Sandbox,
+    cluster: &LocalCluster,
+    runtime_class: &str,
+    storage_class: &str,
+) {
+    let out = format!("out-db-{runtime_class}");
+    let suite = database_suite(
+        cluster,
+        runtime_class,
+        storage_class,
+        "",
+        "load = \"write n=3000 no-warmup -rate threads=4\"\nargs = \"read n=3000 no-warmup -rate threads=4\"",
+    );
+    let mut run = spawn_suite(sb, &suite, &out);
+    // Once the loaders are done, the run is held still while a client of another make counts
+    // the rows in the pod, and every object but the Secret is searched for the password.
+    wait_until(cluster, Duration::from_secs(300), "the loaders' Job", loaders_done);
+    let pid = nix::unistd::Pid::from_raw(run.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let ips = database_ips(cluster, "isobench.dev/role=database");
+    assert_eq!(ips.len(), 1, "{ips:?}");
+    let counted = outside_count(&ips[0], "keyspace1.standard1", "ONE");
+    let objects = objects_but_secrets(cluster);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert_eq!(counted, 3000, "rows in the {runtime_class} pod");
+    assert!(!objects.contains(PASSWORD), "the password is in an object other than the Secret");
+    assert!(objects.contains("secretKeyRef"), "the pods have the password from the Secret");
+    let status = run.wait().unwrap();
+    let log = std::fs::read_to_string(sb.path().join(format!("{out}.log"))).unwrap();
+    assert!(status.success(), "{log}");
+    assert!(!log.contains(PASSWORD), "{log}");
+    let record = run_record(&sb.path().join(&out), &format!("{runtime_class}.claim.cql"), 1);
+    assert_eq!(record["status"], "ok", "{log}\n{record}");
+    assert_eq!(value(&record, "errors"), 0.0);
+    assert!(value(&record, "op_rate") > 0.0);
+    assert!(value(&record, "server_ready") > 0.0 && value(&record, "server_startup") > 0.0);
+    assert!(value(&record, "server_table_size") > 0.0, "the flushed table's size: {record}");
+    let setup = &record["setup"];
+    assert_eq!(setup["db.pod1.runtime_class"], runtime_class);
+    assert_eq!(setup["db.pod1.storage_class"], storage_class);
+    assert_eq!(setup["db.pod1.node"], "localhost");
+    assert!(setup["db.pod1.pv"].as_str().unwrap().starts_with(storage_class), "{setup}");
+    assert!(setup["db.pod1.image_id"].as_str().unwrap().starts_with("sha256:"), "{setup}");
+    assert_eq!(setup["server.version"], CASSANDRA);
+    assert_eq!(setup["loader.runtime_class"], "(default)", "the load generator is not the runtime under test");
+    let kernel = record["facts"]["kernel.release"].as_str().unwrap();
+    if runtime_class == "gvisor" {
+        assert_ne!(kernel, host_kernel(), "the database pod reports gVisor's kernel");
+        assert!(record["facts"]["dmesg.first"].as_str().unwrap_or_default().contains("gVisor"), "{}", record["facts"]);
+    } else {
+        assert_eq!(kernel, host_kernel());
+    }
+    assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
+}
+
+fn a_ring_of_three_pods_survives_a_deleted_pod(sb: &Sandbox, cluster: &LocalCluster) {
+    let available = isobench::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
+    if let Err(arithmetic) = isobench::server::cluster::check_memory(3, "512M", available) {
+        return eprintln!("SKIP (part): a ring of three pods does not fit: {arithmetic}");
+    }
+    let suite = database_suite(
+        cluster,
+        "runc",
+        "isobench-local",
+        "nodes = 3\nkill_node = 2\nkill_after = \"3s\"",
+        "args = \"write duration=15s cl=QUORUM no-warmup -schema replication(factor=3) -rate threads=8\"",
+    );
+    let (o, out) = sb.run_suite(&suite, &[]);
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    let record = run_record(&out, "runc.claim.cql", 1);
+    assert_eq!(record["status"], "ok", "{all}\n{record}");
+    let setup = &record["setup"];
+    assert_eq!(setup["server.nodes"], "3");
+    assert!(setup["fault.killed"].as_str().unwrap().starts_with("node 2 (pod "), "{setup}");
+    // The pod came back on its own claim and the ring served the load at QUORUM throughout.
+    assert!(value(&record, "server_recovery") > 0.0, "{record}");
+    assert!(value(&record, "op_rate") > 0.0);
+    eprintln!(
+        "ring of 3 with pod 2 deleted: {} errors, back after {:.1} s",
+        value(&record, "errors"),
+        value(&record, "server_recovery")
+    );
+    for k in 1..=3 {
+        assert!(setup[format!("db.pod{k}.claim")].as_str().unwrap().ends_with(&format!("-db-{}", k - 1)), "{setup}");
+    }
+    assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
+}
+
+fn a_killed_database_run_leaves_no_statefulset_or_claim(sb: &Sandbox, cluster: &LocalCluster) {
+    let suite = database_suite(cluster, "runc", "isobench-local", "", "args = \"write duration=60s -rate threads=2\"");
+    let (run, _) = sb.start_suite(&suite, &[]);
+    wait_until(cluster, Duration::from_secs(180), "the StatefulSet's claim", |c| {
+        c.isobench_objects().iter().any(|o| o.starts_with("PersistentVolumeClaim data-"))
+    });
+    let seen = cluster.isobench_objects();
+    assert!(
+        seen.iter().any(|o| o.starts_with("StatefulSet ")) && seen.iter().any(|o| o.starts_with("Service ")),
+        "{seen:?}"
+    );
+    let cleaned = sb.kill_then_cleanup(run);
+    assert!(ok(&cleaned).contains("Kubernetes objects labelled isobench.dev/name="), "{}", text(&cleaned));
+    assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after cleanup");
+}
+
+/// A Cassandra "an operator made": isobench's own StatefulSet, under labels of its own and none
+/// of isobench's, so that only the suite's selector finds it.
+fn a_database_an_operator_made_is_found_by_its_labels(sb: &Sandbox, cluster: &LocalCluster) {
+    use isobench::env::k8s::{K8s, api::Cluster, manifest::PodSettings, statefulset::Spread};
+    let k8s = K8s {
+        cluster: Cluster { kubeconfig: Some(cluster.kubeconfig.clone()), context: None, namespace: "default".into() },
+        pod: PodSettings {
+            namespace: "default".into(),
+            runtime_class: Some("runc".into()),
+            image: format!("isobench-cassandra:{CASSANDRA}"),
+            ..Default::default()
+        },
+        spread: Spread::None,
+        loader_runtime_class: None,
+    };
+    let suite = isobench::suite::Suite::from_text(
+        "operator",
+        &database_suite(cluster, "runc", "isobench-local", "", "args = \"write n=10\""),
+        sb.path(),
+        &[],
+    )
+    .unwrap();
+    let Some(isobench::server::ServerSpec::Managed(managed)) = &suite.server else { panic!("a managed server") };
+    let claim = isobench::volume::pvc::Claim {
+        storage_class: "isobench-local".into(),
+        size: 1 << 30,
+        access_mode: "ReadWriteOnce".into(),
+        block: false,
+    };
+    let mut db = isobench::server::k8s_cell::database_objects(&k8s, managed, &claim, "opdb", "op").unwrap();
+    let labels = std::collections::BTreeMap::from([("app".to_string(), "opdb".to_string())]);
+    for meta in [&mut db.secret.metadata, &mut db.service.metadata, &mut db.set.metadata] {
+        meta.labels = Some(labels.clone());
+    }
+    db.service.spec.as_mut().unwrap().selector = Some(labels.clone());
+    let spec = db.set.spec.as_mut().unwrap();
+    spec.selector.match_labels = Some(labels.clone());
+    spec.template.metadata.as_mut().unwrap().labels = Some(labels.clone());
+    spec.volume_claim_templates.as_mut().unwrap()[0].metadata.labels = Some(labels.clone());
+    let service = db.service.metadata.name.clone().unwrap();
+    cluster.with(async |client| {
+        let p = PostParams::default();
+        Api::<Secret>::default_namespaced(client.clone()).create(&p, &db.secret).await.unwrap();
+        Api::<Service>::default_namespaced(client.clone()).create(&p, &db.service).await.unwrap();
+        Api::<StatefulSet>::default_namespaced(client).create(&p, &db.set).await.unwrap();
+    });
+    wait_until(cluster, Duration::from_secs(240), "the operator's database", |c| {
+        c.with(async |client| {
+            let pods: Api<Pod> = Api::default_namespaced(client);
+            let list = ListParams::default().labels("app=opdb");
+            pods.list(&list).await.unwrap().items.iter().any(isobench::env::k8s::api::is_ready)
+        })
+    });
+    // The operator made no role for the load: its default superuser logs in.
+    let external = format!(
+        r#"
+name = "k8s-external"
+repeat = 1
+baseline = {{ env = "runc" }}
+
+[[server]]
+kind = "external"
+service = "{service}"
+selector = "app=opdb"
+user = "cassandra"
+password = "cassandra"
+
+[[env]]
+name = "runc"
+kind = "k8s"
+kubeconfig = "{kubeconfig}"
+runtime_class = "runc"
+
+[[volume]]
+name = "claim"
+kind = "pvc"
+storage_class = "isobench-local"
+size = "1G"
+
+[[workload]]
+name = "cql"
+kind = "cql"
+loaders = 2
+args = "write n=2000 no-warmup -rate threads=4"
+"#,
+        kubeconfig = cluster.kubeconfig.display()
+    );
+    let (o, out) = sb.run_suite(&external, &[]);
+    let all = text(&o);
+    let record = run_record(&out, "runc.claim.cql", 1);
+    // The operator's database goes whatever the run did.
+    cluster.with(async |client| {
+        let list = ListParams::default().labels("app=opdb");
+        let d = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::background() };
+        Api::<StatefulSet>::default_namespaced(client.clone()).delete_collection(&d, &list).await.unwrap();
+        Api::<Pod>::default_namespaced(client.clone()).delete_collection(&d, &list).await.unwrap();
+        Api::<Service>::default_namespaced(client.clone()).delete_collection(&d, &list).await.unwrap();
+        Api::<Secret>::default_namespaced(client.clone()).delete_collection(&d, &list).await.unwrap();
+        Api::<PersistentVolumeClaim>::default_namespaced(client).delete_collection(&d, &list).await.unwrap();
+    });
+    assert!(o.status.success(), "{all}");
+    assert_eq!(record["status"], "ok", "{all}\n{record}");
+    assert_eq!(value(&record, "errors"), 0.0);
+    let setup = &record["setup"];
+    assert_eq!(setup["server.service"], service.as_str());
+    assert_eq!(setup["db.pod1.name"], "opdb-db-0");
+    assert_eq!(setup["db.pod1.runtime_class"], "runc");
+    assert_eq!(setup["db.pod1.storage_class"], "isobench-local");
+    assert!(setup["db.pod1.pv"].as_str().unwrap().starts_with("isobench-local-"), "{setup}");
+    let notes = record["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().contains(&format!("-node {service}.default.svc"))),
+        "through the Service: {notes:?}"
+    );
+    assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
 }

@@ -346,6 +346,7 @@ fn a_value_marked_secret_is_used_as_given_and_stored_redacted() {
     let args = CQL.replace("threads=8", "threads=8 -mode user=svc-benchmarks");
     let suite = load(&format!("{BASE}{args}{external}")).unwrap();
     let Some(isobench::server::ServerSpec::External(server)) = &suite.server else { panic!("an external server") };
+    let server = &server.target;
     assert_eq!(server.nodes, ["10.9.8.7"]);
     assert_eq!(server.user.as_deref(), Some("svc-benchmarks"));
     assert_eq!(server.port, 9142, "secret = false is the plain value");

@@ -6,11 +6,13 @@
 //! when the suite asks for a fault, and reads the server's own statistics inside the pods. What
 //! the run made carries its labels and is deleted when it ends (or by `isobench cleanup`).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 
 use super::in_pod::{self, DbPod, PodFacts};
@@ -86,28 +88,32 @@ pub fn database_objects(
     Ok(database.objects(&k8s.pod))
 }
 
-/// The pods of one run's database, and how the orchestrator reaches them (the API server only).
+/// A database's pods, and how the orchestrator reaches them (the API server only).
 struct Db<'a> {
     cluster: &'a Cluster,
-    set: String,
+    /// The controller whose events say why pods do not start (a StatefulSet), if known.
+    owner: String,
     selector: String,
-    nodes: usize,
+    /// The pods' names, node k's the k-th.
+    pods: Vec<String>,
+    container: String,
 }
 
 impl Db<'_> {
-    fn pod(&self, k: usize) -> String {
-        statefulset::pod_name(&self.set, k)
+    fn pod(&self, k: usize) -> &str {
+        &self.pods[k]
     }
 
-    /// `isobench k8s db ARGS` in pod k.
+    /// `isobench k8s db ARGS` in pod k (isobench's own database image).
     async fn call(&self, client: &Client, k: usize, args: &[&str]) -> Result<String> {
         let mut command = vec![crate::env::k8s::manifest::AGENT_IN_IMAGE.to_string(), "k8s".into(), "db".into()];
         command.extend(args.iter().map(|a| a.to_string()));
-        self.cluster.exec(client, &self.pod(k), CONTAINER, &command).await
+        self.cluster.exec(client, self.pod(k), &self.container, &command).await
     }
 
-    async fn wait_ready(&self, client: &Client, timeout: Duration) -> Result<Vec<k8s_openapi::api::core::v1::Pod>> {
-        self.cluster.wait_ready(client, &self.set, &self.selector, CONTAINER, self.nodes, timeout).await
+    async fn wait_ready(&self, client: &Client, timeout: Duration) -> Result<Vec<Pod>> {
+        let (owner, selector, container) = (&self.owner, &self.selector, &self.container);
+        self.cluster.wait_ready(client, owner, selector, container, self.pods.len(), timeout).await
     }
 
     /// Waits until `nodetool status` in every pod shows every pod's address Up and Normal.
@@ -115,7 +121,7 @@ impl Db<'_> {
         let began = Instant::now();
         loop {
             let mut views = Vec::new();
-            for k in 0..self.nodes {
+            for k in 0..self.pods.len() {
                 views.push(self.call(client, k, &["nodetool", "status"]).await);
             }
             if views.iter().all(|v| v.as_ref().is_ok_and(|text| super::cluster::all_up(text, addresses))) {
@@ -132,7 +138,7 @@ impl Db<'_> {
                     .collect();
                 bail!(
                     "the {} pods did not all see one another Up and Normal within {} s: {}",
-                    self.nodes,
+                    self.pods.len(),
                     timeout.as_secs(),
                     seen.join("; ")
                 );
@@ -181,9 +187,10 @@ pub fn run(
     let objects = database_objects(k8s, managed, claim, &name, ledger.token())?;
     let db = Db {
         cluster: &k8s.cluster,
-        set: set.clone(),
+        owner: set.clone(),
         selector: statefulset::selector(&name).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","),
-        nodes,
+        pods: (0..nodes).map(|k| statefulset::pod_name(&set, k)).collect(),
+        container: CONTAINER.into(),
     };
     let start_timeout = managed.start_timeout * nodes as u32 + SCHEDULE_ALLOWANCE;
     record.setup.insert("server.kind".into(), "cassandra".into());
@@ -234,75 +241,19 @@ pub fn run(
     record.setup.insert("server.version".into(), version);
     record.setup.insert("server.addresses".into(), addresses.join(", "));
 
-    // The load, from loader pods, with the fault on cue.
     let mut load = cql.clone();
     let (user, password) = managed.login.clone().unzip();
     let truststore = managed.tls.then(|| facts.iter().filter_map(|f| f.certificate.clone()).collect::<String>());
-    load.target = Some(Target { nodes: addresses.clone(), port: in_pod::NATIVE_PORT, user, password, truststore });
-    let loaders = cql.loaders.unwrap_or(1);
-    load.loaders = Some(loaders);
-    load.indexed = true;
-    let request = agent::Request {
-        workload: Spec::Cql(load.clone()),
-        data_dir: SCRATCH_DIR.into(),
-        raw: None,
-        read_only: false,
-        scratch_dir: SCRATCH_DIR.into(),
-        serve: None,
-        barrier: false,
-    };
-    let loader_pods = k8s.loader_pods();
-    let job = JobRun {
-        name: &name,
-        token: ledger.token(),
-        pod: &loader_pods,
-        request: &request,
-        claim: None,
-        loaders: Some(loaders),
-        deadline: crate::workload::Workload::expected_duration(&load) * 3 + SCHEDULE_ALLOWANCE,
-    };
-    let load_done = AtomicBool::new(false);
-    let (loaded, killed) = std::thread::scope(|scope| {
-        let fault = managed.kill.as_ref().map(|kill| {
-            let (db, name, load_done) = (&db, &name, &load_done);
-            scope.spawn(move || fault(db, name, loaders, kill, load_done))
-        });
-        let loaded = k8s.run_job(&job);
-        load_done.store(true, Ordering::Relaxed);
-        (loaded, fault.map(|f| f.join().unwrap_or_else(|_| Err(anyhow!("the fault panicked")))))
-    });
-    let mut report = match loaded {
-        Ok((reports, proof)) => {
-            let mut report = load.combine_indexed(reports, run_dir);
-            for (key, value) in proof {
-                // The loaders' own placement, apart from the database's.
-                let key = match key.strip_prefix("k8s.") {
-                    Some("server") | None => key,
-                    Some(rest) => format!("loader.{rest}"),
-                };
-                report.setup.insert(key, value);
-            }
-            report
-        }
-        Err(e) if e.downcast_ref::<crate::process::Interrupted>().is_some() => return Err(e),
-        Err(e) => agent::Report { error: Some(format!("the load failed: {e:#}")), ..Default::default() },
-    };
+    load.target = Some(Target { nodes: addresses, port: in_pod::NATIVE_PORT, user, password, truststore });
+    let recovery = managed.start_timeout + SCHEDULE_ALLOWANCE;
+    let mut report = load_pods(k8s, &db, load.clone(), managed.kill.as_ref(), &name, ledger, run_dir, recovery)?;
     report.samples.push(Sample::new("server_ready", ready.as_secs_f64(), "s"));
     let startup = facts.iter().map(|f| f.ready_after_s).fold(0.0, f64::max);
     report.samples.push(Sample::new("server_startup", startup, "s"));
 
-    // After the load: the killed pod back, the server's figures, the proof of where it ran.
+    // After the load: the server's figures and the proof of where it ran.
     let after = block_on(async {
         let client = k8s.cluster.client().await?;
-        if let Some(Ok(Some(killed))) = &killed {
-            let back = db.wait_ready(&client, managed.start_timeout + SCHEDULE_ALLOWANCE).await;
-            match back {
-                Ok(_) => {
-                    report.samples.push(Sample::new("server_recovery", killed.deleted.elapsed().as_secs_f64(), "s"))
-                }
-                Err(e) => report.notes.push(format!("fault: the deleted pod did not come back: {e:#}")),
-            }
-        }
         let settings = load.phase(&load.args)?;
         let keyspace = settings.schema.keyspace.clone();
         let table = crate::cql::schema::table(settings.command.ops[0].0).to_string();
@@ -326,29 +277,11 @@ pub fn run(
             figures.push(server_figures(stats.as_deref().unwrap_or(""), histograms.as_deref().unwrap_or("")));
         }
         report.samples.extend(combine_figures(&figures));
-        let pods = k8s.cluster.pods_with(&client, &db.selector).await?;
+        pod_proof(&db, &client, &mut report.setup).await?;
         for (k, f) in facts.iter().enumerate() {
-            let p = format!("db.pod{}", k + 1);
-            let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(&db.pod(k)));
-            let spec = pod.and_then(|p| p.spec.clone()).unwrap_or_default();
-            report.setup.insert(format!("{p}.node"), spec.node_name.unwrap_or_default());
-            let class = spec.runtime_class_name.unwrap_or_else(|| "(default)".into());
-            if k == 0 {
-                report.setup.insert("k8s.runtime_class".into(), class.clone());
-            }
-            report.setup.insert(format!("{p}.runtime_class"), class);
-            if let Some(c) = pod.and_then(|p| p.status.clone()?.container_statuses?.into_iter().next()) {
-                report.setup.insert(format!("{p}.image_id"), c.image_id);
-            }
-            let claim = statefulset::claim_name(&set, k);
-            let pv = k8s.cluster.bound_volume(&client, &claim).await?.unwrap_or_default();
-            let (class, source) = k8s.cluster.volume_source(&client, &pv).await?;
-            report.setup.insert(format!("{p}.claim"), claim);
-            report.setup.insert(format!("{p}.pv"), format!("{pv} ({source})"));
-            report.setup.insert(format!("{p}.storage_class"), class);
             for key in ["kernel.release", "dmesg.first", "data.fstype"] {
                 if let Some(v) = f.facts.get(key) {
-                    report.setup.insert(format!("{p}.{key}"), v.clone());
+                    report.setup.insert(format!("db.pod{}.{key}", k + 1), v.clone());
                 }
             }
         }
@@ -358,23 +291,171 @@ pub fn run(
         report.notes.push(format!("server: after the load: {e:#}"));
     }
     // The system under test is the database: its first pod's facts are the run's (the proof of
-    // its runtime), the loaders' are kept apart.
-    let loader_facts = std::mem::take(&mut report.facts);
-    if let Some(kernel) = loader_facts.get("kernel.release") {
-        report.setup.insert("loader.kernel.release".into(), kernel.clone());
-    }
+    // its runtime).
     report.facts = facts.into_iter().next().map(|f| f.facts).unwrap_or_default();
+    Ok(report)
+}
+
+/// Runs one repetition of a CQL cell against a database someone else made in the cluster (an
+/// operator's): its pods found by their labels, loaded through its Service.
+pub fn run_external(
+    k8s: &K8s,
+    external: &super::External,
+    pods: &super::Pods,
+    cql: &Cql,
+    run_dir: &Path,
+    ledger: &crate::ledger::Ledger,
+) -> Result<agent::Report> {
+    let name = object_name(run_dir);
+    k8s.record_run(ledger, &name)?;
+    let found = block_on(async {
+        let client = k8s.cluster.client().await?;
+        let found = k8s.cluster.pods_with(&client, &pods.selector).await?;
+        if found.is_empty() {
+            bail!(
+                "no pod in namespace {} is labelled {}: name the database's pods with selector = \"…\"",
+                k8s.cluster.namespace,
+                pods.selector
+            );
+        }
+        Ok(found)
+    })??;
+    let db = Db {
+        cluster: &k8s.cluster,
+        owner: String::new(),
+        selector: pods.selector.clone(),
+        pods: found.iter().filter_map(|p| p.metadata.name.clone()).collect(),
+        container: found[0]
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .map(|c| c.name.clone())
+            .unwrap_or_default(),
+    };
+    if let Some(kill) = external.kill.as_ref().filter(|k| k.node > db.pods.len()) {
+        return Ok(agent::Report {
+            error: Some(format!(
+                "kill_node = {}: the selector {} finds {} pods",
+                kill.node,
+                pods.selector,
+                db.pods.len()
+            )),
+            unfit: true,
+            ..Default::default()
+        });
+    }
+    let mut load = cql.clone();
+    let mut target = external.target.clone();
+    target.nodes = match &pods.service {
+        Some(service) => vec![format!("{service}.{}.svc", k8s.cluster.namespace)],
+        None => found.iter().map(pod_ip).collect::<Result<_>>()?,
+    };
+    load.target = Some(target);
+    let recovery = crate::server::START_TIMEOUT + SCHEDULE_ALLOWANCE;
+    let mut report = load_pods(k8s, &db, load, external.kill.as_ref(), &name, ledger, run_dir, recovery)?;
+    report.setup.insert("server.kind".into(), "external (pods in the cluster)".into());
+    report.setup.insert("server.selector".into(), pods.selector.clone());
+    if let Some(service) = &pods.service {
+        report.setup.insert("server.service".into(), service.clone());
+    }
+    report.setup.insert("server.nodes".into(), db.pods.len().to_string());
+    let proof = block_on(async {
+        let client = k8s.cluster.client().await?;
+        pod_proof(&db, &client, &mut report.setup).await
+    })?;
+    if let Err(e) = proof {
+        report.notes.push(format!("server: reading its pods: {e:#}"));
+    }
+    // The pods under test are not isobench's to look into: the loaders' facts stay the run's.
+    Ok(report)
+}
+
+/// The load from an Indexed Job of loader pods (the load generator's runtime class), the fault
+/// on cue, and the killed pod's return.
+#[allow(clippy::too_many_arguments)]
+fn load_pods(
+    k8s: &K8s,
+    db: &Db,
+    mut load: Cql,
+    kill: Option<&super::Kill>,
+    name: &str,
+    ledger: &crate::ledger::Ledger,
+    run_dir: &Path,
+    recovery: Duration,
+) -> Result<agent::Report> {
+    let loaders = load.loaders.unwrap_or(1);
+    load.loaders = Some(loaders);
+    load.indexed = true;
+    let request = agent::Request {
+        workload: Spec::Cql(load.clone()),
+        data_dir: SCRATCH_DIR.into(),
+        raw: None,
+        read_only: false,
+        scratch_dir: SCRATCH_DIR.into(),
+        serve: None,
+        barrier: false,
+    };
+    let loader_pods = k8s.loader_pods();
+    let job = JobRun {
+        name,
+        token: ledger.token(),
+        pod: &loader_pods,
+        request: &request,
+        claim: None,
+        loaders: Some(loaders),
+        deadline: crate::workload::Workload::expected_duration(&load) * 3 + SCHEDULE_ALLOWANCE,
+    };
+    let load_done = AtomicBool::new(false);
+    let (loaded, killed) = std::thread::scope(|scope| {
+        let fault = kill.map(|kill| {
+            let load_done = &load_done;
+            scope.spawn(move || fault(db, name, loaders, kill, load_done))
+        });
+        let loaded = k8s.run_job(&job);
+        load_done.store(true, Ordering::Relaxed);
+        (loaded, fault.map(|f| f.join().unwrap_or_else(|_| Err(anyhow!("the fault panicked")))))
+    });
+    let mut report = match loaded {
+        Ok((reports, proof)) => {
+            let mut report = load.combine_indexed(reports, run_dir);
+            for (key, value) in proof {
+                // The loaders' own placement, apart from the database's.
+                let key = match key.strip_prefix("k8s.") {
+                    Some("server") | None => key,
+                    Some(rest) => format!("loader.{rest}"),
+                };
+                report.setup.insert(key, value);
+            }
+            if let Some(kernel) = report.facts.get("kernel.release") {
+                report.setup.insert("loader.kernel.release".into(), kernel.clone());
+            }
+            report
+        }
+        Err(e) if e.downcast_ref::<crate::process::Interrupted>().is_some() => return Err(e),
+        Err(e) => agent::Report { error: Some(format!("the load failed: {e:#}")), ..Default::default() },
+    };
     match killed {
         Some(Ok(Some(killed))) => {
             let node = format!("node {} (pod {})", killed.node, db.pod(killed.node - 1));
-            record.setup.insert("fault.killed".into(), format!("{node} at {:.1} s", killed.at.as_secs_f64()));
+            report.setup.insert("fault.killed".into(), format!("{node} at {:.1} s", killed.at.as_secs_f64()));
             report.notes.push(format!(
-                "fault: {node} was deleted (grace 0) {:.1} s into the measured phase, as the suite asked; the StatefulSet brought it back on its claim",
+                "fault: {node} was deleted (grace 0) {:.1} s into the measured phase, as the suite asked",
                 killed.at.as_secs_f64()
             ));
+            let back = block_on(async {
+                let client = db.cluster.client().await?;
+                db.wait_ready(&client, recovery).await
+            })?;
+            match back {
+                Ok(_) => {
+                    let after = killed.deleted.elapsed().as_secs_f64();
+                    report.samples.push(Sample::new("server_recovery", after, "s"));
+                }
+                Err(e) => report.notes.push(format!("fault: the deleted pod did not come back: {e:#}")),
+            }
         }
         Some(Ok(None)) => {
-            let kill = managed.kill.as_ref().expect("a fault was asked for");
+            let kill = kill.expect("a fault was asked for");
             report.notes.push(format!(
                 "fault: node {} was not killed: the measured phase ended before {} s",
                 kill.node,
@@ -387,7 +468,44 @@ pub fn run(
     Ok(report)
 }
 
-fn pod_ip(pod: &k8s_openapi::api::core::v1::Pod) -> Result<String> {
+/// Where each of the database's pods ran: its machine, runtime class and image, and the claims
+/// it mounts with the PersistentVolume and StorageClass behind each.
+async fn pod_proof(db: &Db<'_>, client: &Client, setup: &mut BTreeMap<String, String>) -> Result<()> {
+    let pods = db.cluster.pods_with(client, &db.selector).await?;
+    for k in 0..db.pods.len() {
+        let p = format!("db.pod{}", k + 1);
+        let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(db.pod(k)));
+        let spec = pod.and_then(|p| p.spec.clone()).unwrap_or_default();
+        setup.insert(format!("{p}.name"), db.pod(k).to_string());
+        setup.insert(format!("{p}.node"), spec.node_name.unwrap_or_default());
+        let class = spec.runtime_class_name.unwrap_or_else(|| "(default)".into());
+        if k == 0 {
+            setup.insert("k8s.runtime_class".into(), class.clone());
+        }
+        setup.insert(format!("{p}.runtime_class"), class);
+        let status = pod.and_then(|p| p.status.clone()?.container_statuses);
+        if let Some(c) = status.unwrap_or_default().into_iter().find(|c| c.name == db.container) {
+            setup.insert(format!("{p}.image_id"), c.image_id);
+        }
+        let claims: Vec<String> = spec
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|v| Some(v.persistent_volume_claim?.claim_name))
+            .collect();
+        for (i, claim) in claims.iter().enumerate() {
+            let at = if i == 0 { p.clone() } else { format!("{p}.claim{}", i + 1) };
+            let pv = db.cluster.bound_volume(client, claim).await?.unwrap_or_default();
+            let (class, source) = db.cluster.volume_source(client, &pv).await?;
+            setup.insert(format!("{at}.claim"), claim.clone());
+            setup.insert(format!("{at}.pv"), format!("{pv} ({source})"));
+            setup.insert(format!("{at}.storage_class"), class);
+        }
+    }
+    Ok(())
+}
+
+fn pod_ip(pod: &Pod) -> Result<String> {
     pod.status
         .as_ref()
         .and_then(|s| s.pod_ip.clone())

@@ -248,7 +248,27 @@ fn states(workdir: &Path, port: Option<u16>) -> Result<Vec<PathBuf>> {
 #[derive(Clone, Debug)]
 pub enum ServerSpec {
     Managed(Managed),
-    External(Target),
+    External(External),
+}
+
+/// Nodes someone else runs: addresses, or, in a k8s environment, the pods of a database an
+/// operator made (its Service and a label selector).
+#[derive(Clone, Debug)]
+pub struct External {
+    pub target: Target,
+    pub pods: Option<Pods>,
+    /// A fault: one of `pods` deleted mid-run.
+    pub kill: Option<Kill>,
+}
+
+/// A database's pods in the k8s environment's namespace.
+#[derive(Clone, Debug)]
+pub struct Pods {
+    /// The Service the load goes through (its name in the cluster's DNS); the pods' own
+    /// addresses when none is named.
+    pub service: Option<String>,
+    /// The pods, as `kubectl get pods -l` selects them (`app=cassandra,dc=dc1`).
+    pub selector: String,
 }
 
 /// A managed server: one node, or a ring of `nodes`, each in a sandbox of the cell's
@@ -292,6 +312,23 @@ fn login(f: &mut Fields) -> Result<Option<(String, String)>, SuiteError> {
     }
 }
 
+/// `kill_node` and `kill_after`: both or neither; the node one of `nodes`.
+fn fault(f: &mut Fields, nodes: usize) -> Result<Option<Kill>, SuiteError> {
+    match (f.uint("kill_node")?, f.duration("kill_after")?) {
+        (Some(node), Some(after)) if node >= 1 && node as usize <= nodes => {
+            Ok(Some(Kill { node: node as usize, after }))
+        }
+        (Some(node), Some(_)) => {
+            Err(f.error_at("kill_node", format!("node {node} does not exist: nodes are 1 to {nodes}")))
+        }
+        (None, None) => Ok(None),
+        (node, _) => Err(f.error_at(
+            if node.is_some() { "kill_node" } else { "kill_after" },
+            "a fault needs both: kill_node = 3, kill_after = \"20s\" (from the start of the measured phase)",
+        )),
+    }
+}
+
 impl Managed {
     fn parse(f: &mut Fields) -> Result<Managed, SuiteError> {
         let nodes = f.count("nodes")?.unwrap_or(1) as usize;
@@ -302,21 +339,7 @@ impl Managed {
         if cost_per_hour.is_some_and(|c| c < 0.0) {
             return Err(f.error_at("cost_per_hour", "must not be negative"));
         }
-        let kill = match (f.uint("kill_node")?, f.duration("kill_after")?) {
-            (Some(node), Some(after)) if (1..=nodes as u64).contains(&node) => {
-                Some(Kill { node: node as usize, after })
-            }
-            (Some(node), Some(_)) => {
-                return Err(f.error_at("kill_node", format!("node {node} does not exist: nodes are 1 to {nodes}")));
-            }
-            (None, None) => None,
-            (node, _) => {
-                return Err(f.error_at(
-                    if node.is_some() { "kill_node" } else { "kill_after" },
-                    "a fault needs both: kill_node = 3, kill_after = \"20s\" (from the start of the measured phase)",
-                ));
-            }
-        };
+        let kill = fault(f, nodes)?;
         let heap = f.str("heap")?.unwrap_or_else(|| "1G".into());
         crate::units::parse_size(&heap).map_err(|e| f.error_at("heap", e))?;
         Ok(Managed {
@@ -342,16 +365,36 @@ impl ServerSpec {
             "cassandra" => ServerSpec::Managed(Managed::parse(f)?),
             "external" => {
                 let nodes = f.str_list("nodes")?.unwrap_or_default();
-                if nodes.is_empty() {
+                let service = f.str("service")?;
+                let selector = f.str("selector")?;
+                let pods = match (service, selector) {
+                    (service, Some(selector)) => Some(Pods { service, selector }),
+                    (Some(_), None) => {
+                        return Err(f.error_at(
+                            "service",
+                            "name the database's pods too: selector = \"app=cassandra\" (their labels)",
+                        ));
+                    }
+                    (None, None) => None,
+                };
+                if nodes.is_empty() && pods.is_none() {
                     return Err(f.error_at(
                         "nodes",
-                        "an external server needs its nodes, e.g. nodes = [\"10.0.1.25\", \"10.0.1.26\"]",
+                        "an external server needs its nodes, e.g. nodes = [\"10.0.1.25\", \"10.0.1.26\"], or in a k8s environment its pods: selector = \"app=cassandra\" (and service = \"…\")",
                     ));
                 }
                 let port = f.uint("port")?.unwrap_or(9042);
                 let port = u16::try_from(port).map_err(|_| f.error_at("port", "must be a TCP port (1-65535)"))?;
                 let (user, password) = login(f)?.unzip();
-                ServerSpec::External(Target { nodes, port, user, password, truststore: None })
+                let kill = fault(f, usize::MAX)?;
+                if kill.is_some() && pods.is_none() {
+                    return Err(f.error_at(
+                        "kill_node",
+                        "isobench kills nodes it can reach: the pods of a k8s database (selector = \"…\"), or a managed server",
+                    ));
+                }
+                let target = Target { nodes, port, user, password, truststore: None };
+                ServerSpec::External(External { target, pods, kill })
             }
             other => {
                 return Err(

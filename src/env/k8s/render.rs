@@ -82,8 +82,8 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
         let Some(k8s) = suite.envs[cell.env].item.as_k8s() else { continue };
         let volume = &suite.volumes[cell.volume].item;
         let mut spec = suite.workloads[cell.workload].variants[cell.variant].spec.clone();
-        if let (Some(ServerSpec::External(target)), Spec::Cql(cql)) = (&suite.server, &mut spec) {
-            cql.target = Some(target.clone());
+        if let (Some(ServerSpec::External(external)), Spec::Cql(cql)) = (&suite.server, &mut spec) {
+            cql.target = Some(external.target.clone());
         }
         let claim = volume.claim();
         let name = super::object_name(Path::new(&format!("RUN-{}", i + 1)));
