@@ -549,11 +549,11 @@ fn fault(db: &Db, job: &str, loaders: u32, kill: &super::Kill, load_done: &Atomi
         }
         let at = began.elapsed();
         let pod = db.pod(kill.node - 1);
-        let old = db.cluster.pod(&client, &pod).await?.and_then(|p| p.metadata.uid);
-        db.cluster.kill_pod(&client, &pod).await?;
+        let old = db.cluster.pod(&client, pod).await?.and_then(|p| p.metadata.uid);
+        db.cluster.kill_pod(&client, pod).await?;
         let deleted = Instant::now();
         // Gone for real: the StatefulSet's new pod has the same name and another uid.
-        while db.cluster.pod(&client, &pod).await?.is_some_and(|p| p.metadata.uid == old && is_ready(&p)) {
+        while db.cluster.pod(&client, pod).await?.is_some_and(|p| p.metadata.uid == old && is_ready(&p)) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         Ok(Some(Killed { node: kill.node, at, deleted }))
