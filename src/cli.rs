@@ -359,14 +359,23 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     let plan = Plan::new(&suite, &selectors).map_err(anyhow::Error::msg)?;
     crate::density::check(&suite, &plan).map_err(anyhow::Error::msg)?;
-    // A database in a cluster's pods takes the cluster's memory, not this machine's.
-    let local_cells = plan.cells.iter().any(|c| suite.envs[c.env].item.as_k8s().is_none());
-    if let Some(crate::server::ServerSpec::Managed(managed)) = &suite.server
-        && local_cells
-    {
-        let available = crate::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
-        crate::server::cluster::check_memory(managed.nodes, &managed.heap, available)
-            .map_err(|e| anyhow::anyhow!("{}: [[server]]: {e}", suite.file))?;
+    if let Some(crate::server::ServerSpec::Managed(managed)) = &suite.server {
+        // The largest cluster a cell runs on this machine (a database in a cluster's pods takes
+        // the cluster's memory, not this machine's).
+        let local_nodes = plan
+            .cells
+            .iter()
+            .filter(|c| suite.envs[c.env].item.as_k8s().is_none())
+            .filter_map(|c| match &suite.workloads[c.workload].variants[c.variant].spec {
+                crate::workload::Spec::Cql(cql) => Some(cql.nodes.unwrap_or(managed.nodes)),
+                _ => None,
+            })
+            .max();
+        if let Some(nodes) = local_nodes {
+            let available = crate::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
+            crate::server::cluster::check_memory(nodes, &managed.heap, available)
+                .map_err(|e| anyhow::anyhow!("{}: [[server]]: {e}", suite.file))?;
+        }
     }
     for id in &plan.added_baselines {
         eprintln!("isobench: also running {id}: the filter left out the baseline the selected cells are compared with");

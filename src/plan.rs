@@ -182,12 +182,15 @@ impl Plan {
         /// A cell's $/hour: its environment's, plus each node of a managed cluster it loads.
         fn cost_per_hour(suite: &Suite, c: &Cell) -> Option<f64> {
             let env = suite.envs[c.env].cost_per_hour;
-            let served = matches!(suite.workloads[c.workload].variants[c.variant].spec, crate::workload::Spec::Cql(_));
-            match &suite.server {
-                Some(crate::server::ServerSpec::Managed(m)) if served => match (env, m.cost_per_hour) {
-                    (None, None) => None,
-                    (env, node) => Some(env.unwrap_or(0.0) + m.nodes as f64 * node.unwrap_or(0.0)),
-                },
+            match (&suite.server, &suite.workloads[c.workload].variants[c.variant].spec) {
+                (Some(crate::server::ServerSpec::Managed(m)), crate::workload::Spec::Cql(cql)) => {
+                    match (env, m.cost_per_hour) {
+                        (None, None) => None,
+                        (env, node) => {
+                            Some(env.unwrap_or(0.0) + cql.nodes.unwrap_or(m.nodes) as f64 * node.unwrap_or(0.0))
+                        }
+                    }
+                }
                 _ => env,
             }
         }

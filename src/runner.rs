@@ -290,6 +290,10 @@ impl<'a> Runner<'a> {
             return Ok(report);
         }
         if let (Some(ServerSpec::Managed(managed)), Spec::Cql(cql)) = (&self.suite.server, &spec) {
+            let managed = &match managed.with_nodes(cql.nodes) {
+                Ok(m) => m,
+                Err(why) => return Ok(agent::Report { error: Some(why), unfit: true, ..Default::default() }),
+            };
             if let Some(k8s) = env.as_k8s() {
                 return crate::server::k8s_cell::run(k8s, managed, cql, volume, &run_dir, self.ledger, record);
             }

@@ -341,6 +341,31 @@ fn a_server_is_validated_and_its_password_never_stored() {
 }
 
 #[test]
+fn an_operators_database_is_named_by_selector_and_a_fault_needs_pods_to_delete() {
+    let by_pods = "\n[[server]]\nkind = \"external\"\nservice = \"cassandra\"\nselector = \"app=cassandra\"\nkill_node = 2\nkill_after = \"10s\"\n";
+    let suite = load(&format!("{BASE}{CQL}{by_pods}")).unwrap();
+    let Some(isobench::server::ServerSpec::External(server)) = &suite.server else { panic!("an external server") };
+    let pods = server.pods.as_ref().unwrap();
+    assert_eq!((pods.service.as_deref(), pods.selector.as_str()), (Some("cassandra"), "app=cassandra"));
+    assert_eq!(server.kill.as_ref().map(|k| k.node), Some(2));
+    let e = load(&format!("{BASE}{CQL}\n[[server]]\nkind = \"external\"\nservice = \"cassandra\"\n"))
+        .err()
+        .expect("rejected");
+    assert!(e.contains("service") && e.contains("selector"), "{e}");
+    let e = load(&format!(
+        "{BASE}{CQL}\n[[server]]\nkind = \"external\"\nnodes = [\"10.0.0.1\"]\nkill_node = 1\nkill_after = \"5s\"\n"
+    ))
+    .err()
+    .expect("rejected");
+    assert!(e.contains("kill_node") && e.contains("selector"), "{e}");
+    // A workload's `nodes` list is an axis: one cell per cluster size.
+    let sizes = CQL.replace("kind = \"cql\"\n", "kind = \"cql\"\nnodes = [1, 3]\n");
+    let suite = load(&format!("{BASE}{sizes}\n[[server]]\nkind = \"cassandra\"\n")).unwrap();
+    let db = suite.workloads.iter().find(|w| w.name == "db").unwrap();
+    assert_eq!(db.variants.len(), 2);
+}
+
+#[test]
 fn a_value_marked_secret_is_used_as_given_and_stored_redacted() {
     let external = "\n[[server]]\nkind = \"external\"\nnodes = [{ value = \"10.9.8.7\", secret = true }]\nuser = { value = \"svc-benchmarks\", secret = true }\npassword = \"pw\"\nport = { value = 9142, secret = false }\n";
     let args = CQL.replace("threads=8", "threads=8 -mode user=svc-benchmarks");

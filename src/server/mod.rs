@@ -330,6 +330,15 @@ fn fault(f: &mut Fields, nodes: usize) -> Result<Option<Kill>, SuiteError> {
 }
 
 impl Managed {
+    /// This server with the node count a workload asks for (its `nodes`), or why it cannot be.
+    pub fn with_nodes(&self, nodes: Option<usize>) -> Result<Managed, String> {
+        let Some(nodes) = nodes else { return Ok(self.clone()) };
+        if let Some(kill) = self.kill.as_ref().filter(|k| k.node > nodes) {
+            return Err(format!("the server's kill_node = {} does not exist in a cluster of {nodes}", kill.node));
+        }
+        Ok(Managed { nodes, ..self.clone() })
+    }
+
     fn parse(f: &mut Fields) -> Result<Managed, SuiteError> {
         let nodes = f.count("nodes")?.unwrap_or(1) as usize;
         if nodes > 254 {

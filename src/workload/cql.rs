@@ -37,6 +37,10 @@ pub struct Cql {
     /// with their text: carried to wherever the load runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub profiles: BTreeMap<String, String>,
+    /// The managed server's node count for this workload's cells (`nodes = [1, 3]` is an axis
+    /// of the matrix); the server's own `nodes` when not set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<usize>,
 }
 
 /// Where Kubernetes tells a pod of an Indexed Job its index.
@@ -93,8 +97,12 @@ fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
             }
         }
     }
+    let nodes = f.count("nodes")?.map(|n| n as usize);
+    if nodes.is_some_and(|n| n > 254) {
+        return Err(f.error_at("nodes", "a managed cluster has 1 to 254 nodes"));
+    }
     f.finish()?;
-    Ok(Spec::Cql(Cql { args, load, target: None, loaders, indexed: false, profiles }))
+    Ok(Spec::Cql(Cql { args, load, target: None, loaders, indexed: false, profiles, nodes }))
 }
 
 /// The files of a phase's `profile=` (several, comma-separated).
