@@ -41,12 +41,44 @@ out=${1:?"usage: $0 [--tag T] [--bin B] OUT.tar"}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# libraries_of FILE: into the root, every library FILE links (nothing for a static one).
+libraries_of() {
+  { ldd "$1" 2>/dev/null || true; } | awk '/=> \// { print $3 } /^\t\// { print $1 }' | while read -r lib; do
+    [ -e "$work/root$lib" ] || install -D -m 755 "$(readlink -f "$lib")" "$work/root$lib"
+  done
+}
+
 # copy_with_libraries FILE DEST: FILE at DEST in the root, and every library it links.
 copy_with_libraries() {
   install -D -m 755 "$1" "$work/root$2"
-  ldd "$1" 2>/dev/null | awk '/=> \// { print $3 } /^\t\// { print $1 }' | while read -r lib; do
-    [ -e "$work/root$lib" ] || install -D -m 755 "$(readlink -f "$lib")" "$work/root$lib"
-  done
+  libraries_of "$1"
+}
+
+# class_data_archive ROOT: the node started once in the image's own root (private mount, PID,
+# UTS and network namespaces, nothing of it left behind) and stopped cleanly, so that its
+# class-data-sharing archive is in the image for every pod, as it is in the cache for local nodes.
+class_data_archive() {
+  local r=$1 jre=/usr/lib/jvm/java-17-openjdk-amd64
+  mkdir -p "$r/proc" "$r/dev" "$r/data"
+  echo "127.0.0.1 localhost isobench-image" >"$r/etc/hosts"
+  if ! unshare -m -p -f -n -u sh -c '
+      set -e
+      PATH=/usr/sbin:/usr/bin:/sbin:/bin
+      r=$1 path="/usr/local/bin:$2/bin:/usr/bin:/bin"
+      hostname isobench-image; ip link set lo up
+      mount -t proc proc "$r/proc"; mount --rbind /dev "$r/dev"
+      mount -t tmpfs tmpfs "$r/tmp"; mount -t tmpfs tmpfs "$r/data"
+      isobench() {
+        env -i PATH="$path" ISOBENCH_CACHE=/opt/isobench /usr/sbin/chroot "$r" /usr/local/bin/isobench --workdir /tmp/isobench "$@"
+      }
+      isobench server start cassandra --version "$3" --heap 512M --quick-jit --data /data/cassandra >/dev/null
+      isobench server stop cassandra >/dev/null
+    ' sh "$r" "$jre" "$cassandra" >"$work/cds.log" 2>&1; then
+    echo "k8s-image: no class-data archive (pods start without one): $(tail -3 "$work/cds.log")" >&2
+  fi
+  rm -f "$r/etc/hosts"
+  ls "$r/opt/isobench/cassandra-$cassandra"/cds-*.jsa >/dev/null 2>&1 \
+    || echo "k8s-image: no class-data archive was made (pods start without one)" >&2
 }
 
 if [ -z "$root" ]; then
@@ -73,16 +105,27 @@ if [ -z "$root" ]; then
       if [ -L "$f" ] || [ -f "$f" ]; then (cd / && cp -a --parents "${f#/}" "$work/root/"); fi
     done
     if [ -f /etc/ssl/certs/java/cacerts ]; then (cd / && cp -a --parents etc/ssl/certs/java/cacerts "$work/root/"); fi
-    find "$jre" -type f \( -name '*.so' -o -perm -u+x \) | while read -r elf; do
-      ldd "$elf" 2>/dev/null | awk '/=> \// { print $3 } /^\t\// { print $1 }' | while read -r lib; do
-        [ -e "$work/root$lib" ] || install -D -m 755 "$(readlink -f "$lib")" "$work/root$lib"
-      done
-    done
+    find "$jre" -type f \( -name '*.so' -o -perm -u+x \) | while read -r elf; do libraries_of "$elf"; done
     fetched=$("$bin" server fetch cassandra --version "$cassandra" | sed -n 's/^Cassandra .* is in \(.*\)$/\1/p')
     [ -f "$fetched/.complete" ] || { echo "k8s-image: no Cassandra $cassandra was fetched" >&2; exit 1; }
     mkdir -p "$work/root/opt/isobench/cassandra-$cassandra"
     cp -a "$fetched" "$work/root/opt/isobench/cassandra-$cassandra/lib"
+    # The native code inside Cassandra's jars (netty's epoll transport, lz4, snappy, zstd, jna)
+    # is unpacked at run time: the libraries it links must be in the image too, or Cassandra
+    # silently falls back to slower pure-Java paths (NIO instead of epoll).
+    mkdir -p "$work/natives"
+    python3 - "$fetched" "$work/natives" <<'EOF'
+import glob, os, sys, zipfile
+for jar in glob.glob(os.path.join(sys.argv[1], "*.jar")):
+    with zipfile.ZipFile(jar) as z:
+        for name in z.namelist():
+            if name.endswith(".so") and any(a in name for a in ("x86_64", "amd64", "x86-64")):
+                with open(os.path.join(sys.argv[2], os.path.basename(jar) + "-" + os.path.basename(name)), "wb") as f:
+                    f.write(z.read(name))
+EOF
+    for native in "$work/natives"/*.so; do libraries_of "$native"; done
     mkdir -p "$work/root/run/isobench"
+    class_data_archive "$work/root"
   fi
 else
   cp -a "$root" "$work/root"

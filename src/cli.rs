@@ -118,6 +118,8 @@ enum K8sAction {
 enum DbAction {
     /// Start the node and keep it until the pod is deleted.
     Run,
+    /// Whether this pod's node has answered CQL (its readiness probe).
+    Ready,
     /// Where this pod runs and how its node started, as JSON.
     Facts,
     /// The distribution's nodetool against this pod's node.
@@ -248,6 +250,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let spec = in_pod::DbPod::read(&spec)?;
             match action {
                 DbAction::Run => in_pod::run(&spec)?,
+                DbAction::Ready => in_pod::ready()?,
                 DbAction::Facts => println!("{}", in_pod::facts(&spec)?),
                 DbAction::Nodetool { args } => print!("{}", in_pod::nodetool(&spec, &args)?),
                 DbAction::CreateRole { user } => in_pod::create_role(&spec, &user)?,

@@ -50,9 +50,27 @@ impl Distribution {
         self.home.join("lib")
     }
 
-    /// The class-data-sharing archive for this Java (made at the first clean stop).
+    /// The jars, in one order wherever the distribution is copied (`lib/*` would take the
+    /// order of a directory listing, which differs between filesystems and breaks an archive).
+    pub fn classpath(&self) -> Result<String> {
+        let mut jars: Vec<String> = fs::read_dir(self.lib())
+            .with_context(|| format!("reading {}", self.lib().display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "jar"))
+            .map(|p| p.display().to_string())
+            .collect();
+        jars.sort();
+        Ok(jars.join(":"))
+    }
+
+    /// The class-data-sharing archive for this Java and these jars (made at the first clean
+    /// stop). Java checks an archive against the class path it was made with; its name holds
+    /// a digest of that path, so a distribution that moved or changed makes a new one.
     pub fn cds_archive(&self) -> PathBuf {
-        self.home.join(format!("cds-java{}.jsa", java_feature_version().unwrap_or(0)))
+        let path = self.classpath().unwrap_or_default();
+        let digest = ring::digest::digest(&ring::digest::SHA256, path.as_bytes());
+        let short: String = digest.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
+        self.home.join(format!("cds-java{}-{short}.jsa", java_feature_version().unwrap_or(0)))
     }
 
     /// The cached distribution of `version`, if it was fetched completely.
@@ -459,7 +477,7 @@ fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, cds: &Cds) -
     .args(cfg.auth.then_some("-Dcassandra.superuser_setup_delay_ms=0"))
     .args(&cfg.jvm_args)
     .arg("-cp")
-    .arg(format!("{}/*", lib.display()))
+    .arg(dist.classpath()?)
     .arg("org.apache.cassandra.service.CassandraDaemon");
     Ok(cmd)
 }
@@ -473,10 +491,13 @@ pub enum Cds {
 }
 
 impl Cds {
-    fn for_distribution(dist: &Distribution) -> Cds {
+    fn for_distribution(dist: &Distribution, make: bool) -> Cds {
         let archive = dist.cds_archive();
         if archive.exists() {
             return Cds::Use(archive);
+        }
+        if !make {
+            return Cds::None;
         }
         let partial = archive.with_extension(format!("jsa.{}", std::process::id()));
         Cds::Create(partial)
@@ -513,6 +534,9 @@ pub struct Start<'a> {
     pub token: Option<&'a str>,
     pub detached: bool,
     pub timeout: Duration,
+    /// Make the class-data-sharing archive at a clean stop, when there is none (not where it
+    /// would go with the container that made it).
+    pub make_archive: bool,
 }
 
 impl Node {
@@ -520,7 +544,7 @@ impl Node {
     /// error holds the end of the server's log.
     pub fn start(dist: &Distribution, config: &NodeConfig, how: Start) -> Result<Node> {
         let conf = config.write()?;
-        let cds = Cds::for_distribution(dist);
+        let cds = Cds::for_distribution(dist, how.make_archive);
         let mut cmd = java_command(dist, config, &conf, &cds)?;
         let stdout = fs::File::create(config.stdout_log())
             .with_context(|| format!("creating {}", config.stdout_log().display()))?;
@@ -708,27 +732,39 @@ fn read_text(path: &Path) -> String {
 /// nodes, so that logins outlive a node's loss. The statement is not logged anywhere.
 pub fn create_role(address: &str, user: &str, password: &str, auth_rf: u32, trust: Option<&Path>) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
-        let session = session(address, Some(DEFAULT_LOGIN), trust, Duration::from_secs(5))
-            .await
-            .context("logging in as Cassandra's default superuser")?;
-        if auth_rf > 1 {
+    let attempt = || {
+        runtime.block_on(async {
+            let session = session(address, Some(DEFAULT_LOGIN), trust, Duration::from_secs(5))
+                .await
+                .context("logging in as Cassandra's default superuser")?;
+            if auth_rf > 1 {
+                let statement = format!(
+                    "ALTER KEYSPACE system_auth WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {auth_rf}}}"
+                );
+                session.query_unpaged(statement, ()).await.context("replicating the roles")?;
+            }
             let statement = format!(
-                "ALTER KEYSPACE system_auth WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {auth_rf}}}"
+                "CREATE ROLE IF NOT EXISTS \"{}\" WITH PASSWORD = '{}' AND LOGIN = true AND SUPERUSER = true",
+                user.replace('"', "\"\""),
+                password.replace('\'', "''")
             );
-            session.query_unpaged(statement, ()).await.context("replicating the roles")?;
+            session.query_unpaged(statement, ()).await.context(format!("creating the role \"{user}\""))?;
+            anyhow::Ok(())
+        })
+    };
+    // A ring that has just formed on a loaded machine times out writes at the roles' quorum now
+    // and then; both statements may simply be made again.
+    let began = Instant::now();
+    loop {
+        match attempt() {
+            Ok(()) => return Ok(()),
+            Err(_) if began.elapsed() < Duration::from_secs(60) && !process::interrupted() => {
+                std::thread::sleep(Duration::from_secs(1))
+            }
+            // The server's own words, never the statement (it holds the password).
+            Err(e) => bail!("{}", format!("{e:#}").replace(password, "REDACTED")),
         }
-        let statement = format!(
-            "CREATE ROLE IF NOT EXISTS \"{}\" WITH PASSWORD = '{}' AND LOGIN = true AND SUPERUSER = true",
-            user.replace('"', "\"\""),
-            password.replace('\'', "''")
-        );
-        session
-            .query_unpaged(statement, ())
-            .await
-            .map_err(|_| anyhow::anyhow!("creating the role \"{user}\" failed"))?;
-        Ok(())
-    })
+    }
 }
 
 /// A CQL session to one node, logging in as `login` and trusting `trust` (a PEM certificate)

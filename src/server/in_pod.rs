@@ -140,7 +140,10 @@ pub fn run(spec: &DbPod) -> Result<()> {
     };
     let config = spec.config(&ip, vec![format!("{seed}:{STORAGE_PORT}")]);
     println!("isobench: starting Cassandra {} on {ip} (seed {seed}), data in {}", spec.version, config.data.display());
-    let mut node = Node::start(&dist, &config, Start { token: None, detached: false, timeout: spec.start_timeout })?;
+    // The image carries its archive (scripts/k8s-image.sh makes it); one made here would go
+    // with the container.
+    let how = Start { token: None, detached: false, timeout: spec.start_timeout, make_archive: false };
+    let mut node = Node::start(&dist, &config, how)?;
     let status = PodFacts {
         ready_after_s: node.ready_after.as_secs_f64(),
         release_version: node.release_version.clone(),
@@ -178,6 +181,15 @@ fn wait_resolvable(name: &str, timeout: Duration) -> Result<()> {
         }
         crate::process::sleep(Duration::from_millis(500))?;
     }
+}
+
+/// `isobench k8s db ready`: whether the node in this pod answered CQL (the pod's readiness:
+/// its port opens before the node answers a query).
+pub fn ready() -> Result<()> {
+    if !Path::new(STATUS_FILE).exists() {
+        bail!("the node in this pod has not answered CQL yet");
+    }
+    Ok(())
 }
 
 /// `isobench k8s db facts`: JSON of where this pod runs and how its node started.

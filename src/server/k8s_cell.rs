@@ -74,7 +74,8 @@ pub fn database_objects(
         image: &image,
         replicas: managed.nodes as u32,
         spread: k8s.spread,
-        command: vec![crate::env::k8s::manifest::AGENT_IN_IMAGE.into(), "k8s".into(), "db".into(), "run".into()],
+        command: db_command("run"),
+        ready: db_command("ready"),
         spec_json: serde_json::to_string(&spec)?,
         spec_dir: Path::new(in_pod::SPEC_PATH).parent().and_then(Path::to_str).unwrap_or("/run/isobench"),
         password: managed.login.as_ref().map(|(_, p)| p.as_str()),
@@ -86,6 +87,11 @@ pub fn database_objects(
         stop_grace: STOP_TIMEOUT.as_secs() as i64,
     };
     Ok(database.objects(&k8s.pod))
+}
+
+/// `isobench k8s db ACTION` in the database's image.
+fn db_command(action: &str) -> Vec<String> {
+    [crate::env::k8s::manifest::AGENT_IN_IMAGE, "k8s", "db", action].map(String::from).to_vec()
 }
 
 /// A database's pods, and how the orchestrator reaches them (the API server only).

@@ -134,7 +134,11 @@ fn started_cluster(
         if configs.len() > 1 {
             eprintln!("isobench: starting node {} of {} on {}", nodes.len() + 1, configs.len(), config.address);
         }
-        nodes.push(Node::start(dist, config, Start { token: Some(token), detached: true, timeout: START_TIMEOUT })?);
+        nodes.push(Node::start(
+            dist,
+            config,
+            Start { token: Some(token), detached: true, timeout: START_TIMEOUT, make_archive: true },
+        )?);
     }
     let ring_after = match layout {
         Some(layout) => {

@@ -102,8 +102,11 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
         token_rf: s.token_rf.max(1),
         tls: false,
     };
-    let started =
-        Node::start(&s.distribution, &config, Start { token: None, detached: false, timeout: s.start_timeout });
+    let started = Node::start(
+        &s.distribution,
+        &config,
+        Start { token: None, detached: false, timeout: s.start_timeout, make_archive: true },
+    );
     let mut node = match started {
         Ok(node) => node,
         Err(e) => {

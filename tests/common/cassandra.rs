@@ -56,8 +56,11 @@ pub fn start_node_with(name: &str, configure: fn(&mut NodeConfig)) -> Result<Tes
             config.quick_jit = true;
             config.heap = "768M".into();
             configure(&mut config);
-            let node =
-                Node::start(&dist, &config, Start { token: None, detached: false, timeout: Duration::from_secs(240) })?;
+            let node = Node::start(
+                &dist,
+                &config,
+                Start { token: None, detached: false, timeout: Duration::from_secs(240), make_archive: true },
+            )?;
             eprintln!(
                 "test Cassandra {name} up on port {} after {:.1} s",
                 config.native_port,

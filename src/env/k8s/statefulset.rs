@@ -10,14 +10,13 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerPort, EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaim,
+    Affinity, Container, ContainerPort, EnvVar, EnvVarSource, ExecAction, ObjectFieldSelector, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    Secret, SecretKeySelector, SecretVolumeSource, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume,
-    VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
+    Secret, SecretKeySelector, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::manifest::{PodSettings, labels};
 use crate::volume::pvc::Claim;
@@ -83,8 +82,9 @@ pub struct Database<'a> {
     pub password_var: &'a str,
     pub claim: &'a Claim,
     pub data_dir: &'a str,
-    /// Named ports; the first is the one that says the pod is ready when it accepts connections.
     pub ports: &'a [(&'a str, u16)],
+    /// The command that says the pod is ready (its readiness probe).
+    pub ready: Vec<String>,
     /// How long a pod may take to stop cleanly when deleted.
     pub stop_grace: i64,
 }
@@ -215,7 +215,6 @@ impl Database<'_> {
         if let Some(memory) = pod.memory {
             limits.insert("memory".to_string(), Quantity(memory.to_string()));
         }
-        let ready_port = self.ports.first().map_or(0, |p| p.1);
         PodSpec {
             runtime_class_name: pod.runtime_class.clone(),
             node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.iter().cloned().collect()),
@@ -240,7 +239,7 @@ impl Database<'_> {
                         .collect(),
                 ),
                 readiness_probe: Some(Probe {
-                    tcp_socket: Some(TCPSocketAction { port: IntOrString::Int(i32::from(ready_port)), host: None }),
+                    exec: Some(ExecAction { command: Some(self.ready.clone()) }),
                     period_seconds: Some(2),
                     failure_threshold: Some(3),
                     ..Default::default()
@@ -354,6 +353,7 @@ mod tests {
             claim: &claim,
             data_dir: "/data",
             ports: &[("cql", 9042), ("storage", 7000)],
+            ready: vec!["isobench".into(), "k8s".into(), "db".into(), "ready".into()],
             stop_grace: 60,
         }
         .objects(&pod)
