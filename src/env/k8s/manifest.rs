@@ -162,19 +162,6 @@ pub fn pod_spec(pod: &PodSettings, name: &str, claim: Option<DataMount>) -> PodS
         Volume { name: "scratch".into(), empty_dir: empty(), ..Default::default() },
         data,
     ];
-    // Requests equal to limits: the Guaranteed class, so the pod is not squeezed mid-run.
-    let mut limits = BTreeMap::new();
-    if let Some(cpu) = &pod.cpu {
-        limits.insert("cpu".to_string(), Quantity(cpu.clone()));
-    }
-    if let Some(memory) = pod.memory {
-        limits.insert("memory".to_string(), Quantity(memory.to_string()));
-    }
-    let resources = (!limits.is_empty()).then(|| ResourceRequirements {
-        requests: Some(limits.clone()),
-        limits: Some(limits),
-        ..Default::default()
-    });
     PodSpec {
         restart_policy: Some("Never".into()),
         runtime_class_name: pod.runtime_class.clone(),
@@ -196,12 +183,29 @@ pub fn pod_spec(pod: &PodSettings, name: &str, claim: Option<DataMount>) -> PodS
             ]),
             volume_mounts: Some(mounts),
             volume_devices: (!devices.is_empty()).then_some(devices),
-            resources,
+            resources: resources(pod),
             ..Default::default()
         }],
         volumes: Some(volumes),
         ..Default::default()
     }
+}
+
+/// The suite's cpu and memory as requests equal to limits: the Guaranteed class, so that a pod
+/// is not squeezed mid-run.
+pub fn resources(pod: &PodSettings) -> Option<ResourceRequirements> {
+    let mut limits = BTreeMap::new();
+    if let Some(cpu) = &pod.cpu {
+        limits.insert("cpu".to_string(), Quantity(cpu.clone()));
+    }
+    if let Some(memory) = pod.memory {
+        limits.insert("memory".to_string(), Quantity(memory.to_string()));
+    }
+    (!limits.is_empty()).then(|| ResourceRequirements {
+        requests: Some(limits.clone()),
+        limits: Some(limits),
+        ..Default::default()
+    })
 }
 
 /// A pod of the Job's template, for the API server's dry run (admission: the RuntimeClass, the

@@ -11,8 +11,8 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, EnvVar, EnvVarSource, ExecAction, ObjectFieldSelector, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    Secret, SecretKeySelector, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, Secret,
+    SecretKeySelector, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
     VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -208,13 +208,6 @@ impl Database<'_> {
                 ..Default::default()
             });
         }
-        let mut limits = BTreeMap::new();
-        if let Some(cpu) = &pod.cpu {
-            limits.insert("cpu".to_string(), Quantity(cpu.clone()));
-        }
-        if let Some(memory) = pod.memory {
-            limits.insert("memory".to_string(), Quantity(memory.to_string()));
-        }
         PodSpec {
             runtime_class_name: pod.runtime_class.clone(),
             node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.iter().cloned().collect()),
@@ -244,12 +237,7 @@ impl Database<'_> {
                     failure_threshold: Some(3),
                     ..Default::default()
                 }),
-                // Requests equal to limits: the Guaranteed class, as for the agents' pods.
-                resources: (!limits.is_empty()).then(|| ResourceRequirements {
-                    requests: Some(limits.clone()),
-                    limits: Some(limits),
-                    ..Default::default()
-                }),
+                resources: super::manifest::resources(pod),
                 volume_mounts: Some(vec![
                     VolumeMount {
                         name: "spec".into(),
