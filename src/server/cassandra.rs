@@ -170,10 +170,21 @@ pub struct NodeConfig {
     /// keytool on its first start; clients trust [`NodeConfig::certificate`].
     #[serde(default)]
     pub tls: bool,
+    /// How long gossip waits on the ring (Cassandra's `ring_delay_ms`); a node that is not a
+    /// seed gives up on reaching one after twice this.
+    #[serde(default = "quick_ring")]
+    pub ring_delay: Duration,
 }
 
 fn one() -> u32 {
     1
+}
+
+/// Nodes on one machine's loopback answer one another at once.
+pub const QUICK_RING: Duration = Duration::from_millis(100);
+
+fn quick_ring() -> Duration {
+    QUICK_RING
 }
 
 /// The superuser Cassandra makes on its first start with PasswordAuthenticator.
@@ -202,6 +213,7 @@ impl NodeConfig {
             seeds: Vec::new(),
             token_rf: 1,
             tls: false,
+            ring_delay: QUICK_RING,
         })
     }
 
@@ -467,11 +479,8 @@ fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, cds: &Cds) -
     .arg(format!("-Dlogback.configurationFile=file://{}/logback.xml", conf.display()))
     .arg(format!("-Dcassandra.logdir={}/logs", cfg.data.display()))
     .arg(format!("-Dcassandra.storagedir={}", cfg.data.display()))
-    .args([
-        "-Dcassandra-foreground=yes",
-        "-Dcassandra.skip_wait_for_gossip_to_settle=0",
-        "-Dcassandra.ring_delay_ms=100",
-    ])
+    .args(["-Dcassandra-foreground=yes", "-Dcassandra.skip_wait_for_gossip_to_settle=0"])
+    .arg(format!("-Dcassandra.ring_delay_ms={}", cfg.ring_delay.as_millis()))
     .arg(format!("-Dcassandra.jmx.local.port={}", cfg.jmx_port))
     // With logins, the default superuser is made at once rather than 10 s after start.
     .args(cfg.auth.then_some("-Dcassandra.superuser_setup_delay_ms=0"))

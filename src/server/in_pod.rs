@@ -107,6 +107,9 @@ impl DbPod {
             seeds,
             token_rf: self.nodes.clamp(1, 3),
             tls: self.tls,
+            // Pods reach one another over a network, gVisor's through its own stack, on a
+            // loaded machine: 100 ms to hear from the seed is not enough there.
+            ring_delay: Duration::from_secs(1),
         }
     }
 }

@@ -101,6 +101,7 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
         seeds: s.seeds.clone(),
         token_rf: s.token_rf.max(1),
         tls: false,
+        ring_delay: super::cassandra::QUICK_RING,
     };
     let started = Node::start(
         &s.distribution,

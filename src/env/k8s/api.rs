@@ -426,11 +426,16 @@ impl Cluster {
         });
         let Some((ended, previous)) = ended else { return Ok(None) };
         let log = self.container_logs(client, &name, container, previous).await.unwrap_or_default();
+        // isobench's own last words in the pod name the cause; the log's end rarely does.
+        let said = log.rfind("isobench: error:").map_or_else(
+            || process::tail_lines(&log, 12),
+            |at| log[at..].lines().take(30).collect::<Vec<_>>().join("\n"),
+        );
         Ok(Some(format!(
             "pod {name} exited with {} ({}):\n{}",
             ended.exit_code,
             ended.reason.unwrap_or_default(),
-            process::tail_lines(&log, 12).trim_end()
+            said.trim_end()
         )))
     }
 
