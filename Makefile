@@ -12,10 +12,7 @@ demo: setup-demo build
 	$(BIN) run examples/demo.toml
 
 test: setup-test
-	cargo build --profile ci
-	target/ci/isobench server fetch cassandra
-	cargo test --profile ci -- --test-threads=2
-	scripts/fuzz.sh --quick 10
+	scripts/test.sh
 
 build:
 	cargo build --release

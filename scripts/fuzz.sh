@@ -27,14 +27,15 @@ if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^isobench-fuzz$')
 fi
 
-if ! rustup run nightly rustc --version >/dev/null 2>&1; then
-  echo "SKIP fuzzing: no nightly Rust toolchain (rustup toolchain install nightly); libFuzzer needs it"
+# skip CAPABILITY WHY: said, and counted by `make test` (scripts/test.sh) like a test's skip.
+skip() {
+  echo "SKIP fuzz::all: $2 [$1]"
+  if [ -n "${ISOBENCH_SKIP_LOG:-}" ]; then printf 'test\tfuzz::all\t%s\t%s\n' "$1" "$2" >>"$ISOBENCH_SKIP_LOG"; fi
   exit 0
-fi
-if ! cargo fuzz --version >/dev/null 2>&1; then
-  echo "SKIP fuzzing: cargo-fuzz is not installed (scripts/setup.sh test installs it)"
-  exit 0
-fi
+}
+rustup run nightly rustc --version >/dev/null 2>&1 \
+  || skip rust-nightly "no nightly Rust toolchain (rustup toolchain install nightly); libFuzzer needs it"
+cargo fuzz --version >/dev/null 2>&1 || skip cargo-fuzz "cargo-fuzz is not installed (scripts/setup.sh test installs it)"
 
 cargo +nightly fuzz build "${flags[@]}" >/dev/null 2>/tmp/isobench-fuzz-build.log || {
   cat /tmp/isobench-fuzz-build.log >&2

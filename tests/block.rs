@@ -7,16 +7,10 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{Sandbox, have, is_root, run_record, text};
+use common::{Missing, Sandbox, missing, need_program, need_root, run_record, text};
 
-fn unable() -> Option<String> {
-    if !is_root() {
-        return Some("needs root (loop devices, mounts, containers)".into());
-    }
-    if !have("fio") {
-        return Some("fio is not installed (scripts/setup.sh installs it)".into());
-    }
-    None
+fn unable() -> Option<Missing> {
+    need_root("loop devices, mounts, containers").or_else(|| need_program("fio", "fio"))
 }
 
 fn suite(envs: &str, volumes: &str, rw: &str) -> String {
@@ -94,7 +88,7 @@ impl Drop for UserDevice {
 
 #[test]
 fn raw_and_ext4_on_the_same_kind_of_device_in_one_suite() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let runc = isobench::env::oci::Runtime::resolve("runc").path.is_some();
     let runsc = isobench::env::oci::Runtime::resolve("runsc").path.is_some();
@@ -102,10 +96,12 @@ fn raw_and_ext4_on_the_same_kind_of_device_in_one_suite() {
     if runc {
         envs.push_str("[[env]]\nname = \"runc\"\nkind = \"oci\"\nruntime = \"runc\"\n");
     } else {
-        eprintln!("SKIP part of {}: runc is not installed", module_path!());
+        common::skip_part("runc", &missing("runc", "runc is not installed (scripts/setup.sh installs it)"));
     }
     if runsc {
         envs.push_str("[[env]]\nname = \"runsc\"\nkind = \"oci\"\nruntime = \"runsc\"\n");
+    } else {
+        common::skip_part("runsc", &missing("runsc", "runsc is not installed (scripts/setup.sh builds it)"));
     }
     let volumes = "[[volume]]\nname = \"raw\"\nkind = \"block\"\nbacking = \"file\"\nsize = \"128M\"\n\n[[volume]]\nname = \"ext4\"\nkind = \"block\"\nbacking = \"file\"\nsize = \"128M\"\nfs = \"ext4\"\n";
     let (o, out) = sb.run_suite(&suite(&envs, volumes, "[\"randread\", \"randwrite\"]"), &[]);
@@ -142,7 +138,7 @@ fn raw_and_ext4_on_the_same_kind_of_device_in_one_suite() {
 
 #[test]
 fn a_users_device_is_read_only_unless_destructive() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let marker: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
     let disk = UserDevice::new(&sb, &marker);
@@ -176,7 +172,7 @@ fn a_users_device_is_read_only_unless_destructive() {
 
 #[test]
 fn a_mounted_device_is_refused_with_its_mount_point() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let disk = UserDevice::new(&sb, b"");
     assert!(Command::new("mkfs.ext4").args(["-q", "-F", &disk.device]).status().unwrap().success());
@@ -196,7 +192,7 @@ fn a_mounted_device_is_refused_with_its_mount_point() {
 
 #[test]
 fn partitions_cut_one_device_into_equal_slices() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let volumes = "[[volume]]\nname = \"sliced\"\nkind = \"block\"\nbacking = \"file\"\nsize = \"256M\"\npartitions = 4\nfs = \"ext4\"\n";
     let (o, out) = sb.run_suite(&suite("", volumes, "\"randwrite\""), &[]);

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, have, is_root, serial, text};
+use common::{Missing, Sandbox, have, need_program, need_root, serial, text};
 use nix::sys::signal::Signal;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -55,7 +55,7 @@ impl Phase {
 struct Scenario {
     name: &'static str,
     suite: String,
-    unable: Option<String>,
+    unable: Option<Missing>,
     /// A run's first phase seen can take this long (a guest under TCG, a JVM).
     patience: Duration,
     /// The suite has one run, so each phase is seen once: a kill aims at its first sighting.
@@ -74,11 +74,8 @@ fn head(baseline: &str, host: bool) -> String {
     format!("name = \"chaos\"\nrepeat = 1\nbaseline = {{ {baseline} }}\n{host}")
 }
 
-fn missing(programs: &[&str]) -> Option<String> {
-    if !is_root() {
-        return Some("needs root".into());
-    }
-    programs.iter().find(|p| !have(p)).map(|p| format!("{p} is not installed (scripts/setup.sh installs it)"))
+fn missing(programs: &[&'static str]) -> Option<Missing> {
+    need_root("mounts, containers, guests").or_else(|| programs.iter().find_map(|p| need_program(p, p)))
 }
 
 fn runtime_present(name: &str) -> bool {
@@ -86,14 +83,15 @@ fn runtime_present(name: &str) -> bool {
 }
 
 fn scenarios() -> Vec<Scenario> {
-    let oci = |name: &str, runtime: &str, extra: &str| {
+    let oci = |name: &str, runtime: &'static str, extra: &str| {
         if name == "podman" && have("podman") {
             return "\n[[env]]\nname = \"podman\"\nkind = \"podman\"\n".to_string();
         }
         if runtime_present(runtime) {
             format!("\n[[env]]\nname = \"{name}\"\nkind = \"oci\"\nruntime = \"{runtime}\"\n{extra}\n")
         } else {
-            eprintln!("chaos: {runtime} is not installed; its containers are left out");
+            let why = format!("{runtime} is not installed (scripts/setup.sh installs it): its containers are left out");
+            common::skip_part("containers", &common::missing(if runtime.is_empty() { "podman" } else { runtime }, why));
             String::new()
         }
     };
@@ -110,9 +108,9 @@ fn scenarios() -> Vec<Scenario> {
         format!("\n[[env]]\nname = \"{name}\"\nkind = \"vm\"\nmemory = \"512M\"\nattach = \"{attach}\"\n")
     };
     let guest_unable = missing(&["fio", "qemu-system-x86_64", "busybox"]).or_else(|| {
-        isobench::env::vm::guest::Kernel::installed()
-            .is_none()
-            .then(|| "no guest kernel (scripts/setup.sh unpacks Debian's generic kernel)".to_string())
+        isobench::env::vm::guest::Kernel::installed().is_none().then(|| {
+            common::missing("guest-kernel", "no guest kernel (scripts/setup.sh unpacks Debian's generic kernel)")
+        })
     });
     let network_env = if runtime_present("runc") { oci("runc", "runc", "") } else { String::new() };
     vec![
@@ -132,7 +130,9 @@ fn scenarios() -> Vec<Scenario> {
                 fio("1s")
             ),
             unable: missing(&["fio"]).or_else(|| {
-                runtimes.iter().all(String::is_empty).then(|| "no container runtime is installed".to_string())
+                runtimes.iter().all(String::is_empty).then(|| {
+                    common::missing("runc", "no container runtime is installed (scripts/setup.sh installs runc)")
+                })
             }),
             patience: Duration::from_secs(60),
             one_run: false,
@@ -158,7 +158,7 @@ fn scenarios() -> Vec<Scenario> {
                 head("env = \"runc\"", false)
             ),
             unable: missing(&["iperf3"])
-                .or_else(|| (!runtime_present("runc")).then(|| "runc is not installed".to_string())),
+                .or_else(|| (!runtime_present("runc")).then(|| common::missing("runc", "runc is not installed"))),
             patience: Duration::from_secs(60),
             one_run: false,
         },
@@ -179,7 +179,7 @@ fn scenarios() -> Vec<Scenario> {
                 "{}\n[[server]]\nkind = \"cassandra\"\nheap = \"1G\"\nquick_jit = true\n\n[[volume]]\nname = \"data\"\nkind = \"tmpfs\"\nsize = \"1G\"\n\n[[workload]]\nname = \"cassandra\"\nkind = \"cql\"\nload = \"write n=3000 -rate threads=8\"\nargs = \"read n=3000 -rate threads=8\"\n",
                 head("env = \"host\"", true)
             ),
-            unable: common::cassandra::unable_to_manage().or_else(common::cassandra::unavailable),
+            unable: common::cassandra::unable_to_manage(),
             patience: Duration::from_secs(180),
             one_run: true,
         },
@@ -496,10 +496,10 @@ fn runs_signalled_in_every_phase_leave_nothing_behind() {
     let mut rng = Rng(seed);
     let all = scenarios();
     for s in all.iter().filter(|s| s.unable.is_some()) {
-        eprintln!("SKIP part of {}: scenario {}: {}", module_path!(), s.name, s.unable.as_ref().unwrap());
+        common::skip_part(s.name, s.unable.as_ref().unwrap());
     }
     let usable: Vec<&Scenario> = all.iter().filter(|s| s.unable.is_none()).collect();
-    skip_if!(usable.is_empty(), "no scenario can run here: {:?}", all.iter().map(|s| &s.unable).collect::<Vec<_>>());
+    skip_if!(usable.is_empty(), "root", "no scenario can run here (see the parts skipped above)");
     // The short form: each scenario's phases in turn (two of each where a run is cheap), SIGINT
     // and SIGTERM once each; the long form draws scenario, phase and signal from the seed.
     let schedule: Vec<(&Scenario, Phase, Signal)> = if kills_wanted == 0 {

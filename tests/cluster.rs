@@ -17,9 +17,7 @@ use isobench::server::cassandra::free_port;
 
 #[test]
 fn three_nodes_form_one_ring_that_four_loaders_fill_at_quorum_each_with_its_slice() {
-    if let Some(why) = unable_to_manage() {
-        return eprintln!("SKIP: {why}");
-    }
+    skip_if!(unable_to_manage());
     let _one_cluster = serial();
     let sb = Sandbox::new();
     let port = free_port().unwrap();
@@ -118,9 +116,7 @@ fn sample(record: &serde_json::Value, metric: &str) -> Option<f64> {
 
 #[test]
 fn a_node_killed_mid_run_at_quorum_is_reported_and_the_run_completes_priced_per_node() {
-    if let Some(why) = unable_to_manage() {
-        return eprintln!("SKIP: {why}");
-    }
+    skip_if!(unable_to_manage());
     let _one_cluster = serial();
     let sb = Sandbox::new();
     // Killed well after the loaders' set-up (connecting, creating the schema, cassandra-stress's
@@ -154,9 +150,7 @@ fn a_node_killed_mid_run_at_quorum_is_reported_and_the_run_completes_priced_per_
 
 #[test]
 fn a_run_killed_while_its_cluster_runs_leaves_nothing_after_cleanup() {
-    if let Some(why) = unable_to_manage() {
-        return eprintln!("SKIP: {why}");
-    }
+    skip_if!(unable_to_manage());
     let _one_cluster = serial();
     let sb = Sandbox::new();
     let (mut run, _) = sb.start_suite(&cluster_suite("60s", ""), &[]);

@@ -14,8 +14,8 @@ use regex::Regex;
 fn node() -> Option<TestNode> {
     match cassandra::shared() {
         Ok(n) => Some(n),
-        Err(why) => {
-            eprintln!("SKIP: no Cassandra for the CQL tests: {why}");
+        Err(missing) => {
+            common::skip(&missing);
             None
         }
     }
@@ -345,7 +345,7 @@ events = 500
 fn a_node_killed_mid_run_ends_the_run_with_a_summary_and_a_failure() {
     let victim = match cassandra::start_node("victim") {
         Ok(n) => n,
-        Err(why) => return eprintln!("SKIP: no Cassandra to kill: {why}"),
+        Err(missing) => return common::skip(&missing),
     };
     let mut killed_at = Instant::now();
     let (status, stdout, stderr) =
@@ -467,14 +467,14 @@ fn python_driver(node: &TestNode, script: &str) -> Option<String> {
     match out {
         Ok(o) if o.status.success() => Some(String::from_utf8_lossy(&o.stdout).into_owned()),
         Ok(o) if String::from_utf8_lossy(&o.stderr).contains("No module named 'cassandra'") => {
-            eprintln!(
-                "SKIP: the outside check: python3-cassandra is not installed (scripts/setup.sh test installs it)"
-            );
+            let why = "python3-cassandra is not installed (scripts/setup.sh test installs it)";
+            common::skip_part("the outside check", &common::missing("python3-cassandra", why));
             None
         }
         Ok(o) => panic!("python3: {}", String::from_utf8_lossy(&o.stderr)),
         Err(e) => {
-            eprintln!("SKIP: the outside check: no /usr/bin/python3: {e}");
+            let why = format!("no /usr/bin/python3: {e}");
+            common::skip_part("the outside check", &common::missing("python3-cassandra", why));
             None
         }
     }
@@ -701,7 +701,7 @@ fn files_holding(dir: &std::path::Path, secret: &str) -> Vec<std::path::PathBuf>
 fn a_node_with_client_encryption_refuses_plain_clients_and_accepts_a_truststore() {
     let node = match cassandra::start_node_with("tls", |c| c.tls = true) {
         Ok(n) => n,
-        Err(why) => return eprintln!("SKIP: no Cassandra with client encryption: {why}"),
+        Err(missing) => return common::skip(&missing),
     };
     let (out, _) = run(&node, "write n=10 no-warmup -schema keyspace=t_tls");
     let said = String::from_utf8_lossy(&out.stderr);

@@ -6,16 +6,15 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, have, is_root, run_record, serial, text};
+use common::{Missing, Sandbox, missing, need_program, need_root, run_record, serial, text};
 
-fn unable() -> Option<String> {
-    if !is_root() {
-        return Some("needs root (containers, mounts)".into());
-    }
-    if isobench::env::oci::Runtime::resolve("runc").path.is_none() {
-        return Some("runc is not installed (scripts/setup.sh installs it)".into());
-    }
-    None
+fn unable() -> Option<Missing> {
+    need_root("containers, mounts").or_else(|| {
+        isobench::env::oci::Runtime::resolve("runc")
+            .path
+            .is_none()
+            .then(|| missing("runc", "runc is not installed (scripts/setup.sh installs it)"))
+    })
 }
 
 fn suite(env_extra: &str, workload: &str) -> String {
@@ -50,8 +49,8 @@ fn sample(run: &serde_json::Value, metric: &str) -> f64 {
 
 #[test]
 fn ten_sandboxes_report_each_then_one_made_to_fail_is_named() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
-    skip_if!(!have("sysbench"), "sysbench is not installed (scripts/setup.sh installs it)");
+    skip_if!(unable());
+    skip_if!(need_program("sysbench", "sysbench"));
     let _serial = serial();
     let sb = Sandbox::new();
     let (o, out) = sb.run_suite(&suite("", CPU_TIMES_TEN), &[]);
@@ -110,7 +109,7 @@ fn ten_sandboxes_report_each_then_one_made_to_fail_is_named() {
 
 #[test]
 fn a_density_this_machine_cannot_hold_is_refused_with_the_arithmetic() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let _serial = serial();
     let sb = Sandbox::new();
     // A quarter of what this machine has available each: one fits, ten do not.
@@ -137,8 +136,8 @@ fn a_density_this_machine_cannot_hold_is_refused_with_the_arithmetic() {
 
 #[test]
 fn sigkill_among_sandboxes_with_their_own_networks_then_cleanup_leaves_nothing() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
-    skip_if!(!have("iperf3"), "iperf3 is not installed (scripts/setup.sh installs it)");
+    skip_if!(unable());
+    skip_if!(need_program("iperf3", "iperf3"));
     let _serial = serial();
     let sb = Sandbox::new();
     // First three sandboxes each with its namespace and iperf3 server, to completion.

@@ -6,7 +6,7 @@ mod common;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, have, is_root, run_record, samples, text};
+use common::{Missing, Sandbox, need_program, need_root, run_record, samples, text};
 
 fn suite(volumes: &str, workload: &str, extra: &str) -> String {
     format!(
@@ -37,14 +37,8 @@ kind = "fio"
 const SMALL_FIO: &str = "rw = [\"randread\", \"write\"]\nbs = \"4k\"\niodepth = 4\nsize = \"32M\"\nruntime = \"1s\"\ndirect = true\nioengine = \"libaio\"\n";
 
 /// Root and fio are needed by every test here.
-fn unable() -> Option<String> {
-    if !is_root() {
-        return Some("needs root (mounts and loop devices)".into());
-    }
-    if !have("fio") {
-        return Some("fio is not installed (scripts/setup.sh installs it)".into());
-    }
-    None
+fn unable() -> Option<Missing> {
+    need_root("mounts and loop devices").or_else(|| need_program("fio", "fio"))
 }
 
 fn value(rows: &[Vec<String>], cell: &str, metric: &str) -> Vec<f64> {
@@ -65,7 +59,7 @@ fn series_names(run: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let volumes = "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"512M\"\n\n[[volume]]\nname = \"xfs\"\nkind = \"loop\"\nfs = \"xfs\"\nsize = \"512M\"\n";
     let bound = "\n[[bound]]\nmetric = \"iops\"\nmax_overhead = \"1000%\"\n";
@@ -121,7 +115,7 @@ fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
 
 #[test]
 fn failures_are_recorded_and_torn_down() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     // mkfs fails after the file and the loop device exist; fio fails after the mount exists.
     let volumes = "\n[[volume]]\nname = \"badfs\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"256M\"\nmkfs_args = [\"-b\", \"999\"]\n";
@@ -141,7 +135,7 @@ fn failures_are_recorded_and_torn_down() {
 
 #[test]
 fn direct_io_on_a_filesystem_that_refuses_it_stops_the_cell_before_fio() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     // ramfs has no O_DIRECT support at all: the kernel answers EINVAL at open.
     let ramfs = sb.path().join("ramfs");
@@ -205,7 +199,7 @@ fn fio_pids(sb: &Sandbox) -> Vec<i32> {
 
 #[test]
 fn sigkill_mid_run_then_cleanup_leaves_nothing() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let (mut child, _) = start_long_run(&sb);
     wait_for_fio(&sb);
@@ -223,7 +217,7 @@ fn sigkill_mid_run_then_cleanup_leaves_nothing() {
 
 #[test]
 fn two_runs_at_once_one_killed_and_cleaned_up_while_the_other_completes() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let (mut killed, _) = start_long_run(&sb);
     wait_for_fio(&sb);
@@ -273,7 +267,7 @@ fn two_runs_at_once_one_killed_and_cleaned_up_while_the_other_completes() {
 
 #[test]
 fn interrupt_tears_down_and_resume_finishes_the_set() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let (child, out) = start_long_run(&sb);
     wait_for_fio(&sb);
@@ -329,7 +323,7 @@ fn interrupt_tears_down_and_resume_finishes_the_set() {
 
 #[test]
 fn fio_that_fails_or_writes_no_json_fails_its_cell_saying_so_and_the_others_run() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     for (what, script, expect) in [
         ("exits 3", "echo 'fio: engine libaio not loadable' >&2; exit 3", "fio: engine libaio not loadable"),
         (
@@ -394,14 +388,15 @@ fn dry_run_lists_the_matrix_and_doctor_lists_the_machine() {
     let o = sb.run(&["doctor"]);
     let t = text(&o);
     assert!(t.contains("works here") && t.contains("loop (ext4)") && t.contains("fio"), "{t}");
-    if have("fio") {
-        assert!(t.lines().any(|l| l.contains("fio") && l.contains("yes") && l.contains("fio-3")), "{t}");
+    match need_program("fio", "fio") {
+        None => assert!(t.lines().any(|l| l.contains("fio") && l.contains("yes") && l.contains("fio-3")), "{t}"),
+        Some(missing) => common::skip_part("doctor's fio line", &missing),
     }
 }
 
 #[test]
 fn a_job_file_runs_as_is_with_its_environment_as_an_axis() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     sb.write(
         "job.fio",
@@ -430,7 +425,7 @@ fn a_job_file_runs_as_is_with_its_environment_as_an_axis() {
 
 #[test]
 fn a_relative_workdir_is_torn_down_too() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let volumes = "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"256M\"\n";
     sb.write("s.toml", &suite(volumes, SMALL_FIO, "").replace("repeat = 2", "repeat = 1"));

@@ -158,18 +158,16 @@ impl Drop for LocalCluster {
     }
 }
 
-fn unavailable() -> Option<String> {
-    if !common::is_root() {
-        return Some("needs root (kubelet, containerd)".into());
-    }
-    if !Path::new(KUBE_DIR).join("kubelet").exists() {
-        return Some(format!("{KUBE_DIR} has no kubelet (scripts/setup.sh test builds Kubernetes from the Go proxy)"));
-    }
-    // scripts/k8s-local.sh runs the containerd built beside the kubelet, not one on PATH.
-    if !Path::new(KUBE_DIR).join("containerd").exists() {
-        return Some(format!("{KUBE_DIR} has no containerd (scripts/setup.sh test builds it from the Go proxy)"));
-    }
-    None
+fn unavailable() -> Option<common::Missing> {
+    // scripts/k8s-local.sh runs the parts built beside the kubelet, not ones on PATH.
+    common::need_root("kubelet, containerd").or_else(|| {
+        ["kubelet", "containerd", "coredns"].into_iter().find(|b| !Path::new(KUBE_DIR).join(b).exists()).map(|b| {
+            common::missing(
+                "kubernetes",
+                format!("{KUBE_DIR} has no {b} (scripts/setup.sh test builds Kubernetes from the Go proxy)"),
+            )
+        })
+    })
 }
 
 fn host_kernel() -> String {
@@ -178,9 +176,7 @@ fn host_kernel() -> String {
 
 #[test]
 fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
-    if let Some(why) = unavailable() {
-        return eprintln!("SKIP: {why}");
-    }
+    skip_if!(unavailable());
     let sb = Sandbox::new();
     let overcommit = || std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap();
     let before = overcommit();
@@ -214,7 +210,8 @@ fn fio_in_runc_and_gvisor_pods(sb: &Sandbox, cluster: &LocalCluster, gvisor: boo
             "[[env]]\nname = \"gvisor\"\nkind = \"k8s\"\nkubeconfig = \"{kubeconfig}\"\nruntime_class = \"gvisor\"\n"
         )
     } else {
-        eprintln!("SKIP (part): no gVisor containerd shim, so no gvisor RuntimeClass");
+        let why = "no gVisor containerd shim (scripts/setup.sh test builds it), so no gvisor RuntimeClass";
+        common::skip_part("gvisor pods", &common::missing("gvisor-shim", why));
         String::new()
     };
     let suite = format!(
@@ -277,7 +274,7 @@ runtime_class = "no-such-class"
 fn indexed_loaders_fill_the_hosts_cassandra(sb: &Sandbox, cluster: &LocalCluster) {
     let node = match common::cassandra::shared() {
         Ok(n) => n,
-        Err(why) => return eprintln!("SKIP (part): no Cassandra: {why}"),
+        Err(missing) => return common::skip_part("loaders", &missing),
     };
     let suite = format!(
         r#"
@@ -626,7 +623,7 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
 fn a_ring_of_three_pods_survives_a_deleted_pod(sb: &Sandbox, cluster: &LocalCluster) {
     let available = isobench::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
     if let Err(arithmetic) = isobench::server::cluster::check_memory(3, "512M", available) {
-        return eprintln!("SKIP (part): a ring of three pods does not fit: {arithmetic}");
+        return common::skip_part("a ring of three pods", &common::missing("memory", arithmetic));
     }
     let suite = database_suite(
         cluster,

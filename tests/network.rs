@@ -6,16 +6,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, have, is_root, run_record, serial, text};
+use common::{Missing, Sandbox, missing, need_program, need_root, run_record, serial, text};
 
-fn unable() -> Option<String> {
-    if !is_root() {
-        return Some("needs root (network namespaces, containers)".into());
-    }
-    if !have("iperf3") {
-        return Some("iperf3 is not installed (scripts/setup.sh installs it)".into());
-    }
-    None
+fn unable() -> Option<Missing> {
+    need_root("network namespaces, containers").or_else(|| need_program("iperf3", "iperf3"))
 }
 
 fn suite(envs: &str, time: &str) -> String {
@@ -47,16 +41,17 @@ fn present(runtime: &str) -> bool {
     isobench::env::oci::Runtime::resolve(runtime).path.is_some()
 }
 
-fn vms_unable() -> Option<String> {
-    if !have("qemu-system-x86_64") {
-        return Some("qemu-system-x86_64 is not installed".into());
-    }
-    isobench::env::vm::guest::Kernel::installed().is_none().then(|| "no guest kernel (scripts/setup.sh)".into())
+fn vms_unable() -> Option<Missing> {
+    need_program("qemu-system-x86_64", "qemu-system-x86").or_else(|| {
+        isobench::env::vm::guest::Kernel::installed()
+            .is_none()
+            .then(|| missing("guest-kernel", "no guest kernel (scripts/setup.sh unpacks Debian's generic kernel)"))
+    })
 }
 
 #[test]
 fn traffic_flows_between_each_sandbox_and_the_host() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let _serial = serial();
     let sb = Sandbox::new();
     let mut envs = String::new();
@@ -66,7 +61,8 @@ fn traffic_flows_between_each_sandbox_and_the_host() {
             envs.push_str(&format!("[[env]]\nname = \"{runtime}\"\nkind = \"oci\"\nruntime = \"{runtime}\"\n"));
             names.push(runtime);
         } else {
-            eprintln!("SKIP part of {}: {runtime} is not installed", module_path!());
+            let why = format!("{runtime} is not installed (scripts/setup.sh installs it)");
+            common::skip_part(runtime, &missing(runtime, why));
         }
     }
     match vms_unable() {
@@ -75,7 +71,7 @@ fn traffic_flows_between_each_sandbox_and_the_host() {
             envs.push_str("[[env]]\nname = \"vm-tap\"\nkind = \"vm\"\nnet = \"tap\"\n");
             names.extend(["vm-user", "vm-tap"]);
         }
-        Some(why) => eprintln!("SKIP part of {}: {why}", module_path!()),
+        Some(why) => common::skip_part("VMs", &why),
     }
     let (o, out) = sb.run_suite(&suite(&envs, "2s"), &[]);
     assert!(o.status.success(), "{}", text(&o));
@@ -110,8 +106,8 @@ fn traffic_flows_between_each_sandbox_and_the_host() {
 
 #[test]
 fn sigkill_during_traffic_then_cleanup_leaves_no_namespace_link_or_iperf3() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
-    skip_if!(!present("runc"), "runc is not installed (scripts/setup.sh installs it)");
+    skip_if!(unable());
+    skip_if!(!present("runc"), "runc", "runc is not installed (scripts/setup.sh installs it)");
     let _serial = serial();
     let sb = Sandbox::new();
     // runc alone (as its own baseline), so that the killed run is inside its namespace.

@@ -7,18 +7,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, have, is_root, run_record, serial, text};
+use common::{Missing, Sandbox, missing, need_program, need_root, run_record, serial, text};
 
-fn unable() -> Option<String> {
-    if !is_root() {
-        return Some("needs root (namespaces, FUSE, loop devices)".into());
-    }
-    for (program, package) in [("fio", "fio"), ("nbdkit", "nbdkit"), ("qemu-storage-daemon", "qemu-system-common")] {
-        if !have(program) {
-            return Some(format!("{program} is not installed (scripts/setup.sh installs {package})"));
-        }
-    }
-    None
+fn unable() -> Option<Missing> {
+    need_root("namespaces, FUSE, loop devices")
+        .or_else(|| need_program("fio", "fio"))
+        .or_else(|| need_program("nbdkit", "nbdkit"))
+        .or_else(|| need_program("qemu-storage-daemon", "qemu-system-common"))
 }
 
 fn suite(envs: &str, volumes: &str, fio: &str) -> String {
@@ -73,7 +68,7 @@ fn storage_processes(sb: &Sandbox) -> Vec<String> {
 
 #[test]
 fn every_route_reaches_nbd_and_mirror_volumes() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let _serial = serial();
     let sb = Sandbox::new();
     let runc = isobench::env::oci::Runtime::resolve("runc").path.is_some();
@@ -119,7 +114,7 @@ fn every_route_reaches_nbd_and_mirror_volumes() {
             assert!(run["setup"]["volume.access"].as_str().unwrap().starts_with("fuse+loop"), "{cell}");
         }
     } else {
-        eprintln!("SKIP part of {}: runc is not installed", module_path!());
+        common::skip_part("runc", &missing("runc", "runc is not installed (scripts/setup.sh installs it)"));
     }
     assert!(storage_processes(&sb).is_empty(), "{:?}", storage_processes(&sb));
     sb.assert_nothing_left();
@@ -127,7 +122,7 @@ fn every_route_reaches_nbd_and_mirror_volumes() {
 
 #[test]
 fn a_mirror_writes_every_copy_and_a_lost_child_fails_writes_or_is_reported() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let _serial = serial();
     let sb = Sandbox::new();
     let mirror = |extra: &str| volume("mirror", &format!("kind = \"mirror\"\nreplicas = 2\n{extra}"));
@@ -193,7 +188,7 @@ fn kill_a_node_mid_run(sb: &Sandbox, volumes: &str) -> serde_json::Value {
 
 #[test]
 fn sigkill_with_storage_nodes_up_then_cleanup_leaves_nothing() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let _serial = serial();
     let sb = Sandbox::new();
     let volumes = volume("mirror", "kind = \"mirror\"\nreplicas = 2\nfs = \"ext4\"");
@@ -221,7 +216,7 @@ fn sigkill_with_storage_nodes_up_then_cleanup_leaves_nothing() {
 
 #[test]
 fn cassandra_writes_and_reads_back_on_a_mirror_with_a_login() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let Some(reason) = common::cassandra::unavailable() else {
         let _serial = serial();
         let sb = Sandbox::new();
@@ -274,5 +269,5 @@ args = "read n=5000 -rate threads=8"
         sb.assert_nothing_left();
         return;
     };
-    eprintln!("SKIP {}: {reason}", module_path!());
+    common::skip(&reason);
 }

@@ -7,16 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{Sandbox, have, is_root, text};
+use common::{Missing, Sandbox, need_program, need_root, text};
 
-fn unable() -> Option<String> {
-    if !is_root() {
-        return Some("needs root (mounts and loop devices)".into());
-    }
-    if !have("fio") {
-        return Some("fio is not installed (scripts/setup.sh installs it)".into());
-    }
-    None
+fn unable() -> Option<Missing> {
+    need_root("mounts and loop devices").or_else(|| need_program("fio", "fio"))
 }
 
 fn suite(repeat: &str, extra: &str) -> String {
@@ -105,9 +99,9 @@ fn load_in_chromium(browser: &Path, page: &Path, width: u32) -> (String, Vec<Str
 
 #[test]
 fn the_html_report_renders_in_chromium_without_console_errors() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let Some(browser) = chromium() else {
-        skip_if!(true, "chromium is not installed (scripts/setup.sh installs it)");
+        skip_if!(true, "chromium", "chromium is not installed (scripts/setup.sh installs it)");
         return;
     };
     let (sb, out) = shared().unwrap();
@@ -133,9 +127,9 @@ fn the_html_report_renders_in_chromium_without_console_errors() {
 
 #[test]
 fn the_html_report_fits_a_phone_and_a_desktop() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let Some(browser) = chromium() else {
-        skip_if!(true, "chromium is not installed (scripts/setup.sh installs it)");
+        skip_if!(true, "chromium", "chromium is not installed (scripts/setup.sh installs it)");
         return;
     };
     let (sb, out) = shared().unwrap();
@@ -167,7 +161,7 @@ fn the_html_report_fits_a_phone_and_a_desktop() {
 
 #[test]
 fn check_writes_valid_junit_and_exits_by_the_verdicts() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let (sb, out) = shared().unwrap();
     let junit = sb.path().join("junit.xml");
     let o = sb.run(&["check", out.to_str().unwrap(), "--junit", junit.to_str().unwrap()]);
@@ -191,7 +185,7 @@ fn check_writes_valid_junit_and_exits_by_the_verdicts() {
 
 #[test]
 fn json_and_csv_exports_carry_the_statistics() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let (sb, out) = shared().unwrap();
     let o = sb.run(&["report", out.to_str().unwrap(), "--format", "json", "--format", "csv"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -226,7 +220,7 @@ fn json_and_csv_exports_carry_the_statistics() {
 
 #[test]
 fn adaptive_repetition_stops_at_the_target_or_at_the_maximum() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let count = |out: &Path, cell: &str| std::fs::read_dir(out.join("runs").join(cell)).unwrap().count();
     // An unreachable target: every cell runs to the maximum.
     let sb = Sandbox::new();
@@ -246,7 +240,7 @@ fn adaptive_repetition_stops_at_the_target_or_at_the_maximum() {
 
 #[test]
 fn compare_and_merge_result_sets() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let (_, a) = shared().unwrap();
     let sb = Sandbox::new();
     let (o, b) = sb.run_suite(&suite("2", ""), &["--filter", "rw=write"]);

@@ -5,16 +5,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, have, is_root, run_record, text};
+use common::{Missing, Sandbox, missing, need_program, need_root, run_record, text};
 
-fn unable() -> Option<String> {
-    if !is_root() {
-        return Some("needs root (containers, mounts)".into());
-    }
-    if !have("fio") {
-        return Some("fio is not installed (scripts/setup.sh installs it)".into());
-    }
-    None
+fn unable() -> Option<Missing> {
+    need_root("containers, mounts").or_else(|| need_program("fio", "fio"))
 }
 
 /// The runtime binary isobench would use for `name`, if this machine has it.
@@ -59,7 +53,7 @@ fn oci(name: &str, runtime: &str, extra: &str) -> String {
 
 #[test]
 fn fio_runs_inside_each_runtime_and_the_facts_prove_where() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let mut envs = String::new();
     let mut present = Vec::new();
@@ -74,10 +68,12 @@ fn fio_runs_inside_each_runtime_and_the_facts_prove_where() {
                 envs.push_str(&oci(name, rt, extra));
                 present.push(name);
             }
-            None => eprintln!("SKIP part of {}: {rt} is not installed (scripts/setup.sh installs it)", module_path!()),
+            None => {
+                common::skip_part(rt, &missing(rt, format!("{rt} is not installed (scripts/setup.sh installs it)")))
+            }
         }
     }
-    skip_if!(present.is_empty(), "no OCI runtime is installed");
+    skip_if!(present.is_empty(), "runc", "no OCI runtime is installed (scripts/setup.sh installs runc)");
     let (o, out) = sb.run_suite(&suite(&envs, ""), &[]);
     assert!(o.status.success(), "{}", text(&o));
     let host = run_record(&out, "host.tmpfs.fio", 1);
@@ -108,8 +104,8 @@ fn fio_runs_inside_each_runtime_and_the_facts_prove_where() {
 
 #[test]
 fn limits_are_applied_and_checked() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
-    skip_if!(runtime("runc").is_none(), "runc is not installed (scripts/setup.sh installs it)");
+    skip_if!(unable());
+    skip_if!(runtime("runc").is_none(), "runc", "runc is not installed (scripts/setup.sh installs it)");
     let sb = Sandbox::new();
     let (o, out) =
         sb.run_suite(&suite(&oci("runc", "runc", "cpus = 1.5\nmemory = \"512M\""), ""), &["--filter", "env=runc"]);
@@ -124,8 +120,8 @@ fn limits_are_applied_and_checked() {
 
 #[test]
 fn cpu_and_memory_run_in_each_runtime_with_sysbenchs_own_figures() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
-    skip_if!(!have("sysbench"), "sysbench is not installed (scripts/setup.sh installs it)");
+    skip_if!(unable());
+    skip_if!(need_program("sysbench", "sysbench"));
     let sb = Sandbox::new();
     let mut envs = String::new();
     let mut present = vec!["host"];
@@ -133,6 +129,8 @@ fn cpu_and_memory_run_in_each_runtime_with_sysbenchs_own_figures() {
         if runtime(rt).is_some() {
             envs.push_str(&oci(rt, rt, ""));
             present.push(rt);
+        } else {
+            common::skip_part(rt, &missing(rt, format!("{rt} is not installed (scripts/setup.sh installs it)")));
         }
     }
     let workloads = "[[workload]]\nname = \"cpu\"\nkind = \"cpu\"\nevents = 500\n\n[[workload]]\nname = \"mem\"\nkind = \"memory\"\noper = [\"write\", \"read\"]\ntotal_size = \"256M\"\n";
@@ -163,11 +161,9 @@ fn cpu_and_memory_run_in_each_runtime_with_sysbenchs_own_figures() {
 
 #[test]
 fn podman_runs_fio_on_the_host_root_and_docker_without_an_engine_is_skipped() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
-    skip_if!(
-        !have("podman") || runtime("runc").is_none(),
-        "podman and runc are needed (scripts/setup.sh installs them)"
-    );
+    skip_if!(unable());
+    skip_if!(need_program("podman", "podman"));
+    skip_if!(runtime("runc").is_none(), "runc", "runc is not installed (scripts/setup.sh installs it)");
     let sb = Sandbox::new();
     let mut envs = String::from("\n[[env]]\nname = \"podman\"\nkind = \"podman\"\nruntime = \"runc\"\n");
     envs.push_str("\n[[env]]\nname = \"docker\"\nkind = \"docker\"\nimage = \"debian:12\"\n");
@@ -179,7 +175,8 @@ fn podman_runs_fio_on_the_host_root_and_docker_without_an_engine_is_skipped() {
     let docker = run_record(&out, "docker.tmpfs.fio", 1);
     let engine_answers = std::process::Command::new("docker").arg("info").output().is_ok_and(|o| o.status.success());
     if engine_answers {
-        eprintln!("SKIP part of {}: a Docker engine answers here; its image run is not checked", module_path!());
+        let why = "a Docker engine answers here; its image run is not checked";
+        common::skip_part("docker", &missing("docker-without-engine", why));
     } else {
         assert_eq!(docker["status"], "skipped");
         assert!(
@@ -192,7 +189,7 @@ fn podman_runs_fio_on_the_host_root_and_docker_without_an_engine_is_skipped() {
 
 #[test]
 fn wrong_runtime_specs_give_one_clear_error() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     // A runtime path that does not exist is a mistake in the suite: refused before anything runs.
     let path = sb.write("bad.toml", &suite(&oci("ghost", "/nonexistent/runc", ""), ""));
@@ -208,7 +205,7 @@ fn wrong_runtime_specs_give_one_clear_error() {
     // from one smoke test, not from fio.
     let (rt, bad_args) =
         if runtime("runsc").is_some() { ("runsc", "[\"--platform=bogus\"]") } else { ("runc", "[\"--no-such-flag\"]") };
-    skip_if!(runtime(rt).is_none(), "no runtime to pass bad arguments to");
+    skip_if!(runtime(rt).is_none(), "runc", "no runtime to pass bad arguments to (scripts/setup.sh installs runc)");
     let (o, out) =
         sb.run_suite(&suite(&oci("bad", rt, &format!("runtime_args = {bad_args}")), ""), &["--set", "repeat=2"]);
     assert!(o.status.success(), "the host cells still run: {}", text(&o));
@@ -234,7 +231,7 @@ fn wrong_runtime_specs_give_one_clear_error() {
 
 #[test]
 fn a_runtime_that_hangs_fails_its_cells_at_its_start_timeout_and_the_others_run() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     // Answers what isobench asks of a runtime but never finishes `run`.
     let hangs = sb.write(
@@ -257,8 +254,8 @@ fn a_runtime_that_hangs_fails_its_cells_at_its_start_timeout_and_the_others_run(
 
 #[test]
 fn sigkill_during_a_runsc_container_then_cleanup_leaves_nothing() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
-    skip_if!(runtime("runsc").is_none(), "runsc is not installed (scripts/setup.sh builds it)");
+    skip_if!(unable());
+    skip_if!(runtime("runsc").is_none(), "runsc", "runsc is not installed (scripts/setup.sh builds it)");
     let sb = Sandbox::new();
     // Only runsc, its own baseline: the killed run is the runsc container, not a host cell.
     let text_ = suite(&oci("runsc", "runsc", ""), "")
@@ -286,11 +283,14 @@ fn sigkill_during_a_runsc_container_then_cleanup_leaves_nothing() {
 
 #[test]
 fn an_adhoc_run_compares_environments_and_its_saved_suite_runs_the_same_cells() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let envs: Vec<&str> =
         ["host", "runc", "runsc"].into_iter().filter(|e| *e == "host" || runtime(e).is_some()).collect();
-    if envs.len() < 3 {
-        eprintln!("SKIP part of {}: only {envs:?} here (scripts/setup.sh installs runc and runsc)", module_path!());
+    for absent in ["runc", "runsc"].into_iter().filter(|e| !envs.contains(e)) {
+        common::skip_part(
+            absent,
+            &missing(absent, format!("{absent} is not installed (scripts/setup.sh installs it)")),
+        );
     }
     let sb = Sandbox::new();
     let saved = sb.path().join("saved.toml");

@@ -32,9 +32,7 @@ fn assert_not_said(what: &str, o: &Output, secrets: &[&str]) {
 
 #[test]
 fn a_planted_password_appears_in_no_file_and_no_output() {
-    if let Some(why) = common::cassandra::unable_to_manage().or_else(common::cassandra::unavailable) {
-        return eprintln!("SKIP {}: {why}", module_path!());
-    }
+    skip_if!(common::cassandra::unable_to_manage());
     let secret = unique_password();
     let user = unique_password().replace("pw", "user");
     let both = [secret.as_str(), user.as_str()];

@@ -10,9 +10,7 @@ use isobench::server::cassandra::free_port;
 
 #[test]
 fn start_from_the_cache_then_stop_leaves_no_java() {
-    if let Some(why) = unable_to_manage() {
-        return eprintln!("SKIP: {why}");
-    }
+    skip_if!(unable_to_manage());
     let sb = Sandbox::new();
     let port = free_port().unwrap().to_string();
     let data = sb.path().join("node");
@@ -36,9 +34,7 @@ fn start_from_the_cache_then_stop_leaves_no_java() {
 
 #[test]
 fn a_taken_port_fails_with_the_servers_log_and_a_bad_heap_before_java_starts() {
-    if let Some(why) = unable_to_manage() {
-        return eprintln!("SKIP: {why}");
-    }
+    skip_if!(unable_to_manage());
     let sb = Sandbox::new();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
@@ -103,12 +99,13 @@ fn sample(record: &serde_json::Value, metric: &str) -> f64 {
 
 #[test]
 fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
-    if let Some(why) = unable_to_manage() {
-        return eprintln!("SKIP: {why}");
-    }
+    skip_if!(unable_to_manage());
     let runsc = isobench::env::oci::Runtime::resolve("runsc").path.is_some();
     if !runsc {
-        eprintln!("SKIP (part): no runsc; only the host cell runs");
+        common::skip_part(
+            "runsc",
+            &common::missing("runsc", "runsc is not installed (scripts/setup.sh builds it): only the host cell runs"),
+        );
     }
     let envs =
         if runsc { "[[env]]\nname = \"runsc\"\nkind = \"oci\"\nruntime = \"runsc\"\nnetwork = \"host\"" } else { "" };
@@ -144,9 +141,7 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
 
 #[test]
 fn loaders_split_a_cells_key_space_and_log_in_without_showing_the_password() {
-    if let Some(why) = unable_to_manage() {
-        return eprintln!("SKIP: {why}");
-    }
+    skip_if!(unable_to_manage());
     let sb = Sandbox::new();
     let suite = db_suite("", TMPFS, "768M")
         .replace("quick_jit = true", "quick_jit = true\nuser = \"bench\"\npassword = \"not-for-logs\"")
@@ -171,9 +166,7 @@ fn loaders_split_a_cells_key_space_and_log_in_without_showing_the_password() {
 
 #[test]
 fn a_server_not_ready_within_its_start_timeout_fails_its_cell_naming_both() {
-    if let Some(why) = unable_to_manage() {
-        return eprintln!("SKIP: {why}");
-    }
+    skip_if!(unable_to_manage());
     let sb = Sandbox::new();
     // Cassandra takes tens of seconds to accept clients: 3 s is never enough.
     let suite = db_suite("", TMPFS, "768M").replace("quick_jit = true", "quick_jit = true\nstart_timeout = \"3s\"");
@@ -191,9 +184,7 @@ fn a_server_not_ready_within_its_start_timeout_fails_its_cell_naming_both() {
 
 #[test]
 fn a_server_that_cannot_start_fails_its_cell_with_its_log() {
-    if let Some(why) = unable_to_manage() {
-        return eprintln!("SKIP: {why}");
-    }
+    skip_if!(unable_to_manage());
     let sb = Sandbox::new();
     let suite = db_suite("", TMPFS, "768M")
         .replace("quick_jit = true", "quick_jit = true\njvm_args = [\"-XX:+IsobenchNoSuchOption\"]");

@@ -5,23 +5,19 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, have, is_root, run_record, text};
+use common::{Missing, Sandbox, missing, need_program, need_root, run_record, text};
 use isobench::env::vm::guest::Kernel;
 
-fn unable() -> Option<String> {
-    if !is_root() {
-        return Some("needs root (mounts, loop devices)".into());
-    }
-    for (program, package) in [("fio", "fio"), ("qemu-system-x86_64", "qemu-system-x86"), ("busybox", "busybox-static")]
-    {
-        if !have(program) {
-            return Some(format!("{program} is not installed (scripts/setup.sh installs {package})"));
-        }
-    }
-    if Kernel::installed().is_none() {
-        return Some("no guest kernel (scripts/setup.sh unpacks Debian's generic kernel)".into());
-    }
-    None
+fn unable() -> Option<Missing> {
+    need_root("mounts, loop devices")
+        .or_else(|| need_program("fio", "fio"))
+        .or_else(|| need_program("qemu-system-x86_64", "qemu-system-x86"))
+        .or_else(|| need_program("busybox", "busybox-static"))
+        .or_else(|| {
+            Kernel::installed()
+                .is_none()
+                .then(|| missing("guest-kernel", "no guest kernel (scripts/setup.sh unpacks Debian's generic kernel)"))
+        })
 }
 
 fn suite(envs: &str, runtime: &str) -> String {
@@ -61,7 +57,7 @@ fn vm(name: &str, extra: &str) -> String {
 
 #[test]
 fn fio_in_a_guest_over_9p_virtiofs_and_virtio_blk() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let envs = [
         vm("vm-9p", "attach = \"9p\"\ncache = \"none\""),
@@ -98,7 +94,7 @@ fn fio_in_a_guest_over_9p_virtiofs_and_virtio_blk() {
 
 #[test]
 fn guests_started_together_each_get_their_slice_of_one_device() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     // QEMU locks a whole image file: two guests on slices of one file must not trip over it.
     let sliced = suite(&vm("vm-blk", "attach = \"virtio-blk\""), "1s")
@@ -115,7 +111,7 @@ fn guests_started_together_each_get_their_slice_of_one_device() {
 
 #[test]
 fn a_guest_that_never_reports_fails_its_cell_with_the_console_and_the_run_goes_on() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let kernel = Kernel::installed().unwrap();
     let envs = [
@@ -163,7 +159,7 @@ fn a_guest_that_never_reports_fails_its_cell_with_the_console_and_the_run_goes_o
 
 #[test]
 fn sigkill_during_a_guest_then_cleanup_leaves_no_qemu_or_virtiofsd() {
-    skip_if!(unable().is_some(), "{}", unable().unwrap());
+    skip_if!(unable());
     let sb = Sandbox::new();
     let text_ = suite(&vm("vm", "attach = \"virtiofs\""), "120s")
         .replace("baseline = { env = \"host\" }", "baseline = { env = \"vm\" }")

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use isobench::server::cassandra::{Distribution, Node, NodeConfig, Start, default_version, free_port};
 
+use super::{Missing, missing};
+
 /// Where a started node answers.
 #[derive(Clone, Debug)]
 pub struct TestNode {
@@ -25,24 +27,24 @@ impl TestNode {
 }
 
 /// Why Cassandra cannot run here, if it cannot.
-pub fn unavailable() -> Option<String> {
-    if isobench::server::cassandra::java_feature_version().is_none() {
-        return Some("java is not installed (scripts/setup.sh test installs openjdk-17-jre-headless)".into());
-    }
-    None
+pub fn unavailable() -> Option<Missing> {
+    isobench::server::cassandra::java_feature_version()
+        .is_none()
+        .then(|| missing("java", "java is not installed (scripts/setup.sh test installs openjdk-17-jre-headless)"))
 }
 
 /// Starts a node that lives as long as the test binary: it is started from a thread that never
 /// ends, because the kernel's parent-death signal, which kills it with the tests, fires when
 /// the *thread* that spawned it exits.
-pub fn start_node(name: &str) -> Result<TestNode, String> {
+pub fn start_node(name: &str) -> Result<TestNode, Missing> {
     start_node_with(name, |_| {})
 }
 
-/// [`start_node`], its configuration changed by `configure` first.
-pub fn start_node_with(name: &str, configure: fn(&mut NodeConfig)) -> Result<TestNode, String> {
-    if let Some(why) = unavailable() {
-        return Err(why);
+/// [`start_node`], its configuration changed by `configure` first. Only a missing capability
+/// is an `Err` (a skip): a node that cannot start where it could fails the test.
+pub fn start_node_with(name: &str, configure: fn(&mut NodeConfig)) -> Result<TestNode, Missing> {
+    if let Some(missing) = unavailable() {
+        return Err(missing);
     }
     let (tx, rx) = mpsc::channel();
     let name = name.to_string();
@@ -76,27 +78,22 @@ pub fn start_node_with(name: &str, configure: fn(&mut NodeConfig)) -> Result<Tes
             }
         }
     });
-    rx.recv().map_err(|_| "the thread starting Cassandra died".to_string())?
+    match rx.recv() {
+        Ok(Ok(node)) => Ok(node),
+        Ok(Err(e)) => panic!("the test Cassandra did not start: {e}"),
+        Err(_) => panic!("the thread starting Cassandra died"),
+    }
 }
 
 /// The node the tests share, started on first use.
-pub fn shared() -> Result<TestNode, String> {
-    static NODE: OnceLock<Result<TestNode, String>> = OnceLock::new();
+pub fn shared() -> Result<TestNode, Missing> {
+    static NODE: OnceLock<Result<TestNode, Missing>> = OnceLock::new();
     NODE.get_or_init(|| start_node("shared")).clone()
 }
 
 /// Why isobench cannot manage a Cassandra here (`isobench server`, `[[server]]`), if it cannot.
-pub fn unable_to_manage() -> Option<String> {
-    if !super::is_root() {
-        return Some("needs root (mounts)".into());
-    }
-    if isobench::server::cassandra::java_feature_version().is_none() {
-        return Some("java is not installed (scripts/setup.sh installs openjdk-17-jre-headless)".into());
-    }
-    if !super::have("mvn") {
-        return Some("maven is not installed (scripts/setup.sh installs it)".into());
-    }
-    None
+pub fn unable_to_manage() -> Option<Missing> {
+    super::need_root("mounts").or_else(unavailable).or_else(|| super::need_program("mvn", "maven"))
 }
 
 /// Java processes whose command line names this sandbox (their data or configuration).

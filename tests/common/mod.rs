@@ -7,15 +7,86 @@ pub mod cassandra;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// Skips the test (returning early) with a printed reason.
+/// Skips the test (returning early) when something it needs is missing: `skip_if!(unable())`
+/// with an `Option<Missing>`, or `skip_if!(condition, "capability", "why {}", …)`. The skip is
+/// seen and counted (see [`skip`]).
 #[macro_export]
 macro_rules! skip_if {
-    ($cond:expr, $($why:tt)+) => {
-        if $cond {
-            eprintln!("SKIP {}: {}", module_path!(), format!($($why)+));
+    ($missing:expr) => {
+        if let Some(missing) = $missing {
+            $crate::common::skip(&missing);
             return;
         }
     };
+    ($cond:expr, $capability:expr, $($why:tt)+) => {
+        if $cond {
+            $crate::common::skip(&$crate::common::missing($capability, format!($($why)+)));
+            return;
+        }
+    };
+}
+
+/// Something a test needs that this machine lacks: the capability, by the name
+/// `tests/capabilities.txt` gives it, and how to get it.
+#[derive(Clone, Debug)]
+pub struct Missing {
+    pub capability: &'static str,
+    pub why: String,
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+pub fn missing(capability: &'static str, why: impl Into<String>) -> Missing {
+    Missing { capability, why: why.into() }
+}
+
+/// Root, for `what` (mounts, loop devices, containers …).
+pub fn need_root(what: &str) -> Option<Missing> {
+    (!is_root()).then(|| missing("root", format!("needs root ({what})")))
+}
+
+/// A program on PATH, from `package` (which scripts/setup.sh installs).
+pub fn need_program(program: &'static str, package: &str) -> Option<Missing> {
+    (!have(program))
+        .then(|| missing(program, format!("{program} is not installed (scripts/setup.sh installs {package})")))
+}
+
+/// The test skips all it would check, for want of `missing`.
+pub fn skip(missing: &Missing) {
+    record(None, missing);
+}
+
+/// The test skips `part` of what it checks, for want of `missing`, and goes on with the rest.
+pub fn skip_part(part: &str, missing: &Missing) {
+    record(Some(part), missing);
+}
+
+/// A skip as the terminal and `make test`'s summary see it: a line written to the process's
+/// standard error itself (the harness captures a passing test's `eprintln!`, not that), and a
+/// line in $ISOBENCH_SKIP_LOG (`scripts/test.sh` sets it, sums the skips up and, with CI=true,
+/// fails on those of a capability this machine kind must have).
+fn record(part: Option<&str>, missing: &Missing) {
+    use std::io::Write;
+    let test = std::thread::current().name().unwrap_or("main").to_string();
+    let name = format!("{}::{test}", env!("CARGO_CRATE_NAME"));
+    let shown = match part {
+        None => format!("SKIP {name}: {} [{}]\n", missing.why, missing.capability),
+        Some(part) => format!("SKIP {name} ({part}): {} [{}]\n", missing.why, missing.capability),
+    };
+    let _ = std::io::stderr().write_all(shown.as_bytes());
+    if let Some(log) = std::env::var_os("ISOBENCH_SKIP_LOG") {
+        let kind = if part.is_some() { "part" } else { "test" };
+        let line = format!("{kind}\t{name}\t{}\t{}\n", missing.capability, missing.why.replace(['\t', '\n'], " "));
+        // One write of a short line to a file opened for appending: lines of tests running at
+        // once do not interleave.
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
 }
 
 pub fn is_root() -> bool {
