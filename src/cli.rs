@@ -28,7 +28,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a suite: expand its matrix, run every cell, write a result set and a report.
+    /// Run a suite: expand its matrix, run every cell, write a result set and a report. Exits 0
+    /// when every run worked (or its cell was skipped), 3 when a run failed (each named, with its
+    /// reason), 1 on an error that stopped it, 130 when interrupted.
     Run(RunArgs),
     /// Print a result set's table again and write its reports (report.md and report.html by default).
     Report {
@@ -447,8 +449,21 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         eprintln!("isobench: no cell produced a result");
         return Ok(ExitCode::FAILURE);
     }
+    let failed: Vec<_> = set.runs()?.into_iter().filter(|r| r.status == crate::store::Status::Failed).collect();
+    if !failed.is_empty() {
+        eprintln!("isobench: {} of the runs failed:", failed.len());
+        for run in &failed {
+            let why = run.error.as_deref().unwrap_or("(no reason recorded)");
+            eprintln!("  {} #{}: {}", run.cell, run.rep, crate::secrets::scrub(why.lines().next().unwrap_or(why)));
+        }
+        return Ok(ExitCode::from(RUN_FAILED));
+    }
     Ok(ExitCode::SUCCESS)
 }
+
+/// `isobench run`'s exit code when it completed but some run failed (1 is an error that stopped
+/// it, 130 an interrupt; `isobench check` judges bounds with 0, 1 and 2).
+pub const RUN_FAILED: u8 = 3;
 
 fn describe_plan(suite: &Suite, plan: &Plan) -> String {
     let mut out = format!(

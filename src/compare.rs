@@ -46,7 +46,10 @@ pub struct MetricResult {
 pub enum Verdict {
     Faster,
     Slower,
+    /// The difference's 95 % CI includes 0 (`~`).
     NoSignificantDifference,
+    /// Fewer than MIN_RUNS_FOR_VERDICT runs on a side: no CI says anything (`?`).
+    TooFewRuns,
 }
 
 impl Verdict {
@@ -55,6 +58,7 @@ impl Verdict {
             Verdict::Faster => "faster",
             Verdict::Slower => "slower",
             Verdict::NoSignificantDifference => "no significant difference",
+            Verdict::TooFewRuns => "too few runs for a CI",
         }
     }
 }
@@ -94,7 +98,7 @@ pub fn diff(cell: &MetricResult, baseline: &MetricResult) -> Option<Diff> {
     // "significant" +14% over the host here): no verdict below MIN_RUNS_FOR_VERDICT.
     let enough_runs = cell.values.len() >= MIN_RUNS_FOR_VERDICT && baseline.values.len() >= MIN_RUNS_FOR_VERDICT;
     let verdict = if !enough_runs {
-        Verdict::NoSignificantDifference
+        Verdict::TooFewRuns
     } else if overhead_ci.0 > 0.0 {
         Verdict::Slower
     } else if overhead_ci.1 < 0.0 {
@@ -564,7 +568,8 @@ mod tests {
         let a = analyze(&plan(10.0), &runs(&[100.0, 101.0], &[150.0, 151.0, 149.0]));
         let d = a.cells[1].metric("iops").unwrap().vs_baseline.clone().unwrap();
         assert!((d.pct - 50.0).abs() < 1.0);
-        assert_eq!(d.verdict, Verdict::NoSignificantDifference, "two baseline runs cannot show the noise");
+        assert_eq!(d.verdict, Verdict::TooFewRuns, "two baseline runs cannot show the noise");
+        assert!(crate::report::diff_text(&d).ends_with("%?"), "said the same way as in the verdict");
     }
 
     #[test]

@@ -333,7 +333,7 @@ events = 500
         ),
         &[],
     );
-    let said = common::text(&out);
+    let said = common::runs_failed(&out, &["host.t.cql"]);
     let failed = common::run_record(&dir, "host.t.cql", 1);
     assert_eq!(failed["status"], "failed", "{said}");
     assert!(failed["error"].as_str().unwrap().contains(&format!("cannot connect to 127.0.0.1:{port}")), "{failed:#}");

@@ -147,7 +147,7 @@ fn direct_io_on_a_filesystem_that_refuses_it_stops_the_cell_before_fio() {
     let first = run_record(&out, "host.ram.fio.rw=randread", 1);
     let second = run_record(&out, "host.ram.fio.rw=randread", 2);
     std::process::Command::new("umount").arg(&ramfs).status().unwrap();
-    assert!(o.status.success(), "the baseline still ran: {}", text(&o));
+    common::runs_failed(&o, &["host.ram.fio.rw=randread"]);
     assert_eq!(first["status"], "failed");
     let e = first["error"].as_str().unwrap();
     assert!(e.contains("direct = true, but the filesystem at") && e.contains("(ramfs) rejects O_DIRECT"), "{e}");
@@ -332,6 +332,12 @@ fn fio_that_fails_or_writes_no_json_fails_its_cell_saying_so_and_the_others_run(
             "JSON",
         ),
         ("writes nothing", "exit 0", "wrote no results"),
+        (
+            "does no I/O",
+            "for a; do case $a in --output=*) out=${a#--output=};; esac; done\necho '{\"fio version\": \"fio-3.33\", \"jobs\": [{\"jobname\": \"j\", \"error\": 0, \"read\": {\"total_ios\": 0}, \"write\": {\"total_ios\": 0}, \"trim\": {\"total_ios\": 0}}]}' >\"$out\"",
+            "fio did no I/O",
+        ),
+        ("is killed by a signal and says nothing", "kill -ABRT $$", "it printed nothing on stdout or stderr"),
     ] {
         let sb = Sandbox::new();
         let bin = sb.path().join("bin");
@@ -350,7 +356,7 @@ fn fio_that_fails_or_writes_no_json_fails_its_cell_saying_so_and_the_others_run(
             .args(["run", path.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
             .output()
             .unwrap();
-        let said = text(&o);
+        let said = common::runs_failed(&o, &["host.tmpfs.fio.rw=randread"]);
         let failed = run_record(&out_dir, "host.tmpfs.fio.rw=randread", 1);
         assert_eq!(failed["status"], "failed", "fio that {what}: {said}");
         let error = failed["error"].as_str().unwrap();

@@ -262,6 +262,7 @@ runtime_class = "no-such-class"
         assert!(gv["facts"]["dmesg.first"].as_str().unwrap_or_default().contains("gVisor"), "{}", gv["facts"]);
     }
 
+    common::runs_failed(&o, &["missing.local.fio"]);
     let missing = run_record(&out, "missing.local.fio", 1);
     assert_eq!(missing["status"], "failed");
     let error = missing["error"].as_str().unwrap();

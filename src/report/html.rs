@@ -53,10 +53,11 @@ pub fn render(report: &Report) -> String {
     let _ = write!(
         out,
         "<h1>isobench report: {}</h1><p class=\"meta\">Baseline: {} · repetitions: {} · \
-         medians with 95&nbsp;% bootstrap CIs; % difference = (cell − baseline) / baseline; ~ = within the noise</p>",
+         medians with 95&nbsp;% bootstrap CIs; % difference = (cell − baseline) / baseline; {}</p>",
         h(&plan.suite),
         h(&plan.baseline.describe()),
-        h(&plan.repeat.to_string())
+        h(&plan.repeat.to_string()),
+        h(super::MARKS)
     );
     let host: Vec<String> = ["os", "kernel.release", "cpu.model", "cpus", "isobench.version", "isobench.git"]
         .iter()
@@ -68,8 +69,9 @@ pub fn render(report: &Report) -> String {
     if !lines.is_empty() {
         let _ = write!(
             out,
-            "<section class=\"verdict\"><h2 id=\"verdict\">Verdict</h2><p class=\"meta\">Against {}: each setting's first headline metric, median difference [95&nbsp;% CI]; ~ = within the noise.</p><ul>",
-            h(&against)
+            "<section class=\"verdict\"><h2 id=\"verdict\">Verdict</h2><p class=\"meta\">Against {}: each setting's first headline metric, median difference [95&nbsp;% CI]; {}.</p><ul>",
+            h(&against),
+            h(super::MARKS)
         );
         for line in &lines {
             let items: Vec<String> = line.items.iter().map(|i| format!("<span>{}</span>", h(i))).collect();
@@ -245,7 +247,7 @@ fn density(report: &Report) -> String {
 /// Background for an overhead: white at 0, red when worse, blue when better, grey when the
 /// difference is within the noise.
 fn heat_colour(d: &compare::Diff) -> (String, &'static str) {
-    if d.verdict == Verdict::NoSignificantDifference {
+    if matches!(d.verdict, Verdict::NoSignificantDifference | Verdict::TooFewRuns) {
         return ("#eeeeee".into(), "#222");
     }
     let t = (d.overhead_pct.abs() / 60.0).clamp(0.12, 1.0);

@@ -22,9 +22,10 @@ pub fn render(report: &Report) -> String {
     out.push_str(&format!(
         "Baseline: {}. Every figure is the median of a cell's runs with a 95 % \
          bootstrap confidence interval; \"% difference\" is (cell − baseline) / baseline of the medians, \
-         its CI from resampling both sides. ~ marks a difference within the noise (its CI includes 0). \
+         its CI from resampling both sides; {}. \
          Repetitions: {}.\n\n",
         plan.baseline.describe(),
+        super::MARKS,
         plan.repeat
     ));
 

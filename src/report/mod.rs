@@ -111,11 +111,9 @@ pub fn verdict(analysis: &Analysis) -> (Vec<VerdictLine>, String) {
             None => {
                 let metric = cell.record.headline.iter().find_map(|m| cell.metric(m));
                 match metric.and_then(|m| Some((m, m.vs_baseline.as_ref()?))) {
-                    Some((m, d)) if d.ci.0 == d.ci.1 => format!(
-                        "{setting} {} {} (too few runs for a CI)",
-                        metric_title(&m.metric),
-                        units::signed_percent(d.pct)
-                    ),
+                    Some((m, d)) if d.verdict == Verdict::TooFewRuns => {
+                        format!("{setting} {} {} (too few runs for a CI)", metric_title(&m.metric), diff_text(d))
+                    }
                     Some((m, d)) => format!(
                         "{setting} {} {} [{}, {}]",
                         metric_title(&m.metric),
@@ -222,11 +220,19 @@ pub fn status_text(cell: &CellResult) -> Option<String> {
     }
 }
 
-/// "-24%", or "~-1.2%" when the 95 % CI of the difference includes zero.
+/// "-24%", "~-1.2%" when the 95 % CI of the difference includes zero, "-46%?" when either
+/// side has too few runs for a CI to say anything.
 pub fn diff_text(d: &compare::Diff) -> String {
-    let mark = if d.verdict == Verdict::NoSignificantDifference { "~" } else { "" };
-    format!("{mark}{}", units::signed_percent(d.pct))
+    match d.verdict {
+        Verdict::NoSignificantDifference => format!("~{}", units::signed_percent(d.pct)),
+        Verdict::TooFewRuns => format!("{}?", units::signed_percent(d.pct)),
+        Verdict::Faster | Verdict::Slower => units::signed_percent(d.pct),
+    }
 }
+
+/// What the marks mean, as every format says it.
+pub const MARKS: &str =
+    "~ = within the noise: the 95% CI of the difference includes 0; ? = too few runs for a CI (fewer than 3 on a side)";
 
 /// "52.8k op/s (-24%)": the median and its difference from the baseline.
 pub fn value_with_diff(cell: &CellResult, metric: &str) -> String {

@@ -41,9 +41,7 @@ pub fn render(report: &Report) -> String {
             }
         }
     }
-    out.push_str(
-        "\n(% = median against the baseline's; ~ = within the noise: the 95% CI of the difference includes 0)\n",
-    );
+    out.push_str(&format!("\n(% = median against the baseline's; {})\n", super::MARKS));
     if let Some(table) = super::cost_table(report) {
         out.push_str("\ncost:\n");
         out.push_str(&table.to_text("  "));
@@ -84,7 +82,7 @@ pub fn render(report: &Report) -> String {
     // Last, where the eye lands when the run ends: the answer.
     let (lines, against) = super::verdict(analysis);
     if !lines.is_empty() {
-        out.push_str(&format!("\nverdict against {against} (median difference [95% CI]; ~ = within the noise):\n"));
+        out.push_str(&format!("\nverdict against {against} (median difference [95% CI]; {}):\n", super::MARKS));
         let width = lines.iter().map(|l| l.subject.chars().count()).max().unwrap_or(0);
         for line in &lines {
             out.push_str(&format!("  {:width$}  {}\n", line.subject, line.items.join(" · ")));

@@ -283,6 +283,9 @@ impl Cql {
         let run = report.runs.last().ok_or_else(|| anyhow!("the measured phase ran nothing"))?;
         out.samples.extend(samples(run));
         out.series.extend(series(run));
+        if run.total.operations() == 0 {
+            bail!("the load did no operation ({})", shown(&self.args));
+        }
         if !report.success {
             bail!(
                 "{} of {} operations failed ({})",
@@ -335,6 +338,9 @@ impl Cql {
         ));
         if let Some(failed) = &merged.failed {
             bail!("{failed} ({})", shown(&self.args));
+        }
+        if merged.latency.is_empty() {
+            bail!("the {n} loaders did no operation ({})", shown(&self.args));
         }
         Ok(())
     }

@@ -337,7 +337,14 @@ impl Workload for Fio {
         let finished = process::run(&mut cmd, process::Options { timeout: Some(timeout), ..Default::default() })?;
         let json = std::fs::read_to_string(&output_file).unwrap_or_default();
         if !finished.status.success() {
-            bail!("fio failed ({}):\n{}", finished.status, finished.tail(15));
+            // fio says why on stderr, on stdout or, with --output, in that file; it may say
+            // nothing at all (a signal), and then that is what the reason says.
+            let said = [finished.tail(15), process::tail_lines(&json, 15)].into_iter().find(|t| !t.trim().is_empty());
+            bail!(
+                "fio failed ({}): {}",
+                finished.status,
+                said.map_or("it printed nothing on stdout or stderr and wrote no output".into(), |s| format!("\n{s}"))
+            );
         }
         if json.trim().is_empty() {
             bail!("fio exited 0 but wrote no results to {}:\n{}", output_file.display(), finished.tail(15));
@@ -466,6 +473,9 @@ pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
                 agg.percentiles_from_fio = p.iter().filter_map(|(k, v)| Some((k.clone(), v.as_f64()?))).collect();
             }
         }
+    }
+    if dirs.is_empty() {
+        bail!("fio did no I/O: every job read, wrote and trimmed nothing (total_ios 0)");
     }
     let mut samples = Vec::new();
     let (mut iops, mut bw) = (0.0, 0.0);

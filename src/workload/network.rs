@@ -132,6 +132,9 @@ pub fn parse_report(json: &str) -> Result<(Vec<Sample>, Vec<Series>)> {
     let received = &end["sum_received"];
     let bits = |v: &serde_json::Value| v["bits_per_second"].as_f64();
     let rate = bits(received).ok_or_else(|| anyhow!("iperf3's report has no end.sum_received"))?;
+    if received["bytes"].as_f64().unwrap_or(0.0) <= 0.0 {
+        bail!("iperf3 moved no data: the server received 0 bytes (end.sum_received.bytes)");
+    }
     let mut samples = vec![Sample::new("bitrate", rate, "bit/s")];
     if let Some(sent) = bits(&end["sum_sent"]) {
         samples.push(Sample::new("sent_bitrate", sent, "bit/s"));

@@ -290,6 +290,18 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// The command's output, after asserting that it succeeded.
+/// `isobench run` that completed with failed runs: exit code 3, and each of `cells` named on
+/// stderr with its reason; what it said.
+pub fn runs_failed(out: &Output, cells: &[&str]) -> String {
+    let all = text(out);
+    assert_eq!(out.status.code(), Some(3), "a run that failed makes `isobench run` exit 3: {all}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    for cell in cells {
+        assert!(said.lines().any(|l| l.trim_start().starts_with(&format!("{cell} #"))), "{cell} not named: {said}");
+    }
+    all
+}
+
 pub fn ok(out: &Output) -> String {
     let all = text(out);
     assert!(out.status.success(), "{all}");
