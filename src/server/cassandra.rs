@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
+use nix::sys::signal::Signal;
+
 use crate::process;
 
 /// The Cassandra isobench fetches unless told otherwise (`--version`, ISOBENCH_CASSANDRA_VERSION).
@@ -533,8 +535,30 @@ pub struct Node {
     /// From spawning java to the first successful CQL query.
     pub ready_after: Duration,
     pub release_version: String,
+    /// Which process `pid` was (the boot and its start time): a state file read after a reboot,
+    /// or after the node died and its pid was given to another process, names no process.
+    #[serde(default)]
+    pub identity: Option<Identity>,
     #[serde(skip)]
     child: Option<Child>,
+}
+
+/// A process as the kernel knows it for as long as it lives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub boot_id: String,
+    /// Clock ticks from boot to the process's start (/proc/PID/stat, field 22).
+    pub start_ticks: u64,
+}
+
+impl Identity {
+    pub fn of(pid: i32) -> Option<Identity> {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The fields after the command's closing parenthesis start at field 3 (state).
+        let start_ticks = stat.rsplit(')').next()?.split_whitespace().nth(19)?.parse().ok()?;
+        let boot_id = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?.trim().to_string();
+        Some(Identity { boot_id, start_ticks })
+    }
 }
 
 /// How to start: attached nodes die with isobench; detached ones (`isobench server start`)
@@ -576,13 +600,15 @@ impl Node {
         let started = Instant::now();
         let child =
             cmd.spawn().context("cannot start java: install Java 17 (`apt-get install openjdk-17-jre-headless`)")?;
+        let pid = child.id() as i32;
         let mut node = Node {
-            pid: child.id() as i32,
+            pid,
             config: config.clone(),
             distribution: dist.clone(),
             cds,
             ready_after: Duration::ZERO,
             release_version: String::new(),
+            identity: Identity::of(pid),
             child: Some(child),
         };
         match node.wait_ready(started, how.timeout) {
@@ -656,12 +682,24 @@ impl Node {
     }
 
     pub fn alive(&self) -> bool {
+        self.is_ours()
+    }
+
+    /// Whether `pid` is still this node: alive, the same process it was when it started (a
+    /// state file from an earlier boot names a stranger), and a Cassandra (a state file from
+    /// before identities were recorded).
+    fn is_ours(&self) -> bool {
         pid_alive(self.pid)
+            && self.identity.as_ref().is_none_or(|id| Identity::of(self.pid).as_ref() == Some(id))
+            && fs::read(format!("/proc/{}/cmdline", self.pid))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("org.apache.cassandra.service.CassandraDaemon"))
     }
 
     /// SIGKILL at once, as a node fails; waits until it is gone.
     pub fn kill(&mut self) {
-        signal(self.pid, libc::SIGKILL);
+        if self.running() {
+            signal(self.pid, Signal::SIGKILL);
+        }
         let deadline = Instant::now() + Duration::from_secs(5);
         while self.running() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
@@ -673,12 +711,12 @@ impl Node {
         let started = Instant::now();
         // Not a node that is gone already: its pid may be someone else's by now.
         if self.running() {
-            signal(self.pid, libc::SIGTERM);
+            signal(self.pid, Signal::SIGTERM);
         }
         let deadline = started + timeout;
         while self.running() {
             if Instant::now() > deadline {
-                signal(self.pid, libc::SIGKILL);
+                signal(self.pid, Signal::SIGKILL);
                 // A process group of one: the JVM starts no children of its own.
                 std::thread::sleep(Duration::from_millis(200));
                 let _ = self.running();
@@ -702,17 +740,15 @@ impl Node {
     fn running(&mut self) -> bool {
         match &mut self.child {
             Some(child) => matches!(child.try_wait(), Ok(None)),
-            None => pid_alive(self.pid),
+            None => self.is_ours(),
         }
     }
 }
 
-fn signal(pid: i32, signal: i32) {
+fn signal(pid: i32, signal: Signal) {
     if pid > 0 {
-        // SAFETY: kill(2) on the server's pid; a race with its exit only yields ESRCH.
-        unsafe {
-            libc::kill(pid, signal);
-        }
+        // A race with the node's exit only yields ESRCH.
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
     }
 }
 
@@ -810,4 +846,40 @@ pub fn cql_probe(address: &str, login: Option<(&str, &str)>, trust: Option<&Path
         let (version,): (Option<String>,) = rows.first_row()?;
         Ok(version.unwrap_or_default())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state file naming a live process that is not the node (a pid reused after a reboot):
+    /// `stop` must leave it alone.
+    fn stale_node(pid: u32, identity: Option<Identity>) -> Node {
+        let config = NodeConfig::local(Path::new("/nonexistent"), 9042).unwrap();
+        let dist = Distribution { version: DEFAULT_VERSION.into(), home: "/nonexistent".into() };
+        let mut node: Node = serde_json::from_value(serde_json::json!({
+            "pid": pid, "config": config, "distribution": dist, "cds": "None",
+            "ready_after": {"secs": 1, "nanos": 0}, "release_version": "5.0.9",
+        }))
+        .unwrap();
+        node.identity = identity;
+        node
+    }
+
+    #[test]
+    fn a_stale_state_file_never_signals_the_process_that_has_its_pid_now() {
+        let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = sleeper.id();
+        let mut other_boot = Identity::of(pid as i32).unwrap();
+        other_boot.boot_id = "an-earlier-boot".into();
+        for node in [stale_node(pid, None), stale_node(pid, Some(other_boot))] {
+            let mut node = node;
+            assert!(!node.alive(), "sleep is not the node");
+            node.stop(Duration::from_secs(1)).unwrap();
+            node.kill();
+            assert!(sleeper.try_wait().unwrap().is_none(), "the stranger was signalled");
+        }
+        sleeper.kill().unwrap();
+        let _ = sleeper.wait();
+    }
 }
