@@ -130,7 +130,11 @@ pub fn verdict(analysis: &Analysis) -> (Vec<VerdictLine>, String) {
         {
             baselines.push(base);
         }
-        let subject = cell.name();
+        // Which build of the runtime: two gVisors a year apart differ more than most sandboxes.
+        let subject = match cell.setup.get("runtime.version").and_then(|v| v.lines().next()) {
+            Some(version) if version != "unknown" => format!("{} ({version})", cell.name()),
+            _ => cell.name(),
+        };
         match lines.iter_mut().find(|l| l.subject == subject) {
             Some(line) => line.items.push(item),
             None => lines.push(VerdictLine { subject, items: vec![item] }),
