@@ -221,6 +221,10 @@ struct RunArgs {
     /// Print the matrix and the run order, run nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Run the cells this machine can run and record the others as skipped; without it, a suite
+    /// some of whose cells lack a tool or a runtime here stops before the first run, saying what.
+    #[arg(long)]
+    allow_skips: bool,
 }
 
 pub fn main() -> ExitCode {
@@ -388,6 +392,17 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
     if args.dry_run {
         print!("{}", crate::secrets::scrub(&describe_plan(&suite, &plan)));
         return Ok(ExitCode::SUCCESS);
+    }
+    let missing = crate::runner::missing_here(&suite, &plan);
+    if !missing.is_empty() && !args.allow_skips {
+        let stopped: std::collections::BTreeSet<&String> = missing.iter().flat_map(|(_, cells)| cells).collect();
+        let mut said =
+            format!("{}: {} of {} cells cannot run on this machine:\n", suite.file, stopped.len(), plan.cells.len());
+        for (why, cells) in &missing {
+            said += &format!("  {why}\n    {}\n", cells.join(", "));
+        }
+        said += "`scripts/setup.sh test` (as root) installs every tool and runtime isobench's kinds use; what no package gives (KVM, a Docker engine, Kata, a cluster) stays missing: run again with --allow-skips to run the other cells and record these as skipped";
+        bail!("{said}");
     }
     let set = match &args.resume {
         Some(dir) => {

@@ -413,6 +413,33 @@ pub fn skip_reason(
         .or_else(|| volume.item.unavailable().map(|why| format!("volume \"{}\": {why}", volume.name)))
 }
 
+/// What this machine lacks for the plan's cells: each reason (an environment or volume that
+/// cannot run here, a program a workload needs on the host's root) with the cells it stops.
+pub fn missing_here(suite: &Suite, plan: &Plan) -> Vec<(String, Vec<String>)> {
+    let mut missing: Vec<(String, Vec<String>)> = Vec::new();
+    for cell in &plan.cells {
+        let env = &suite.envs[cell.env];
+        let volume = &suite.volumes[cell.volume];
+        let workload = suite.workloads[cell.workload].variants[cell.variant].spec.workload();
+        let mut reasons: Vec<String> = Vec::new();
+        reasons.extend(env.item.unavailable().map(|why| format!("env \"{}\": {why}", env.name)));
+        reasons.extend(volume.item.unavailable().map(|why| format!("volume \"{}\": {why}", volume.name)));
+        // Pods bring their programs in their image; every other sandbox runs the host's.
+        if !env.item.mounts_claims() {
+            for program in workload.programs().into_iter().filter(|p| process::find_program(p).is_none()) {
+                reasons.push(format!("{program} is not installed (scripts/setup.sh installs it)"));
+            }
+        }
+        for reason in reasons {
+            match missing.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, cells)) => cells.push(cell.id.clone()),
+                None => missing.push((reason, vec![cell.id.clone()])),
+            }
+        }
+    }
+    missing
+}
+
 /// A mirror's copies after the run: identical or not, and what its nexus reported.
 pub fn check_replicas(volume: &crate::volume::Provisioned, report: &mut agent::Report) {
     if let Some(replicas) = &volume.replicas {

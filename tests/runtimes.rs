@@ -167,13 +167,25 @@ fn podman_runs_fio_on_the_host_root_and_docker_without_an_engine_is_skipped() {
     let sb = Sandbox::new();
     let mut envs = String::from("\n[[env]]\nname = \"podman\"\nkind = \"podman\"\nruntime = \"runc\"\n");
     envs.push_str("\n[[env]]\nname = \"docker\"\nkind = \"docker\"\nimage = \"debian:12\"\n");
-    let (o, out) = sb.run_suite(&suite(&envs, ""), &[]);
+    let engine_answers = std::process::Command::new("docker").arg("info").output().is_ok_and(|o| o.status.success());
+    if !engine_answers {
+        // Said before anything runs, and nothing runs unless the skips are allowed.
+        let (o, out) = sb.run_suite(&suite(&envs, ""), &[]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let said = text(&o);
+        assert!(
+            said.contains("1 of 3 cells cannot run on this machine") && said.contains("docker.tmpfs.fio"),
+            "{said}"
+        );
+        assert!(said.contains("--allow-skips") && said.contains("scripts/setup.sh test"), "{said}");
+        assert!(!out.join("runs").exists(), "nothing ran");
+    }
+    let (o, out) = sb.run_suite(&suite(&envs, ""), &["--allow-skips"]);
     assert!(o.status.success(), "{}", text(&o));
     let run = run_record(&out, "podman.tmpfs.fio", 1);
     assert_eq!(run["status"], "ok", "{}", run["error"]);
     assert_ne!(run["facts"]["ns.mnt"], run_record(&out, "host.tmpfs.fio", 1)["facts"]["ns.mnt"]);
     let docker = run_record(&out, "docker.tmpfs.fio", 1);
-    let engine_answers = std::process::Command::new("docker").arg("info").output().is_ok_and(|o| o.status.success());
     if engine_answers {
         let why = "a Docker engine answers here; its image run is not checked";
         common::skip_part("docker", &missing("docker-without-engine", why));
@@ -219,7 +231,7 @@ fn wrong_runtime_specs_give_one_clear_error() {
         assert!(e.contains("bogus") || e.contains("no-such-flag"), "the runtime's own complaint is kept: {e}");
     }
     // A runtime this machine does not have is not a mistake: its cells are skipped, saying why.
-    let (o, out) = sb.run_suite(&suite(&oci("kata", "kata-runtime-not-here", ""), ""), &[]);
+    let (o, out) = sb.run_suite(&suite(&oci("kata", "kata-runtime-not-here", ""), ""), &["--allow-skips"]);
     if runtime("kata-runtime-not-here").is_none() {
         assert!(o.status.success(), "{}", text(&o));
         let run = run_record(&out, "kata.tmpfs.fio", 1);
