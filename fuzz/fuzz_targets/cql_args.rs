@@ -1,5 +1,6 @@
 //! A cassandra-stress command line, as `isobench cql` and a suite's `args`/`load` take it.
 #![no_main]
+use isobench_fuzz as _;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

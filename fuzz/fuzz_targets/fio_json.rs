@@ -1,5 +1,6 @@
 //! fio's json+ output, as the agent reads it after a run.
 #![no_main]
+use isobench_fuzz as _;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

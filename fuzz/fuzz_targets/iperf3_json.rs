@@ -1,5 +1,6 @@
 //! iperf3's `--json` client report.
 #![no_main]
+use isobench_fuzz as _;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

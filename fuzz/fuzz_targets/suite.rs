@@ -1,6 +1,7 @@
 //! A whole suite file and `--set` values: the input is the TOML text, then, after a line
 //! `---`, one override per line. Errors are values; nothing may panic.
 #![no_main]
+use isobench_fuzz as _;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,5 +1,6 @@
 //! sysbench 1.0's text report (cpu and memory tests).
 #![no_main]
+use isobench_fuzz as _;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -133,15 +133,19 @@ fn is_pem(bytes: &[u8]) -> bool {
 
 /// Every certificate a truststore holds.
 pub fn trusted_certificates(path: &Path, password: Option<&str>) -> Result<Vec<CertificateDer<'static>>> {
-    let bytes = read(path, "truststore")?;
-    let certs = if is_pem(&bytes) {
-        CertificateDer::pem_slice_iter(&bytes)
+    certificates_in(&read(path, "truststore")?, password, path)
+}
+
+/// Every certificate in a truststore's bytes (PEM, JKS or PKCS12); `path` only names it in errors.
+pub fn certificates_in(bytes: &[u8], password: Option<&str>, path: &Path) -> Result<Vec<CertificateDer<'static>>> {
+    let certs = if is_pem(bytes) {
+        CertificateDer::pem_slice_iter(bytes)
             .collect::<Result<Vec<_>, _>>()
             .with_context(|| format!("-transport truststore={}: not a PEM certificate file", path.display()))?
-    } else if let Some(store) = jks::Store::parse(&bytes, password, path)? {
+    } else if let Some(store) = jks::Store::parse(bytes, password, path)? {
         store.certificates
     } else {
-        let store = pkcs12(&bytes, password, path, "truststore")?;
+        let store = pkcs12(bytes, password, path, "truststore")?;
         let mut certs = Vec::new();
         for (_, entry) in store.entries() {
             match entry {
@@ -177,21 +181,30 @@ fn client_identity(
     path: &Path,
     password: Option<&str>,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
-    let bytes = read(path, "keystore")?;
-    if is_pem(&bytes) {
-        let chain = CertificateDer::pem_slice_iter(&bytes).collect::<Result<Vec<_>, _>>()?;
-        let key = PrivateKeyDer::from_pem_slice(&bytes).map_err(|_| {
+    identity_in(&read(path, "keystore")?, password, path)
+}
+
+/// A keystore's bytes (PEM or PKCS12) as a certificate chain and its private key; `path` only
+/// names it in errors.
+pub fn identity_in(
+    bytes: &[u8],
+    password: Option<&str>,
+    path: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    if is_pem(bytes) {
+        let chain = CertificateDer::pem_slice_iter(bytes).collect::<Result<Vec<_>, _>>()?;
+        let key = PrivateKeyDer::from_pem_slice(bytes).map_err(|_| {
             anyhow::anyhow!("-transport keystore={}: a PEM keystore holds the key and its certificates", path.display())
         })?;
         return Ok((chain, key));
     }
-    if jks::Store::parse(&bytes, password, path)?.is_some() {
+    if jks::Store::parse(bytes, password, path)?.is_some() {
         bail!(
             "-transport keystore={}: private keys in a JKS store are not read; convert it: keytool -importkeystore -srckeystore {0} -destkeystore client.p12 -deststoretype PKCS12",
             path.display()
         );
     }
-    let store = pkcs12(&bytes, password, path, "keystore")?;
+    let store = pkcs12(bytes, password, path, "keystore")?;
     let Some((_, chain)) = store.private_key_chain() else {
         bail!("-transport keystore={}: it holds no private key", path.display());
     };
