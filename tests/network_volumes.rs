@@ -66,6 +66,42 @@ fn storage_processes(sb: &Sandbox) -> Vec<String> {
     sb.processes().into_iter().filter(|p| p.contains("nbdkit") || p.contains("qemu-storage-daemon")).collect()
 }
 
+fn sample(run: &serde_json::Value, metric: &str) -> f64 {
+    let found = run["samples"].as_array().unwrap().iter().find(|s| s["metric"] == metric);
+    found.unwrap_or_else(|| panic!("no {metric}: {run}"))["value"].as_f64().unwrap()
+}
+
+#[test]
+fn a_storage_nodes_latency_is_measured_in_every_read_at_queue_depth_one() {
+    skip_if!(unable());
+    let _serial = serial();
+    let sb = Sandbox::new();
+    // The same node in its namespace, bare and 2 ms away: one 4k read at a time, so each read
+    // waits for the delay once, whichever mechanism (netem, nbdkit's delay filter) adds it.
+    let volumes = [
+        volume("bare", "kind = \"nbd\"\nwhere = \"netns\""),
+        volume("far", "kind = \"nbd\"\nwhere = \"netns\"\nlatency = \"2ms\""),
+    ]
+    .concat();
+    let fio = "rw = \"randread\"\nruntime = \"3s\"";
+    let filters = ["--filter", "volume=bare", "--filter", "volume=far", "--set", "workload.fio.iodepth=1"];
+    let (o, out) = sb.run_suite(&suite("", &volumes, fio), &filters);
+    assert!(o.status.success(), "{}", text(&o));
+    let bare = run_record(&out, "host.bare.fio", 1);
+    let far = run_record(&out, "host.far.fio", 1);
+    assert_eq!((bare["status"].as_str(), far["status"].as_str()), (Some("ok"), Some("ok")), "{bare}\n{far}");
+    let grew = sample(&far, "read_clat_p50") - sample(&bare, "read_clat_p50");
+    let how = far["setup"]["volume.node.0.shaping"].as_str().unwrap_or_default().to_string();
+    eprintln!(
+        "2 ms on the storage node: QD1 4k read median {:.0} µs → {:.0} µs (+{grew:.0} µs) by {how}",
+        sample(&bare, "read_clat_p50"),
+        sample(&far, "read_clat_p50")
+    );
+    assert!(grew >= 2000.0, "the median read grew by {grew:.0} µs, less than the 2 ms asked for ({how})");
+    assert!(how.contains("netem") || how.contains("nbdkit delay filter"), "the mechanism is recorded: {how}");
+    sb.assert_nothing_left();
+}
+
 #[test]
 fn every_route_reaches_nbd_and_mirror_volumes() {
     skip_if!(unable());
