@@ -102,6 +102,89 @@ fn a_storage_nodes_latency_is_measured_in_every_read_at_queue_depth_one() {
     sb.assert_nothing_left();
 }
 
+/// Filesystems of their own for a test: an ext4 on a loop device over a file each, unmounted
+/// and detached when dropped.
+struct Disks {
+    dirs: Vec<std::path::PathBuf>,
+    devices: Vec<String>,
+}
+
+impl Disks {
+    fn make(sb: &Sandbox, n: usize) -> Disks {
+        let mut disks = Disks { dirs: Vec::new(), devices: Vec::new() };
+        for i in 0..n {
+            let image = sb.path().join(format!("disk{i}.img"));
+            std::fs::File::create(&image).unwrap().set_len(256 << 20).unwrap();
+            let out = std::process::Command::new("losetup").args(["-f", "--show"]).arg(&image).output().unwrap();
+            assert!(out.status.success(), "{}", text(&out));
+            let device = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            disks.devices.push(device.clone());
+            let made = std::process::Command::new("mkfs.ext4").args(["-q", &device]).output().unwrap();
+            assert!(made.status.success(), "{}", text(&made));
+            let dir = sb.path().join(format!("disk{i}"));
+            std::fs::create_dir(&dir).unwrap();
+            let mounted = std::process::Command::new("mount").arg(&device).arg(&dir).output().unwrap();
+            assert!(mounted.status.success(), "{}", text(&mounted));
+            disks.dirs.push(dir);
+        }
+        disks
+    }
+}
+
+impl Drop for Disks {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            let _ = std::process::Command::new("umount").arg(dir).status();
+        }
+        for device in &self.devices {
+            let _ = std::process::Command::new("losetup").args(["-d", device]).status();
+        }
+    }
+}
+
+#[test]
+fn three_copies_on_three_disks_read_back_by_vote_and_compared_byte_for_byte() {
+    skip_if!(unable());
+    let _serial = serial();
+    let sb = Sandbox::new();
+    let disks = Disks::make(&sb, 3);
+    let on: Vec<String> = disks.dirs.iter().map(|d| format!("\"{}\"", d.display())).collect();
+    let volumes = [
+        volume(
+            "apart",
+            &format!("kind = \"mirror\"\nreplicas = 3\nreads = \"all\"\nreplicas_on = [{}]", on.join(", ")),
+        ),
+        volume("together", "kind = \"mirror\"\nreplicas = 3\nreads = \"all\""),
+    ]
+    .concat();
+    let filters = ["--filter", "volume=apart", "--filter", "volume=together"];
+    let (o, out) = sb.run_suite(&suite("", &volumes, "rw = \"randrw\"\nruntime = \"2s\""), &filters);
+    assert!(o.status.success(), "{}", text(&o));
+    let apart = run_record(&out, "host.apart.fio", 1);
+    assert_eq!(apart["status"], "ok", "{}", apart["error"]);
+    assert!(sample(&apart, "read_iops") > 0.0 && sample(&apart, "write_iops") > 0.0, "reads by vote and writes");
+    let setup = &apart["setup"];
+    assert_eq!(setup["volume.replicas_identical"], "yes (3 copies compared byte for byte)");
+    assert!(setup["volume.nexus"].as_str().unwrap().contains("vote-threshold 3, read-pattern quorum"), "{setup}");
+    let devices: std::collections::BTreeSet<&str> =
+        setup["volume.replicas_devices"].as_str().unwrap().split(", ").collect();
+    assert_eq!(devices.len(), 3, "three copies, three devices: {setup}");
+    let notes = apart["notes"].to_string();
+    assert!(!notes.contains("share a device"), "{notes}");
+    eprintln!(
+        "3 replicas on 3 loop ext4 disks, reads = all: {:.0} read + {:.0} write IOPS, devices {}",
+        sample(&apart, "read_iops"),
+        sample(&apart, "write_iops"),
+        setup["volume.replicas_devices"]
+    );
+    let together = run_record(&out, "host.together.fio", 1);
+    assert_eq!(together["status"], "ok", "{}", together["error"]);
+    let notes = together["notes"].to_string();
+    assert!(notes.contains("the mirror's 3 copies share a device") && notes.contains("replicas_on"), "{notes}");
+    drop(disks);
+    sb.assert_nothing_left();
+}
+
 #[test]
 fn every_route_reaches_nbd_and_mirror_volumes() {
     skip_if!(unable());

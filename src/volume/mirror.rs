@@ -24,6 +24,9 @@ pub struct Mirror {
     replicas: usize,
     allow_degraded: bool,
     read_all: bool,
+    /// A directory per copy, each on the device that copy should live on; the run's own
+    /// directory (one device for all) when empty.
+    replicas_on: Vec<PathBuf>,
 }
 
 fn parse(f: &mut Fields) -> Result<Box<dyn Volume>, SuiteError> {
@@ -34,8 +37,22 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Volume>, SuiteError> {
     }
     let allow_degraded = f.bool("allow_degraded")?.unwrap_or(false);
     let read_all = f.choice("reads", &["one", "all"])?.is_some_and(|r| r == "all");
+    let replicas_on: Vec<PathBuf> =
+        f.str_list("replicas_on")?.unwrap_or_default().into_iter().map(PathBuf::from).collect();
+    if !replicas_on.is_empty() && replicas_on.len() != replicas {
+        return Err(f.error_at(
+            "replicas_on",
+            format!(
+                "{} directories for {replicas} replicas: name one per copy, each on its own device",
+                replicas_on.len()
+            ),
+        ));
+    }
+    if let Some(dir) = replicas_on.iter().find(|d| !d.is_dir()) {
+        return Err(f.error_at("replicas_on", format!("{} is not a directory", dir.display())));
+    }
     f.finish()?;
-    Ok(Box::new(Mirror { common, replicas, allow_degraded, read_all }))
+    Ok(Box::new(Mirror { common, replicas, allow_degraded, read_all, replicas_on }))
 }
 
 impl Volume for Mirror {
@@ -48,8 +65,9 @@ impl Volume for Mirror {
     }
 
     fn provision(&self, ctx: ProvisionContext) -> Result<Provisioned> {
-        let nodes =
-            (0..self.replicas).map(|i| remote::start_node(&ctx, &self.common, i)).collect::<Result<Vec<_>>>()?;
+        let nodes = (0..self.replicas)
+            .map(|i| remote::start_node(&ctx, &self.common, i, self.replicas_on.get(i).map(PathBuf::as_path)))
+            .collect::<Result<Vec<_>>>()?;
         let mut blockdevs: Vec<String> =
             nodes.iter().enumerate().map(|(i, n)| remote::nbd_blockdev(&format!("child{i}"), &n.export)).collect();
         let threshold = if self.allow_degraded { 1 } else { self.replicas };
@@ -100,6 +118,15 @@ impl Volume for Mirror {
     }
 }
 
+/// The device a file lives on ("major:minor", as /proc/self/mountinfo names it).
+fn device_of(file: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(file) {
+        Ok(m) => format!("{}:{}", nix::sys::stat::major(m.dev()), nix::sys::stat::minor(m.dev())),
+        Err(e) => format!("unknown ({e})"),
+    }
+}
+
 /// A mirror's children, checked after each run.
 #[derive(Clone, Debug)]
 pub struct Replicas {
@@ -117,6 +144,17 @@ impl Replicas {
         let mut facts = BTreeMap::new();
         let mut notes = Vec::new();
         if self.children.len() > 1 {
+            let devices: Vec<String> = self.children.iter().map(|c| device_of(c)).collect();
+            facts.insert("volume.replicas_devices".into(), devices.join(", "));
+            let distinct: std::collections::BTreeSet<&String> = devices.iter().collect();
+            if distinct.len() < devices.len() {
+                notes.push(format!(
+                    "the mirror's {} copies share a device ({}): every write lands on one disk {} times; give each its own with replicas_on = [\"/disk1/dir\", …]",
+                    devices.len(),
+                    devices.join(", "),
+                    devices.len() - distinct.len() + 1
+                ));
+            }
             let verdict = match first_difference(&self.children) {
                 Ok(None) => format!("yes ({} copies compared byte for byte)", self.children.len()),
                 Ok(Some((i, offset))) => {

@@ -34,7 +34,7 @@ impl Volume for Nbd {
     }
 
     fn provision(&self, ctx: ProvisionContext) -> Result<Provisioned> {
-        let node = remote::start_node(&ctx, &self.common, 0)?;
+        let node = remote::start_node(&ctx, &self.common, 0, None)?;
         let mut facts = BTreeMap::from([
             ("volume.kind".to_string(), "nbd".to_string()),
             ("volume.size".into(), units::fio_size(self.common.size)),

@@ -192,10 +192,17 @@ pub struct Node {
     pub facts: BTreeMap<String, String>,
 }
 
-/// Starts storage node `index` under `dir`: its backing file, its namespace (for `Where::Netns`)
-/// and its nbdkit, everything recorded first; waits until it listens.
-pub fn start_node(ctx: &ProvisionContext, common: &Common, index: usize) -> Result<Node> {
-    let dir = ctx.run_dir.join(format!("node-{index}"));
+/// Starts storage node `index`: its backing file (in the run's directory, or in a directory of
+/// its own under `home`: a disk of its own), its namespace (for `Where::Netns`) and its nbdkit,
+/// everything recorded first; waits until it listens.
+pub fn start_node(ctx: &ProvisionContext, common: &Common, index: usize, home: Option<&Path>) -> Result<Node> {
+    let dir = match home {
+        Some(home) => {
+            let run = ctx.run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            home.join(format!("isobench-{run}-node-{index}"))
+        }
+        None => ctx.run_dir.join(format!("node-{index}")),
+    };
     ctx.ledger.record(Resource::Dir { path: dir.clone() })?;
     std::fs::create_dir_all(&dir)?;
     let backing = dir.join("disk.img");
