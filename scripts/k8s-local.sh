@@ -17,6 +17,8 @@
 #   isobench-local  a directory on the host's disk (hostPath)
 #   isobench-loop   an ext4 filesystem of its own on a loop device (direct I/O to a file on the
 #                   host's disk): a block layer and a journal between the pod and the disk
+#   isobench-block  a raw loop device (volumeMode: Block, a `local` volume): the pod gets the
+#                   device itself
 # a bridge network for pods without hostNetwork, and the cluster's DNS (CoreDNS on the bridge's
 # address), so a StatefulSet's pods find one another by name.
 set -euo pipefail
@@ -26,6 +28,7 @@ BIN=${KUBE_BIN:-/usr/local/lib/isobench/k8s-v$KUBE_VERSION}
 TOOLS=/usr/local/lib/isobench/bin
 PV_COUNT=${PV_COUNT:-8}
 PV_SIZE=${PV_SIZE:-4Gi}
+BLOCK_PV_COUNT=${BLOCK_PV_COUNT:-2}
 API_PORT=${API_PORT:-16443}
 CASSANDRA_VERSION=${ISOBENCH_CASSANDRA_VERSION:-5.0.9}
 ETCD_PORT=${ETCD_PORT:-23790}
@@ -209,7 +212,7 @@ EOF
   else
     log "no runsc or no gVisor shim in $TOOLS: RuntimeClass gvisor not made"
   fi
-  for class in isobench-local isobench-loop; do
+  for class in isobench-local isobench-loop isobench-block; do
     api POST /apis/storage.k8s.io/v1/storageclasses \
       "{\"apiVersion\":\"storage.k8s.io/v1\",\"kind\":\"StorageClass\",\"metadata\":{\"name\":\"$class\"},\"provisioner\":\"kubernetes.io/no-provisioner\",\"volumeBindingMode\":\"Immediate\"}" >/dev/null
   done
@@ -219,6 +222,7 @@ EOF
     loop_filesystem "$i"
     persistent_volume "isobench-loop-$i" isobench-loop "$dir/loop-pv/$i"
   done
+  for i in $(seq 1 "$BLOCK_PV_COUNT"); do block_volume "$i"; done
   start reclaimer "$(cd "$(dirname "$0")" && pwd)/$(basename "$0")" reclaim "$dir"
   log "ready after $((SECONDS - t0)) s: KUBECONFIG=$dir/kubeconfig"
   echo "$dir/kubeconfig"
@@ -235,15 +239,28 @@ reclaim() {
     api GET /api/v1/persistentvolumes 2>/dev/null | python3 -c '
 import json, sys
 for v in json.load(sys.stdin).get("items", []):
-    if v["status"].get("phase") == "Released" and "hostPath" in v["spec"]:
-        print(v["metadata"]["name"], v["spec"]["hostPath"]["path"])' 2>/dev/null | while read -r name path; do
-      case "$path" in "$dir"/pv/*|"$dir"/loop-pv/*) ;; *) continue ;; esac
-      find "$path" -mindepth 1 -maxdepth 1 -exec rm -rf --one-file-system {} +
+    source = v["spec"].get("hostPath") or v["spec"].get("local")
+    if v["status"].get("phase") == "Released" and source:
+        print(v["metadata"]["name"], source["path"])' 2>/dev/null | while read -r name path; do
+      case "$name:$path" in
+        *:"$dir"/pv/*|*:"$dir"/loop-pv/*) find "$path" -mindepth 1 -maxdepth 1 -exec rm -rf --one-file-system {} + ;;
+        isobench-block-*:/dev/loop*) ;; # a raw device: what a pod wrote there is only bytes
+        *) continue ;;
+      esac
       curl -sSk --max-time 20 -X PATCH -H "Authorization: Bearer $(cat "$dir/token")" \
         -H 'Content-Type: application/json-patch+json' "https://127.0.0.1:$API_PORT/api/v1/persistentvolumes/$name" \
         --data-binary '[{"op": "remove", "path": "/spec/claimRef"}]' >/dev/null || true
     done
   done
+}
+
+block_volume() { # I: a raw loop device over a sparse file, as a Block-mode `local` volume
+  local image device
+  image="$dir/block/$1.img"
+  mkdir -p "$dir/block"
+  truncate -s "${PV_SIZE%i}" "$image"
+  device=$(losetup --direct-io=on -f --show "$image")
+  api POST /api/v1/persistentvolumes "{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolume\",\"metadata\":{\"name\":\"isobench-block-$1\"},\"spec\":{\"storageClassName\":\"isobench-block\",\"capacity\":{\"storage\":\"$PV_SIZE\"},\"accessModes\":[\"ReadWriteOnce\"],\"volumeMode\":\"Block\",\"persistentVolumeReclaimPolicy\":\"Retain\",\"local\":{\"path\":\"$device\"},\"nodeAffinity\":{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"localhost\"]}]}]}}}}" >/dev/null
 }
 
 loop_filesystem() { # I: an ext4 of its own on a loop device over a sparse file, mounted for volume I
@@ -339,7 +356,7 @@ while True:
   stop coredns
   grep -o " $dir/[^ ]*" /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
   # The loop devices of isobench-loop (they detach once their lazily unmounted filesystems let go).
-  for image in "$dir"/loop/*.img; do
+  for image in "$dir"/loop/*.img "$dir"/block/*.img; do
     [ -e "$image" ] || continue
     losetup -j "$image" | cut -d: -f1 | while read -r device; do losetup -d "$device" 2>/dev/null || true; done
   done

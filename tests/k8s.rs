@@ -187,6 +187,7 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
     let gvisor = Path::new("/usr/local/lib/isobench/bin/containerd-shim-runsc-v1").exists();
 
     fio_in_runc_and_gvisor_pods(&sb, &cluster, gvisor);
+    a_block_claim_gives_fio_the_device_in_a_pod(&sb, &cluster);
     indexed_loaders_fill_the_hosts_cassandra(&sb, &cluster);
     a_killed_run_is_cleaned_up_by_label(&sb, &cluster);
     a_database_in_a_pod_is_written_and_read_with_a_login(&sb, &cluster, "runc", "isobench-local");
@@ -785,5 +786,43 @@ args = "write n=2000 no-warmup -rate threads=4"
         notes.iter().any(|n| n.as_str().unwrap().contains(&format!("-node {service}.default.svc"))),
         "through the Service: {notes:?}"
     );
+    assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
+}
+
+fn a_block_claim_gives_fio_the_device_in_a_pod(sb: &Sandbox, cluster: &LocalCluster) {
+    let suite = format!(
+        r#"
+name = "k8s-block"
+repeat = 1
+baseline = {{ env = "runc" }}
+
+[[env]]
+name = "runc"
+kind = "k8s"
+kubeconfig = "{kubeconfig}"
+runtime_class = "runc"
+
+[[volume]]
+name = "raw"
+kind = "pvc"
+storage_class = "isobench-block"
+size = "1G"
+volume_mode = "Block"
+
+{fio}"#,
+        kubeconfig = cluster.kubeconfig.display(),
+        fio = fio("2s"),
+    );
+    let (o, out) = sb.run_suite(&suite, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let run = run_record(&out, "runc.raw.fio", 1);
+    assert_eq!(run["status"], "ok", "{run}");
+    assert_eq!(run["setup"]["volume.mode"], "Block");
+    assert!(run["setup"]["volume.pv"].as_str().unwrap().starts_with("isobench-block-"), "{run}");
+    assert!(value(&run, "iops") > 0.0);
+    // fio wrote to the device the claim gave the pod, not to a file.
+    let fio_json = run["raw"].as_array().unwrap().iter().find(|r| r.as_str().unwrap().ends_with("fio.json")).unwrap();
+    let fio_json = std::fs::read_to_string(out.join(fio_json.as_str().unwrap())).unwrap();
+    assert!(fio_json.contains("\"filename\" : \"/dev/isobench-data\""), "{fio_json}");
     assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
 }
