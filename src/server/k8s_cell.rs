@@ -250,9 +250,19 @@ pub fn run(
     let mut load = cql.clone();
     let (user, password) = managed.login.clone().unzip();
     let truststore = managed.tls.then(|| facts.iter().filter_map(|f| f.certificate.clone()).collect::<String>());
-    load.target = Some(Target { nodes: addresses, port: in_pod::NATIVE_PORT, user, password, truststore });
+    load.target = Some(Target { nodes: addresses.clone(), port: in_pod::NATIVE_PORT, user, password, truststore });
     let recovery = managed.start_timeout + SCHEDULE_ALLOWANCE;
     let mut report = load_pods(k8s, &db, load.clone(), managed.kill.as_ref(), &name, ledger, run_dir, recovery)?;
+    // The loaders' command lines name the pods by the addresses of this run: by their place in
+    // the StatefulSet instead, the same note for every run of the cell.
+    // Longest first, so that 10.244.0.1 does not rewrite part of 10.244.0.12.
+    let mut places: Vec<(usize, &String)> = addresses.iter().enumerate().collect();
+    places.sort_by_key(|(_, address)| std::cmp::Reverse(address.len()));
+    for note in &mut report.notes {
+        for (k, address) in &places {
+            *note = note.replace(address.as_str(), &format!("<pod {k}>"));
+        }
+    }
     report.samples.push(Sample::new("server_ready", ready.as_secs_f64(), "s"));
     let startup = facts.iter().map(|f| f.ready_after_s).fold(0.0, f64::max);
     report.samples.push(Sample::new("server_startup", startup, "s"));
