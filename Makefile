@@ -5,7 +5,7 @@ export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
 
 BIN := target/release/isobench
 
-.PHONY: demo test build setup-demo setup-test lint clean
+.PHONY: demo test build setup-demo setup-test lint layers clean
 
 demo: setup-demo build
 	$(BIN) server fetch cassandra
@@ -22,6 +22,10 @@ setup-demo:
 
 setup-test:
 	scripts/setup.sh test
+
+# Dependencies point one way, down the layers scripts/layers.py lists (docs/architecture.md).
+layers:
+	python3 scripts/layers.py
 
 lint:
 	cargo fmt --all -- --check

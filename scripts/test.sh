@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# `make test` after setup: the build, every test, the fuzz targets briefly, then one summary:
-# passed, failed and skipped (a test that skipped all it checks is not "passed"), the skipped
-# tests and parts grouped by the capability they lacked. With CI=true (CI sets it), a skip of a
-# capability tests/capabilities.txt marks required on this machine kind fails the run, naming
-# the tests. cargo's own lines, its closing ones included, pass through untouched.
+# `make test` after setup: the layering check, the build, every test, the fuzz targets briefly,
+# then one summary: passed, failed and skipped (a test that skipped all it checks is not
+# "passed"), the skipped tests and parts grouped by the capability they lacked. With CI=true (CI
+# sets it), a skip of a capability tests/capabilities.txt marks required on this machine kind
+# fails the run, naming the tests. cargo's own lines, its closing ones included, pass through
+# untouched.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -14,6 +15,7 @@ export ISOBENCH_SKIP_LOG="$work/skips.tsv"
 : >"$ISOBENCH_SKIP_LOG"
 
 status=0
+python3 scripts/layers.py || status=1
 cargo build --profile ci || exit 1
 target/ci/isobench server fetch cassandra || exit 1
 cargo test --profile ci -- --test-threads=2 2>&1 | tee "$work/cargo.log"

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::facts::{self, Facts};
-use crate::store::{RawFile, Sample, Series};
+use crate::facts;
+use crate::store::AgentReport;
 use crate::workload::{self, Unfit};
 
 /// The line prefix that frames the report in whatever stream carries it back.
@@ -41,28 +41,9 @@ pub struct Request {
 /// The line an agent started behind a barrier prints on stderr when it is up.
 pub const READY: &str = "ISOBENCH-READY";
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default)]
-pub struct Report {
-    pub samples: Vec<Sample>,
-    #[serde(default)]
-    pub series: Vec<Series>,
-    pub facts: Facts,
-    pub raw: Vec<RawFile>,
-    pub notes: Vec<String>,
-    /// Why the run failed, if it did.
-    pub error: Option<String>,
-    /// What the environment knows from the host side about this run (accelerator, attachment),
-    /// added to the run's setup.
-    #[serde(default)]
-    pub setup: std::collections::BTreeMap<String, String>,
-    /// The workload refused to start because this cell cannot work (see `workload::Unfit`).
-    #[serde(default)]
-    pub unfit: bool,
-}
-
 /// Runs a request and returns the report (never fails: failures are in the report).
-pub fn execute(request: &Request) -> Report {
-    let mut report = Report { facts: facts::sandbox_facts(Some(&request.data_dir)), ..Default::default() };
+pub fn execute(request: &Request) -> AgentReport {
+    let mut report = AgentReport { facts: facts::sandbox_facts(Some(&request.data_dir)), ..Default::default() };
     let mut out = workload::Output::default();
     let ctx = workload::RunContext {
         data_dir: &request.data_dir,
@@ -111,13 +92,13 @@ pub fn main(request_path: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn frame(report: &Report) -> Result<String> {
+pub fn frame(report: &AgentReport) -> Result<String> {
     Ok(format!("{RESULT_PREFIX}{}", serde_json::to_string(report)?))
 }
 
 /// Finds the framed report in what an environment carried back (the last one wins; anything
 /// else in the stream, such as runtime warnings or console noise, is ignored).
-pub fn parse_output(stream: &str) -> Option<Report> {
+pub fn parse_output(stream: &str) -> Option<AgentReport> {
     stream
         .lines()
         .rev()
@@ -128,10 +109,11 @@ pub fn parse_output(stream: &str) -> Option<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Sample;
 
     #[test]
     fn reports_survive_noise_around_the_frame() {
-        let report = Report { samples: vec![Sample::new("iops", 5.0, "op/s")], ..Default::default() };
+        let report = AgentReport { samples: vec![Sample::new("iops", 5.0, "op/s")], ..Default::default() };
         let stream = format!("warning: something\n[  1.23] console\n{}\ntrailing\n", frame(&report).unwrap());
         let parsed = parse_output(&stream).unwrap();
         assert_eq!(parsed.samples, report.samples);

@@ -9,12 +9,13 @@ use clap::{Args, Parser, Subcommand};
 use crate::compare::BoundVerdict;
 use crate::facts;
 use crate::ledger::{self, Ledger};
-use crate::plan::{Plan, Selector};
-use crate::process::{self, Interrupted};
+use crate::plan::Plan;
 use crate::report::{self, Format, Report, export::InconclusivePolicy};
 use crate::runner::Runner;
+use crate::store::Selector;
 use crate::store::{ResultSet, utc_stamp};
 use crate::suite::Suite;
+use crate::sys::{self, Interrupted};
 
 #[derive(Parser)]
 #[command(name = "isobench", version, about = "What does this sandbox and this storage stack cost my workload?")]
@@ -308,7 +309,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor => {
-            process::install_interrupt_handler()?;
+            sys::install_interrupt_handler()?;
             print!("{}", crate::doctor::render(&crate::doctor::checks(&workdir)));
             Ok(ExitCode::SUCCESS)
         }
@@ -320,7 +321,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::K8s { action: K8sAction::Render { suite, overrides } } => {
             let suite = Suite::load(&suite, &overrides)?;
             let plan = Plan::new(&suite, &[]).map_err(anyhow::Error::msg)?;
-            print!("{}", crate::env::k8s::render::render_suite(&suite, &plan)?);
+            print!("{}", crate::runner::k8s_render::render_suite(&suite, &plan)?);
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -340,8 +341,8 @@ fn adhoc_suite(args: &RunArgs) -> Result<Suite> {
     let cwd = std::env::current_dir()?;
     // Line numbers would point into a file the user has not seen: the key names the flag.
     let suite = Suite::from_text("command line", &text, &cwd, &args.overrides).map_err(|mut e| {
-        if matches!(e.origin, crate::suite::tree::Origin::Line(_)) {
-            e.origin = crate::suite::tree::Origin::Default;
+        if matches!(e.origin, crate::syntax::Origin::Line(_)) {
+            e.origin = crate::syntax::Origin::Default;
         }
         e
     })?;
@@ -367,7 +368,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         .map(|f| Selector::parse(f).map_err(|e| anyhow::anyhow!("--filter {f}: {e}")))
         .collect::<Result<Vec<_>>>()?;
     let plan = Plan::new(&suite, &selectors).map_err(anyhow::Error::msg)?;
-    crate::density::check(&suite, &plan).map_err(anyhow::Error::msg)?;
+    crate::runner::density::check(&suite, &plan).map_err(anyhow::Error::msg)?;
     if let Some(crate::server::ServerSpec::Managed(managed)) = &suite.server {
         // The largest cluster a cell runs on this machine (a database in a cluster's pods takes
         // the cluster's memory, not this machine's).
@@ -426,7 +427,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         }
     };
     set.write_json("plan.json", &plan.record(&suite))?;
-    process::install_interrupt_handler()?;
+    sys::install_interrupt_handler()?;
     let ledger = Ledger::open(workdir)?;
     crate::env::install_agent(&ledger, workdir)?;
     let outcome = Runner::new(&suite, &plan, &set, &ledger, workdir.to_path_buf()).run_all();
@@ -516,7 +517,7 @@ fn check(dir: &Path, junit: Option<&Path>, inconclusive: &str) -> Result<ExitCod
         _ => InconclusivePolicy::Report,
     };
     if let Some(path) = junit {
-        crate::store::write_atomic(path, report::export::junit(&report, policy).as_bytes())?;
+        crate::sys::write_atomic(path, report::export::junit(&report, policy).as_bytes())?;
     }
     if report.analysis.plan.bounds.is_empty() {
         println!("the suite has no [[bound]]; nothing to check");

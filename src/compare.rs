@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::Selector;
 use crate::stats::{self, Summary};
+use crate::store::Selector;
 use crate::store::{BoundRecord, CellRecord, PlanRecord, RunRecord, Status};
 use crate::units;
 
@@ -424,7 +424,7 @@ pub const HOURS_PER_MONTH: f64 = 730.0;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Repeat;
+    use crate::store::Repeat;
     use crate::store::{Labels, Sample};
 
     fn labels(env: &str) -> Labels {

@@ -4,11 +4,10 @@
 use std::path::Path;
 use std::time::Instant;
 
-use crate::env;
 use crate::ledger::{Ledger, Resource};
-use crate::process::{self, find_program};
 use crate::report::Table;
-use crate::suite::tree;
+use crate::syntax;
+use crate::sys::{self, find_program};
 
 pub struct Check {
     pub area: &'static str,
@@ -56,8 +55,9 @@ pub fn checks(workdir: &Path) -> Vec<Check> {
 
 /// Whether the kubeconfig a k8s env would use by default reaches an API server.
 fn add_kubernetes(out: &mut Vec<Check>) {
-    use crate::env::k8s::api::{Cluster, block_on};
-    let cluster = Cluster { namespace: "default".into(), ..Default::default() };
+    use crate::env::k8s::api::block_on;
+    use crate::ledger::KubeCluster;
+    let cluster = KubeCluster { namespace: "default".into(), ..Default::default() };
     let status = match cluster.missing() {
         Some(why) => Err(why),
         None => block_on(async {
@@ -106,7 +106,7 @@ fn runtime_checks(workdir: &Path) -> Vec<Check> {
 
 /// The sandboxes' network paths, each made and removed for real.
 fn network_checks(ledger: &Ledger) -> Vec<Check> {
-    let try_path = |make: fn(&Ledger) -> anyhow::Result<env::net::NetPath>| {
+    let try_path = |make: fn(&Ledger) -> anyhow::Result<crate::net::NetPath>| {
         let mark = ledger.mark();
         let made = make(ledger);
         let released = ledger.release_to(mark);
@@ -122,8 +122,12 @@ fn network_checks(ledger: &Ledger) -> Vec<Check> {
         Err("no /dev/vhost-net: VMs use QEMU's user-mode network unless net = \"tap\" (then without vhost)".into())
     };
     vec![
-        Check { area: "network", name: "namespace + veth (containers)".into(), status: try_path(env::net::namespace) },
-        Check { area: "network", name: "tap (VMs)".into(), status: try_path(env::net::tap) },
+        Check {
+            area: "network",
+            name: "namespace + veth (containers)".into(),
+            status: try_path(crate::net::namespace),
+        },
+        Check { area: "network", name: "tap (VMs)".into(), status: try_path(crate::net::tap) },
         Check { area: "network", name: "vhost-net".into(), status: vhost },
     ]
 }
@@ -132,10 +136,10 @@ fn try_sandbox(ledger: &Ledger, workdir: &Path, name: &str, text: &str) -> Resul
     if name.starts_with('/') && !Path::new(name.split(' ').next().unwrap_or(name)).exists() {
         return Err("not installed".into());
     }
-    let table = tree::parse("doctor", text).map_err(|e| e.to_string())?;
-    let mut fields = tree::Fields::new("doctor", name, &table, tree::Origin::Default);
+    let table = syntax::parse("doctor", text).map_err(|e| e.to_string())?;
+    let mut fields = syntax::Fields::new("doctor", name, &table, syntax::Origin::Default);
     let kind = fields.required_str("kind").map_err(|e| e.to_string())?;
-    let env = (env::kind(&kind).expect("known kind").parse)(&mut fields).map_err(|e| e.to_string())?;
+    let env = (crate::kinds::env(&kind).expect("known kind").parse)(&mut fields).map_err(|e| e.to_string())?;
     if let Some(why) = env.unavailable() {
         return Err(why);
     }
@@ -180,7 +184,7 @@ fn kernel() -> String {
 }
 
 fn root() -> Result<(), String> {
-    crate::volume::needs_root().map_or(Ok(()), Err)
+    crate::sys::needs_root().map_or(Ok(()), Err)
 }
 
 fn loop_fs(fs: &str) -> Result<String, String> {
@@ -192,7 +196,7 @@ fn loop_fs(fs: &str) -> Result<String, String> {
         let package = if fs == "xfs" { "xfsprogs" } else { "e2fsprogs" };
         return Err(format!("{mkfs} is not installed (apt-get install {package})"));
     }
-    let free = process::command_output("losetup", &["--find"]).map_err(|e| format!("no free loop device: {e:#}"))?;
+    let free = sys::command_output("losetup", &["--find"]).map_err(|e| format!("no free loop device: {e:#}"))?;
     Ok(format!("free device {}", free.trim()))
 }
 
@@ -219,7 +223,7 @@ fn fuse() -> Result<String, String> {
 
 fn fio() -> Result<String, String> {
     let version = crate::workload::fio::version().ok_or("fio is not installed (apt-get install fio)")?;
-    let engines = process::command_output("fio", &["--enghelp"]).unwrap_or_default();
+    let engines = sys::command_output("fio", &["--enghelp"]).unwrap_or_default();
     let wanted: Vec<&str> = ["libaio", "io_uring", "psync", "nbd"]
         .into_iter()
         .filter(|e| engines.lines().any(|l| l.trim() == *e))
@@ -228,7 +232,7 @@ fn fio() -> Result<String, String> {
 }
 
 fn version_of(tool: &str, package: &str) -> Result<String, String> {
-    process::command_output(tool, &["--version"])
+    sys::command_output(tool, &["--version"])
         .map(|v| v.lines().next().unwrap_or("").trim().to_string())
         .map_err(|_| format!("not installed (apt-get install {package})"))
 }

@@ -38,7 +38,7 @@ pub fn sandbox_facts(data_dir: Option<&Path>) -> Facts {
         f.insert("cpu.limit".into(), format!("{cpus}"));
     }
     // gVisor and VM guests print their own kernel's first words here.
-    if let Ok(out) = crate::process::command_output("dmesg", &[])
+    if let Ok(out) = crate::sys::command_output("dmesg", &[])
         && let Some(first) = out.lines().next()
     {
         f.insert("dmesg.first".into(), first.trim().to_string());
@@ -75,7 +75,7 @@ pub fn host_facts() -> Facts {
     }
     for (name, args) in [("fio", &["--version"][..]), ("sysbench", &["--version"][..]), ("iperf3", &["--version"][..])]
     {
-        if let Ok(out) = crate::process::command_output(name, args) {
+        if let Ok(out) = crate::sys::command_output(name, args) {
             f.insert(format!("{name}.version"), out.lines().next().unwrap_or("").trim().to_string());
         }
     }

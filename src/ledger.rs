@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::process;
-use crate::store::write_atomic;
+use crate::sys;
+use crate::sys::write_atomic;
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -46,7 +46,19 @@ pub enum Resource {
     NvmetTarget { root: PathBuf, nqn: String, port_id: u16 },
     /// Kubernetes objects (Jobs, pods, Secrets, claims) in a cluster, by a label selector that
     /// names one run.
-    Kube { cluster: crate::env::k8s::api::Cluster, selector: String },
+    Kube { cluster: KubeCluster, selector: String },
+}
+
+/// Which Kubernetes cluster, as the suite names it: recorded here so that `cleanup` finds it
+/// again, and how the k8s environment connects (`env::k8s::api`). A path and names only, never
+/// credentials.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KubeCluster {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    pub namespace: String,
 }
 
 impl Resource {
@@ -63,18 +75,10 @@ impl Resource {
             Resource::Mount { target } => unmount(target),
             Resource::LoopDevice { backing, offset } => detach_loops(backing, *offset),
             Resource::Processes { token } => {
-                process::kill_by_token(token);
+                sys::kill_by_token(token);
                 Ok(())
             }
-            Resource::Container { delete } => crate::env::oci::delete_container(delete),
-            Resource::NetNs { name } => crate::env::net::delete_netns(name),
-            Resource::Link { name } => crate::env::net::delete_link(name),
-            Resource::NbdClient { device } => crate::volume::remote::disconnect_nbd(device),
-            Resource::NvmeConnection { nqn } => crate::volume::nvmeof::disconnect(nqn),
-            Resource::NvmetTarget { root, nqn, port_id } => {
-                crate::volume::nvmeof::KernelTarget { root: root.clone(), nqn: nqn.clone(), port_id: *port_id }.remove()
-            }
-            Resource::Kube { cluster, selector } => crate::env::k8s::delete(cluster, selector),
+            kind_made => crate::kinds::release(kind_made).expect("every other resource is a kind's"),
         }
     }
 
@@ -88,7 +92,7 @@ impl Resource {
                 format!("loop device on {} at offset {o}", backing.display())
             }
             Resource::Processes { token } => {
-                format!("processes marked {}={token}", process::TOKEN_VAR)
+                format!("processes marked {}={token}", sys::TOKEN_VAR)
             }
             Resource::Container { delete } => format!("container ({})", delete.join(" ")),
             Resource::NetNs { name } => format!("network namespace {name}"),
@@ -175,10 +179,10 @@ fn unmount(target: &Path) -> Result<()> {
         }
         let t = target.to_string_lossy();
         let result = if attempt < 10 {
-            process::command_output("umount", &[&t])
+            sys::command_output("umount", &[&t])
         } else {
             // Something still holds it open; detach it from the tree so nothing new can use it.
-            process::command_output("umount", &["-l", &t])
+            sys::command_output("umount", &["-l", &t])
         };
         if result.is_err() {
             std::thread::sleep(Duration::from_millis(200));
@@ -198,7 +202,7 @@ pub fn loops_of(backing: &Path, offset: Option<u64>) -> Vec<String> {
     if let Some(o) = &offset {
         args.extend(["-o", o]);
     }
-    process::command_output("losetup", &args)
+    sys::command_output("losetup", &args)
         .map(|out| out.lines().filter_map(|l| l.split(':').next()).map(str::to_string).collect())
         .unwrap_or_default()
 }
@@ -210,7 +214,7 @@ fn detach_loops(backing: &Path, offset: Option<u64>) -> Result<()> {
             return Ok(());
         }
         for dev in devices {
-            let _ = process::command_output("losetup", &["-d", &dev]);
+            let _ = sys::command_output("losetup", &["-d", &dev]);
         }
         std::thread::sleep(Duration::from_millis(50 * (attempt + 1)));
     }
@@ -370,7 +374,7 @@ pub fn cleanup(workdir: &Path) -> Result<CleanupReport> {
         listing.filter_map(|e| Some(e.ok()?.path())).partition(|p| p.extension().is_some_and(|x| x == "json"));
     // A state file's owner killed while it wrote one: the state file itself is whole (renamed
     // over atomically), the temporary beside it is nobody's.
-    for path in others.into_iter().filter(|p| crate::store::temporary_of_a_dead_writer(p)) {
+    for path in others.into_iter().filter(|p| crate::sys::temporary_of_a_dead_writer(p)) {
         if fs::remove_file(&path).is_ok() {
             report.released.push(format!("partial write {}", path.display()));
         }

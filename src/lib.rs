@@ -2,17 +2,18 @@
 //! See DESIGN.md for the concepts and the data flow.
 
 pub mod agent;
+pub mod chart;
 pub mod cli;
 pub mod compare;
 pub mod cql;
-pub mod density;
 pub mod doctor;
 pub mod env;
 pub mod facts;
+pub mod kinds;
 pub mod ledger;
 pub mod merge;
+pub mod net;
 pub mod plan;
-pub mod process;
 pub mod proof;
 pub mod report;
 pub mod runner;
@@ -21,6 +22,8 @@ pub mod server;
 pub mod stats;
 pub mod store;
 pub mod suite;
+pub mod syntax;
+pub mod sys;
 pub mod units;
 pub mod volume;
 pub mod workload;

@@ -3,10 +3,7 @@
 //! every cell, then rep 2 …) so that slow drift of the machine spreads over all cells instead of
 //! biasing the ones that happened to run last.
 
-use serde::{Deserialize, Serialize};
-
-use crate::stats;
-use crate::store::{BoundRecord, CellRecord, Labels, PlanRecord};
+use crate::store::{BoundRecord, CellRecord, Labels, PlanRecord, Selector};
 use crate::suite::Suite;
 
 /// One cell of the matrix, with indexes into the suite.
@@ -26,103 +23,11 @@ pub struct Slot {
     pub rep: u32,
 }
 
-/// How many runs each cell gets: a fixed number (`min == max`), or adaptive: at least `min`,
-/// and more, a round at a time, while the CI of the cell's target metric is wider than
-/// `target_ci_pct` (± % of the median), up to `max`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Repeat {
-    pub min: u32,
-    pub max: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target_ci_pct: Option<f64>,
-    /// The metric whose CI decides; default: the cell's first headline metric.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metric: Option<String>,
-}
-
-impl Repeat {
-    pub fn fixed(n: u32) -> Repeat {
-        Repeat { min: n, max: n, target_ci_pct: None, metric: None }
-    }
-
-    pub fn is_adaptive(&self) -> bool {
-        self.target_ci_pct.is_some() && self.max > self.min
-    }
-
-    /// Whether a cell that has had `runs_done` runs, whose successful ones measured `values` of
-    /// the target metric, should get another run.
-    pub fn needs_another_run(&self, runs_done: u32, values: &[f64]) -> bool {
-        if runs_done < self.min {
-            return true;
-        }
-        if runs_done >= self.max || values.is_empty() {
-            // At max, or nothing succeeded: more runs of a failing cell would only fail again.
-            return false;
-        }
-        match (self.target_ci_pct, stats::summarize(values)) {
-            (Some(target), Some(s)) => s.ci_half_width_pct() > target,
-            _ => false,
-        }
-    }
-}
-
-impl std::fmt::Display for Repeat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.target_ci_pct {
-            Some(t) if self.is_adaptive() => write!(f, "{}–{} (until the CI is within ±{t}%)", self.min, self.max),
-            _ => write!(f, "{}", self.min),
-        }
-    }
-}
-
 pub struct Plan {
     pub cells: Vec<Cell>,
     pub runs: Vec<Slot>,
     /// Baseline cells added because the filter left them out but a selected cell needs them.
     pub added_baselines: Vec<String>,
-}
-
-/// Selects cells by their labels: `env=runsc*,rw=randread` (every term must match; a term's
-/// value is a glob). Keys: env, volume, workload, cell, or a workload parameter.
-#[derive(Clone, Debug)]
-pub struct Selector {
-    terms: Vec<(String, glob::Pattern)>,
-    text: String,
-}
-
-impl Selector {
-    pub fn parse(text: &str) -> Result<Selector, String> {
-        let mut terms = Vec::new();
-        for term in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let (key, value) = term.split_once('=').ok_or_else(|| {
-                format!("\"{term}\" is not a label selector; write key=pattern, e.g. env=runsc* or rw=randread")
-            })?;
-            let pattern =
-                glob::Pattern::new(value.trim()).map_err(|e| format!("\"{value}\" is not a valid pattern: {e}"))?;
-            terms.push((key.trim().to_string(), pattern));
-        }
-        if terms.is_empty() {
-            return Err("the selector is empty; write key=pattern, e.g. env=host".into());
-        }
-        Ok(Selector { terms, text: text.to_string() })
-    }
-
-    pub fn matches(&self, labels: &Labels) -> bool {
-        self.terms.iter().all(|(k, p)| labels.get(k).is_some_and(|v| p.matches(&v)))
-    }
-
-    /// Keys that no cell has (a typo in a filter should not silently select nothing).
-    pub fn unknown_keys(&self, cells: &[Cell]) -> Vec<String> {
-        self.terms
-            .iter()
-            .filter(|(k, _)| !cells.iter().any(|c| c.labels.get(k).is_some()))
-            .map(|(k, _)| k.clone())
-            .collect()
-    }
-
-    pub fn text(&self) -> &str {
-        &self.text
-    }
 }
 
 impl Plan {
@@ -139,7 +44,7 @@ impl Plan {
             ));
         }
         for f in filters {
-            let unknown = f.unknown_keys(&all);
+            let unknown = f.unknown_keys(all.iter().map(|c| &c.labels));
             if !unknown.is_empty() {
                 return Err(format!(
                     "--filter {}: no cell has a label named {}; labels are env, volume, workload, cell and the workload parameters",
@@ -258,32 +163,4 @@ fn cells_of(suite: &Suite) -> Vec<Cell> {
         }
     }
     cells
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::stats::Rng;
-
-    /// Drives the adaptive rule the way the runner does, with a synthetic measurement.
-    fn runs_until_done(repeat: &Repeat, mut measure: impl FnMut() -> f64) -> u32 {
-        let mut values = Vec::new();
-        while repeat.needs_another_run(values.len() as u32, &values) {
-            values.push(measure());
-        }
-        values.len() as u32
-    }
-
-    #[test]
-    fn adaptive_repetition_stops_early_on_quiet_cells_and_runs_to_max_on_noisy_ones() {
-        let repeat = Repeat { min: 3, max: 15, target_ci_pct: Some(2.0), metric: None };
-        let mut rng = Rng::new(7);
-        let quiet = runs_until_done(&repeat, || 50_000.0 * (1.0 + 0.002 * rng.normal()));
-        assert_eq!(quiet, 3, "a cell with 0.2 % noise meets ±2 % at the minimum");
-        let noisy = runs_until_done(&repeat, || 50_000.0 * (1.0 + 0.30 * rng.normal()));
-        assert_eq!(noisy, 15, "a cell with 30 % noise runs to the maximum");
-        let fixed = Repeat::fixed(4);
-        assert_eq!(runs_until_done(&fixed, || 1.0), 4);
-        assert!(!repeat.needs_another_run(5, &[]), "a cell with no successful run gets no more");
-    }
 }

@@ -13,35 +13,124 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::stats;
+use crate::sys::write_atomic;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-/// Writes `bytes` to `path` through a temporary file in the same directory, fsynced, and a
-/// rename (the directory fsynced too), so readers, a later isobench after a kill and the machine
-/// after a power cut see either the old file or the new one, never a part. Flushing now, between
-/// runs, also keeps the kernel from writing results back later, during the next measurement, to
-/// what is often the disk under test.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let mut f = fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| format!("writing {}", tmp.display()))?;
-    fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-    fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("syncing {}", dir.display()))
+/// Selects cells by their labels: `env=runsc*,rw=randread` (every term must match; a term's
+/// value is a glob). Keys: env, volume, workload, cell, or a workload parameter.
+#[derive(Clone, Debug)]
+pub struct Selector {
+    terms: Vec<(String, glob::Pattern)>,
+    text: String,
 }
 
-/// Whether `path` is a temporary of `write_atomic` whose writer is gone (killed between its
-/// write and its rename): the pid in its name no longer runs.
-pub fn temporary_of_a_dead_writer(path: &Path) -> bool {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let pid = name.strip_prefix('.').and_then(|n| n.rsplit_once(".tmp-")).map(|(_, pid)| pid);
-    pid.and_then(|p| p.parse::<u32>().ok()).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+impl Selector {
+    pub fn parse(text: &str) -> Result<Selector, String> {
+        let mut terms = Vec::new();
+        for term in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let (key, value) = term.split_once('=').ok_or_else(|| {
+                format!("\"{term}\" is not a label selector; write key=pattern, e.g. env=runsc* or rw=randread")
+            })?;
+            let pattern =
+                glob::Pattern::new(value.trim()).map_err(|e| format!("\"{value}\" is not a valid pattern: {e}"))?;
+            terms.push((key.trim().to_string(), pattern));
+        }
+        if terms.is_empty() {
+            return Err("the selector is empty; write key=pattern, e.g. env=host".into());
+        }
+        Ok(Selector { terms, text: text.to_string() })
+    }
+
+    pub fn matches(&self, labels: &Labels) -> bool {
+        self.terms.iter().all(|(k, p)| labels.get(k).is_some_and(|v| p.matches(&v)))
+    }
+
+    /// Keys that no cell has (a typo in a filter should not silently select nothing).
+    pub fn unknown_keys<'a>(&self, cells: impl Iterator<Item = &'a Labels> + Clone) -> Vec<String> {
+        self.terms
+            .iter()
+            .filter(|(k, _)| !cells.clone().any(|labels| labels.get(k).is_some()))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+/// How many runs each cell gets: a fixed number (`min == max`), or adaptive: at least `min`,
+/// and more, a round at a time, while the CI of the cell's target metric is wider than
+/// `target_ci_pct` (± % of the median), up to `max`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Repeat {
+    pub min: u32,
+    pub max: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_ci_pct: Option<f64>,
+    /// The metric whose CI decides; default: the cell's first headline metric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+}
+
+impl Repeat {
+    pub fn fixed(n: u32) -> Repeat {
+        Repeat { min: n, max: n, target_ci_pct: None, metric: None }
+    }
+
+    pub fn is_adaptive(&self) -> bool {
+        self.target_ci_pct.is_some() && self.max > self.min
+    }
+
+    /// Whether a cell that has had `runs_done` runs, whose successful ones measured `values` of
+    /// the target metric, should get another run.
+    pub fn needs_another_run(&self, runs_done: u32, values: &[f64]) -> bool {
+        if runs_done < self.min {
+            return true;
+        }
+        if runs_done >= self.max || values.is_empty() {
+            // At max, or nothing succeeded: more runs of a failing cell would only fail again.
+            return false;
+        }
+        match (self.target_ci_pct, stats::summarize(values)) {
+            (Some(target), Some(s)) => s.ci_half_width_pct() > target,
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Repeat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.target_ci_pct {
+            Some(t) if self.is_adaptive() => write!(f, "{}–{} (until the CI is within ±{t}%)", self.min, self.max),
+            _ => write!(f, "{}", self.min),
+        }
+    }
+}
+
+/// What one sandbox's agent measured and saw, as it sends it back to the host.
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct AgentReport {
+    pub samples: Vec<Sample>,
+    #[serde(default)]
+    pub series: Vec<Series>,
+    pub facts: crate::facts::Facts,
+    pub raw: Vec<RawFile>,
+    pub notes: Vec<String>,
+    /// Why the run failed, if it did.
+    pub error: Option<String>,
+    /// What the environment knows from the host side about this run (accelerator, attachment),
+    /// added to the run's setup.
+    #[serde(default)]
+    pub setup: std::collections::BTreeMap<String, String>,
+    /// The workload refused to start because this cell cannot work (see `workload::Unfit`).
+    #[serde(default)]
+    pub unfit: bool,
 }
 
 /// One measured number.
@@ -208,7 +297,7 @@ pub struct SandboxRecord {
 pub struct PlanRecord {
     pub suite: String,
     pub baseline: Baseline,
-    pub repeat: crate::plan::Repeat,
+    pub repeat: Repeat,
     pub cells: Vec<CellRecord>,
     #[serde(default)]
     pub bounds: Vec<BoundRecord>,
@@ -461,6 +550,7 @@ fn utc_parts(t: SystemTime) -> ((i64, u32, u32), (u32, u32, u32)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::Rng;
     use std::time::Duration;
 
     #[test]
@@ -515,5 +605,27 @@ mod tests {
         assert_eq!(csv_field("plain"), "plain");
         assert_eq!(format_value(52837.0), "52837");
         assert_eq!(format_value(65.5), "65.5");
+    }
+
+    /// Drives the adaptive rule the way the runner does, with a synthetic measurement.
+    fn runs_until_done(repeat: &Repeat, mut measure: impl FnMut() -> f64) -> u32 {
+        let mut values = Vec::new();
+        while repeat.needs_another_run(values.len() as u32, &values) {
+            values.push(measure());
+        }
+        values.len() as u32
+    }
+
+    #[test]
+    fn adaptive_repetition_stops_early_on_quiet_cells_and_runs_to_max_on_noisy_ones() {
+        let repeat = Repeat { min: 3, max: 15, target_ci_pct: Some(2.0), metric: None };
+        let mut rng = Rng::new(7);
+        let quiet = runs_until_done(&repeat, || 50_000.0 * (1.0 + 0.002 * rng.normal()));
+        assert_eq!(quiet, 3, "a cell with 0.2 % noise meets ±2 % at the minimum");
+        let noisy = runs_until_done(&repeat, || 50_000.0 * (1.0 + 0.30 * rng.normal()));
+        assert_eq!(noisy, 15, "a cell with 30 % noise runs to the maximum");
+        let fixed = Repeat::fixed(4);
+        assert_eq!(runs_until_done(&fixed, || 1.0), 4);
+        assert!(!repeat.needs_another_run(5, &[]), "a cell with no successful run gets no more");
     }
 }

@@ -238,7 +238,7 @@ fn processes() -> Vec<Proc> {
 /// token (`ISOBENCH_TOKEN=<pid>-…`).
 fn ours(p: &Proc, sb: &Sandbox, run_pid: u32) -> bool {
     p.cmdline.contains(&sb.path().to_string_lossy().into_owned())
-        || p.environ.split('\0').any(|v| v.starts_with(&format!("{}={run_pid}-", isobench::process::TOKEN_VAR)))
+        || p.environ.split('\0').any(|v| v.starts_with(&format!("{}={run_pid}-", isobench::sys::TOKEN_VAR)))
 }
 
 const WORKLOADS: [&str; 3] = ["fio", "iperf3", "sysbench"];
@@ -341,7 +341,7 @@ fn leftovers(sb: &Sandbox, run_pid: u32) -> Vec<String> {
         ("runsc", vec!["--root", "/var/run/runsc", "list", "-quiet"]),
         ("podman", vec!["ps", "-a", "--format", "{{.Names}}"]),
     ] {
-        let Some(path) = isobench::process::find_program(program) else { continue };
+        let Some(path) = isobench::sys::find_program(program) else { continue };
         if let Ok(o) = Command::new(path).args(&args).stderr(Stdio::null()).output() {
             for id in String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.contains("isobench-")) {
                 found.insert(format!("{program} container {id}"));

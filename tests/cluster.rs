@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::cassandra::{count_at_quorum, javas, unable_to_manage};
 use common::{Sandbox, ok, run_record, serial, text};
-use isobench::server::cassandra::free_port;
+use isobench::sys::free_port;
 
 #[test]
 fn three_nodes_form_one_ring_that_four_loaders_fill_at_quorum_each_with_its_slice() {

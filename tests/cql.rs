@@ -246,7 +246,7 @@ fn write_to(port: u16) -> (Output, Duration) {
 
 #[test]
 fn an_unreachable_node_fails_fast_and_clearly() {
-    let port = isobench::server::cassandra::free_port().unwrap();
+    let port = isobench::sys::free_port().unwrap();
     let (out, took) = write_to(port);
     assert_eq!(out.status.code(), Some(1));
     assert!(took < Duration::from_secs(10), "took {took:?}");

@@ -86,7 +86,7 @@ fn ten_sandboxes_report_each_then_one_made_to_fail_is_named() {
     let out = sb.path().join("out-fault");
     let o = sb
         .isobench()
-        .env(isobench::density::FAULT_VAR, "4")
+        .env(isobench::runner::density::FAULT_VAR, "4")
         .args(["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()])
         .output()
         .unwrap();

@@ -88,7 +88,7 @@ impl LocalCluster {
     fn isobench_objects(&self) -> Vec<String> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
-            let cluster = isobench::env::k8s::api::Cluster {
+            let cluster = isobench::ledger::KubeCluster {
                 kubeconfig: Some(self.kubeconfig.clone()),
                 context: None,
                 namespace: "default".into(),
@@ -136,7 +136,7 @@ impl LocalCluster {
     /// Runs `f` with a client of the cluster.
     fn with<T>(&self, f: impl AsyncFnOnce(kube::Client) -> T) -> T {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let cluster = isobench::env::k8s::api::Cluster {
+        let cluster = isobench::ledger::KubeCluster {
             kubeconfig: Some(self.kubeconfig.clone()),
             context: None,
             namespace: "default".into(),
@@ -675,9 +675,14 @@ fn a_killed_database_run_leaves_no_statefulset_or_claim(sb: &Sandbox, cluster: &
 /// A Cassandra "an operator made": isobench's own StatefulSet, under labels of its own and none
 /// of isobench's, so that only the suite's selector finds it.
 fn a_database_an_operator_made_is_found_by_its_labels(sb: &Sandbox, cluster: &LocalCluster) {
-    use isobench::env::k8s::{K8s, api::Cluster, manifest::PodSettings, statefulset::Spread};
+    use isobench::env::k8s::{K8s, manifest::PodSettings, statefulset::Spread};
+    use isobench::ledger::KubeCluster;
     let k8s = K8s {
-        cluster: Cluster { kubeconfig: Some(cluster.kubeconfig.clone()), context: None, namespace: "default".into() },
+        cluster: KubeCluster {
+            kubeconfig: Some(cluster.kubeconfig.clone()),
+            context: None,
+            namespace: "default".into(),
+        },
         pod: PodSettings {
             namespace: "default".into(),
             runtime_class: Some("runc".into()),
@@ -701,7 +706,7 @@ fn a_database_an_operator_made_is_found_by_its_labels(sb: &Sandbox, cluster: &Lo
         access_mode: "ReadWriteOnce".into(),
         block: false,
     };
-    let mut db = isobench::server::k8s_cell::database_objects(&k8s, managed, &claim, "opdb", "op").unwrap();
+    let mut db = isobench::runner::k8s_server_cell::database_objects(&k8s, managed, &claim, "opdb", "op").unwrap();
     let labels = std::collections::BTreeMap::from([("app".to_string(), "opdb".to_string())]);
     for meta in [&mut db.secret.metadata, &mut db.service.metadata, &mut db.set.metadata] {
         meta.labels = Some(labels.clone());

@@ -74,7 +74,7 @@ fn shared() -> Option<&'static (Sandbox, PathBuf)> {
 }
 
 fn chromium() -> Option<PathBuf> {
-    ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|b| isobench::process::find_program(b))
+    ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|b| isobench::sys::find_program(b))
 }
 
 /// Loads `page` in headless Chromium, in a window `width` px wide; returns the DOM after load and

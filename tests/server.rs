@@ -6,7 +6,7 @@ mod common;
 
 use common::cassandra::{javas, unable_to_manage};
 use common::{Sandbox, ok, run_record, text};
-use isobench::server::cassandra::free_port;
+use isobench::sys::free_port;
 
 #[test]
 fn start_from_the_cache_then_stop_leaves_no_java() {

@@ -4,7 +4,8 @@ mod common;
 
 use std::path::Path;
 
-use isobench::plan::{Plan, Selector};
+use isobench::plan::Plan;
+use isobench::store::Selector;
 use isobench::suite::Suite;
 
 const BASE: &str = r#"
@@ -68,7 +69,7 @@ fn error_with(from: &str, to: &str) -> String {
 fn the_issue_example_is_valid() {
     let s = load(BASE).unwrap();
     assert_eq!(s.name, "t");
-    assert_eq!(s.repeat, isobench::plan::Repeat::fixed(2));
+    assert_eq!(s.repeat, isobench::store::Repeat::fixed(2));
     assert_eq!(s.envs.len(), 1);
     assert_eq!(s.volumes.len(), 2);
     assert_eq!(s.bounds[0].max_overhead_pct, 10.0);
@@ -217,7 +218,7 @@ fn matrix_is_env_by_volume_by_list_valued_parameters() {
 #[test]
 fn overrides_replace_values_and_are_named_in_errors() {
     let s = load_with(BASE, &["workload.fio.runtime=3s", "repeat=5", "workload.fio.rw=read"]).unwrap();
-    assert_eq!(s.repeat, isobench::plan::Repeat::fixed(5));
+    assert_eq!(s.repeat, isobench::store::Repeat::fixed(5));
     assert_eq!(Plan::new(&s, &[]).unwrap().cells.len(), 2 * 2);
     assert!(s.resolved.contains("runtime = \"3s\""), "{}", s.resolved);
     let e = load_with(BASE, &["workload.fio.runtime=3 parsecs"]).err().expect("rejected");

@@ -9,8 +9,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::metrics::Figures;
-use crate::report::chart::{self, Line, LineChart};
-use crate::report::html::STYLE;
+use crate::chart::style::STYLE;
+use crate::chart::{self, Line, LineChart};
 
 const DATA_OPEN: &str = r#"<script type="application/json" id="isobench-cql-graph">"#;
 const DATA_CLOSE: &str = "</script>";

@@ -12,7 +12,7 @@ use anyhow::{Context, Result, anyhow};
 
 use super::hdrlog;
 use super::settings::{self, ArgError, Population};
-use crate::process;
+use crate::sys;
 
 /// The environment variable that seeds a loader's draws (instead of its process id).
 pub const SEED_VAR: &str = "ISOBENCH_CQL_SEED";
@@ -186,7 +186,7 @@ fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path, running: &(
         None => true,
     });
     cmd.arg("cql").args(&args).env(SEED_VAR, index.to_string());
-    let token = std::env::var(process::TOKEN_VAR).ok();
+    let token = std::env::var(sys::TOKEN_VAR).ok();
     let mut said_running = false;
     let mut on_line = |line: &str| {
         // cassandra-stress's "Running WRITE with 8 threads …" opens each run of the load.
@@ -195,9 +195,9 @@ fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path, running: &(
             running();
         }
     };
-    let finished = process::run(
+    let finished = sys::run(
         &mut cmd,
-        process::Options { token: token.as_deref(), on_stdout_line: Some(&mut on_line), ..Default::default() },
+        sys::Options { token: token.as_deref(), on_stdout_line: Some(&mut on_line), ..Default::default() },
     )?;
     let output = format!("{}{}", finished.stdout, finished.stderr);
     std::fs::write(dir.join(format!("loader-{index}.log")), &output)?;
@@ -208,7 +208,7 @@ impl Loader {
     /// Why a failed loader failed, in one line: its last (its error, when it could say one; its
     /// whole output is in its log).
     pub fn reason(&self) -> String {
-        process::tail_lines(&self.output, 1).trim().to_string()
+        sys::tail_lines(&self.output, 1).trim().to_string()
     }
 
     /// A loader's outcome from its HDR log and its output (here, or carried back from a pod).

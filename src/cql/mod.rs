@@ -167,7 +167,7 @@ fn run_loaders(tokens: &[String], how: &loaders::Loaders) -> i32 {
             }
             let failed: Vec<&loaders::Loader> = ran.iter().filter(|l| !l.success).collect();
             for l in &failed {
-                eprintln!("{}: {}", l.command, crate::process::tail_lines(&l.output, 5));
+                eprintln!("{}: {}", l.command, crate::sys::tail_lines(&l.output, 5));
             }
             if how.dir.is_none() {
                 let _ = std::fs::remove_dir_all(&dir);

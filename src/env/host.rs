@@ -10,8 +10,8 @@ use anyhow::{Result, bail};
 use super::{Environment, Kind, Launch, agent_binary};
 use crate::agent;
 use crate::ledger::Resource;
-use crate::process;
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
+use crate::sys;
 use crate::volume::Provisioned;
 
 pub const KIND: Kind = Kind { name: "host", parse };
@@ -52,11 +52,11 @@ impl Environment for Host {
         true
     }
 
-    fn network(&self, _ledger: &crate::ledger::Ledger) -> Result<super::net::NetPath> {
-        Ok(super::net::NetPath::Loopback)
+    fn network(&self, _ledger: &crate::ledger::Ledger) -> Result<crate::net::NetPath> {
+        Ok(crate::net::NetPath::Loopback)
     }
 
-    fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
+    fn run_agent(&self, launch: Launch) -> Result<crate::store::AgentReport> {
         let token = launch.ledger.new_process_token();
         run_agent_process(Command::new(agent_binary()?).args(["agent", "--request", "-"]), launch, &token)
     }
@@ -65,16 +65,16 @@ impl Environment for Host {
 /// Runs an agent command that takes the request on stdin and prints its report on stdout:
 /// the host directly, and any wrapper that passes stdio through (runtimes, `unshare`, …).
 /// `token` marks every process it starts, for teardown and `isobench cleanup`.
-pub fn run_agent_process(cmd: &mut Command, launch: Launch, token: &str) -> Result<agent::Report> {
+pub fn run_agent_process(cmd: &mut Command, launch: Launch, token: &str) -> Result<crate::store::AgentReport> {
     launch.ledger.record(Resource::Processes { token: token.to_string() })?;
-    let gate = launch.gate.cloned();
+    let gate = launch.gate;
     let mut on_spawn = |pid: u32| gate.iter().for_each(|g| g.spawned(pid));
     let mut on_stderr_line = |line: &str| gate.iter().for_each(|g| g.saw_line(line));
     let mut request = serde_json::to_vec(launch.request)?;
     request.push(b'\n');
-    let finished = process::run(
+    let finished = sys::run(
         cmd,
-        process::Options {
+        sys::Options {
             token: Some(token),
             stdin: Some(request),
             stdin_then: gate.as_ref().map(|g| g.go()),

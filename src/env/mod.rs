@@ -3,7 +3,6 @@
 
 pub mod host;
 pub mod k8s;
-pub mod net;
 pub mod oci;
 pub mod podman;
 pub mod rootfs;
@@ -17,8 +16,17 @@ use anyhow::{Result, bail};
 
 use crate::agent;
 use crate::ledger::Ledger;
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
 use crate::volume::{Provisioned, RawTarget};
+
+/// A sandbox started together with others (density): the environment tells it when the
+/// sandbox's first process spawned and each line it printed, and feeds the sandbox's stdin what
+/// `go` gives once all are up.
+pub trait StartGate: Sync {
+    fn spawned(&self, pid: u32);
+    fn saw_line(&self, line: &str);
+    fn go(&self) -> Box<dyn FnOnce() -> Option<Vec<u8>> + Send>;
+}
 
 /// Everything an environment needs to run the agent once.
 pub struct Launch<'a> {
@@ -36,10 +44,10 @@ pub struct Launch<'a> {
     /// TCP ports a server listens on inside, which the host must reach (see `reach`).
     pub forward: &'a [u16],
     /// The sandbox's network to the host, when the workload needs one (see `network`).
-    pub network: Option<&'a net::NetPath>,
+    pub network: Option<&'a crate::net::NetPath>,
     /// Started together with other sandboxes (density): the agent says when it is up and waits
     /// for the others; the environment passes its pid, its ready line and the "go" through.
-    pub gate: Option<&'a crate::density::Gate>,
+    pub gate: Option<&'a dyn StartGate>,
     /// A memory limit for this one sandbox in place of the environment's (fault injection).
     pub memory: Option<u64>,
 }
@@ -128,27 +136,17 @@ pub trait Environment: Send + Sync {
     }
     /// Makes the network path between a sandbox and the host (everything recorded in the
     /// ledger), for workloads that talk to a peer on the host (iperf3).
-    fn network(&self, _ledger: &Ledger) -> Result<net::NetPath> {
+    fn network(&self, _ledger: &Ledger) -> Result<crate::net::NetPath> {
         bail!("this kind of environment cannot give a sandbox a network path yet")
     }
     /// Runs the agent once and returns its report.
-    fn run_agent(&self, launch: Launch) -> Result<agent::Report>;
+    fn run_agent(&self, launch: Launch) -> Result<crate::store::AgentReport>;
 }
 
 /// An environment kind: its name and how to read its suite table.
 pub struct Kind {
     pub name: &'static str,
     pub parse: fn(&mut Fields) -> Result<Box<dyn Environment>, SuiteError>,
-}
-
-pub const KINDS: &[Kind] = &[host::KIND, oci::KIND, podman::PODMAN, podman::DOCKER, vm::KIND, k8s::KIND];
-
-pub fn kind(name: &str) -> Option<&'static Kind> {
-    KINDS.iter().find(|k| k.name == name)
-}
-
-pub fn kind_names() -> Vec<&'static str> {
-    KINDS.iter().map(|k| k.name).collect()
 }
 
 static AGENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();

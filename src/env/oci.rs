@@ -10,13 +10,12 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use super::net::NetPath;
 use super::rootfs::{AGENT_PATH, DATA_PATH, DEVICE_PATH, SCRATCH_PATH, overlay_of_host_root};
 use super::{Environment, Kind, Launch, agent_binary, host::run_agent_process};
-use crate::agent;
 use crate::ledger::{Ledger, Resource};
-use crate::process::{self, find_program};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::net::NetPath;
+use crate::syntax::{Fields, SuiteError};
+use crate::sys::{self, find_program};
 use crate::units;
 use crate::volume::Provisioned;
 
@@ -69,7 +68,7 @@ impl Runtime {
 
     pub fn version(&self) -> Option<String> {
         let path = self.path.as_ref()?;
-        let out = process::command_output(&path.to_string_lossy(), &["--version"]).ok()?;
+        let out = sys::command_output(&path.to_string_lossy(), &["--version"]).ok()?;
         out.lines().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string())
     }
 
@@ -269,8 +268,8 @@ impl Oci {
         let contents = Contents { volume: None, network: None, memory: self.memory, args: &["/bin/true"] };
         let (mut cmd, token) = self.prepare(ledger, run_dir, &contents)?;
         ledger.record(Resource::Processes { token: token.clone() })?;
-        let options = process::Options { token: Some(&token), timeout: Some(self.start_timeout), ..Default::default() };
-        let finished = process::run(&mut cmd, options).with_context(|| {
+        let options = sys::Options { token: Some(&token), timeout: Some(self.start_timeout), ..Default::default() };
+        let finished = sys::run(&mut cmd, options).with_context(|| {
             format!("running a first container with {} (start_timeout = {:?})", self.runtime.name, self.start_timeout)
         })?;
         if !finished.status.success() {
@@ -282,7 +281,7 @@ impl Oci {
 
 impl Environment for Oci {
     fn unavailable(&self) -> Option<String> {
-        crate::volume::needs_root().or_else(|| self.runtime.missing())
+        crate::sys::needs_root().or_else(|| self.runtime.missing())
     }
 
     fn is_sandbox(&self) -> bool {
@@ -346,10 +345,10 @@ impl Environment for Oci {
     }
 
     fn network(&self, ledger: &Ledger) -> Result<NetPath> {
-        if self.host_network { Ok(NetPath::Loopback) } else { super::net::namespace(ledger) }
+        if self.host_network { Ok(NetPath::Loopback) } else { crate::net::namespace(ledger) }
     }
 
-    fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
+    fn run_agent(&self, launch: Launch) -> Result<crate::store::AgentReport> {
         let args = [AGENT_PATH, "agent", "--request", "-"];
         let netns_file = launch.network.and_then(NetPath::netns_file);
         let used = self.network_facts(Net::of(self.host_network, launch.network, &netns_file));
@@ -363,7 +362,11 @@ impl Environment for Oci {
 }
 
 /// Requested limits the sandbox did not see are said, never silently dropped.
-pub(super) fn with_limit_notes(mut report: agent::Report, cpus: Option<f64>, memory: Option<u64>) -> agent::Report {
+pub(super) fn with_limit_notes(
+    mut report: crate::store::AgentReport,
+    cpus: Option<f64>,
+    memory: Option<u64>,
+) -> crate::store::AgentReport {
     if let Some(limit) = memory {
         match report.facts.get("memory.limit_kib").and_then(|v| v.parse::<u64>().ok()) {
             Some(seen) if seen * 1024 <= limit + 4096 => {}
@@ -394,9 +397,9 @@ pub fn hybrid_cgroups() -> bool {
 /// Runs a container's delete command (see `Resource::Container`); a container that does not
 /// exist is already deleted.
 pub fn delete_container(delete: &[String]) -> Result<()> {
-    let finished = process::run(
+    let finished = sys::run(
         Command::new(&delete[0]).args(&delete[1..]),
-        process::Options {
+        sys::Options {
             timeout: Some(std::time::Duration::from_secs(60)),
             ignore_interrupt: true,
             ..Default::default()
@@ -505,7 +508,7 @@ fn spec(input: &SpecInput) -> Value {
             "terminal": false,
             "user": {"uid": 0, "gid": 0},
             "args": input.args,
-            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", format!("{}={}", process::TOKEN_VAR, input.token)],
+            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", format!("{}={}", sys::TOKEN_VAR, input.token)],
             "cwd": "/",
             "capabilities": {"bounding": CAPABILITIES, "effective": CAPABILITIES, "permitted": CAPABILITIES},
             "rlimits": [{"type": "RLIMIT_NOFILE", "hard": nofile, "soft": nofile}],

@@ -9,14 +9,13 @@ use std::process::Command;
 
 use anyhow::Result;
 
-use super::net::NetPath;
 use super::oci::{Contents, Flavour, Net, Runtime};
 use super::rootfs::{AGENT_PATH, DATA_PATH, DEVICE_PATH, SCRATCH_PATH, overlay_of_host_root};
 use super::{Environment, Kind, Launch, agent_binary, host::run_agent_process};
-use crate::agent;
 use crate::ledger::Resource;
-use crate::process::{self, find_program};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::net::NetPath;
+use crate::syntax::{Fields, SuiteError};
+use crate::sys::{self, find_program};
 use crate::units;
 use crate::volume::Provisioned;
 
@@ -157,7 +156,7 @@ impl Engine {
         }
         cmd.arg(format!("--volume={}:{AGENT_PATH}:ro", agent_binary()?.display()));
         // notmpcopyup: the root's /tmp is the host's, and copying it (sockets included) fails.
-        cmd.args(["--tmpfs=/tmp:rw,mode=1777,notmpcopyup", &format!("--env={}={token}", process::TOKEN_VAR)]);
+        cmd.args(["--tmpfs=/tmp:rw,mode=1777,notmpcopyup", &format!("--env={}={token}", sys::TOKEN_VAR)]);
         if let Some(c) = self.cpus {
             cmd.arg(format!("--cpus={c}"));
         }
@@ -201,16 +200,16 @@ fn hard_limit(resource: nix::sys::resource::Resource, default: u64) -> u64 {
 
 impl Environment for Engine {
     fn unavailable(&self) -> Option<String> {
-        if let Some(why) = crate::volume::needs_root() {
+        if let Some(why) = crate::sys::needs_root() {
             return Some(why);
         }
         if find_program(self.program).is_none() {
             return Some(format!("{} is not installed", self.program));
         }
         if self.program == "docker" {
-            let info = process::run(
+            let info = sys::run(
                 Command::new("docker").arg("info"),
-                process::Options { timeout: Some(std::time::Duration::from_secs(20)), ..Default::default() },
+                sys::Options { timeout: Some(std::time::Duration::from_secs(20)), ..Default::default() },
             );
             match info {
                 Ok(f) if f.status.success() => {}
@@ -235,7 +234,7 @@ impl Environment for Engine {
     }
 
     fn describe(&self) -> BTreeMap<String, String> {
-        let version = process::command_output(self.program, &["--version"]).ok().map(|v| v.trim().to_string());
+        let version = sys::command_output(self.program, &["--version"]).ok().map(|v| v.trim().to_string());
         let mut d = BTreeMap::from([
             ("env.kind".to_string(), self.program.to_string()),
             (format!("{}.version", self.program), version.unwrap_or_else(|| "unknown".into())),
@@ -285,12 +284,12 @@ impl Environment for Engine {
         let contents = Contents { volume: None, network: None, memory: self.memory, args: &["/bin/true"] };
         let (mut cmd, token) = self.command(ledger, run_dir, &contents)?;
         ledger.record(Resource::Processes { token: token.clone() })?;
-        let options = process::Options {
+        let options = sys::Options {
             token: Some(&token),
             timeout: Some(std::time::Duration::from_secs(120)),
             ..Default::default()
         };
-        let finished = process::run(&mut cmd, options)?;
+        let finished = sys::run(&mut cmd, options)?;
         if !finished.status.success() {
             anyhow::bail!("{} could not run a container ({}): {}", self.program, finished.status, finished.tail(6));
         }
@@ -302,10 +301,10 @@ impl Environment for Engine {
     }
 
     fn network(&self, ledger: &crate::ledger::Ledger) -> Result<NetPath> {
-        if self.host_network { Ok(NetPath::Loopback) } else { super::net::namespace(ledger) }
+        if self.host_network { Ok(NetPath::Loopback) } else { crate::net::namespace(ledger) }
     }
 
-    fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
+    fn run_agent(&self, launch: Launch) -> Result<crate::store::AgentReport> {
         let args = [AGENT_PATH, "agent", "--request", "-"];
         let network = match launch.network {
             _ if self.host_network => "host",

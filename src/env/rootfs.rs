@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::ledger::{Ledger, Resource};
-use crate::process;
+use crate::sys;
 
 /// Mounts the overlay root at `run_dir/rootfs` (its tmpfs at `run_dir/root-upper`), both
 /// recorded before they are made.
@@ -17,7 +17,7 @@ pub fn overlay_of_host_root(ledger: &Ledger, run_dir: &Path) -> Result<PathBuf> 
     std::fs::create_dir_all(&upper)?;
     std::fs::create_dir_all(&root)?;
     ledger.record(Resource::Mount { target: upper.clone() })?;
-    process::command_output(
+    sys::command_output(
         "mount",
         &["-t", "tmpfs", "-o", "size=256m,mode=755", "isobench-root-upper", &upper.to_string_lossy()],
     )?;
@@ -27,10 +27,10 @@ pub fn overlay_of_host_root(ledger: &Ledger, run_dir: &Path) -> Result<PathBuf> 
     ledger.record(Resource::Mount { target: root.clone() })?;
     let options =
         format!("lowerdir=/,upperdir={},workdir={}", upper.join("upper").display(), upper.join("work").display());
-    process::command_output("mount", &["-t", "overlay", "-o", &options, "isobench-root", &root.to_string_lossy()])
+    sys::command_output("mount", &["-t", "overlay", "-o", &options, "isobench-root", &root.to_string_lossy()])
         .context("mounting an overlay of / as the sandbox root")?;
     // The sandbox's own mounts must not travel back to the host.
-    process::command_output("mount", &["--make-private", &root.to_string_lossy()])?;
+    sys::command_output("mount", &["--make-private", &root.to_string_lossy()])?;
     Ok(root)
 }
 

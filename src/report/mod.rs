@@ -1,7 +1,6 @@
 //! Reports people read. Every format renders the same `Report` (analysis, bound checks,
 //! warnings, host facts, runs); this module holds what the formats share.
 
-pub mod chart;
 pub mod export;
 pub mod html;
 pub mod markdown;

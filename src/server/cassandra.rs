@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use nix::sys::signal::Signal;
 
-use crate::process;
+use crate::sys;
 
 /// The Cassandra isobench fetches unless told otherwise (`--version`, ISOBENCH_CASSANDRA_VERSION).
 pub const DEFAULT_VERSION: &str = "5.0.9";
@@ -89,7 +89,7 @@ impl Distribution {
         if !version.chars().all(|c| c.is_ascii_alphanumeric() || ".-".contains(c)) {
             bail!("Cassandra version \"{version}\" is not a version; use e.g. {DEFAULT_VERSION}");
         }
-        let mvn = process::find_program("mvn")
+        let mvn = sys::find_program("mvn")
             .context("fetching Cassandra needs Maven (mvn) and Java 17; install them with `scripts/setup.sh demo` or `apt-get install maven openjdk-17-jre-headless`")?;
         let home = cache_root().join(format!("cassandra-{version}"));
         fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
@@ -99,14 +99,14 @@ impl Distribution {
         let _ = fs::remove_dir_all(&partial);
         say(&format!("fetching Cassandra {version} and its dependencies from Maven Central into {}", home.display()));
         let started = Instant::now();
-        let finished = process::run(
+        let finished = sys::run(
             Command::new(mvn)
                 .args(["-q", "-B", "-f"])
                 .arg(&pom)
                 .arg(format!("-Dmaven.repo.local={}", cache_root().join("m2").display()))
                 .args(["dependency:copy-dependencies", "-DincludeScope=runtime"])
                 .arg(format!("-DoutputDirectory={}", partial.display())),
-            process::Options { timeout: Some(Duration::from_secs(1800)), ..Default::default() },
+            sys::Options { timeout: Some(Duration::from_secs(1800)), ..Default::default() },
         )?;
         if !finished.status.success() || !partial.join(format!("cassandra-all-{version}.jar")).exists() {
             bail!(
@@ -199,7 +199,7 @@ impl NodeConfig {
         let (storage_port, jmx_port) = if native_port == 9042 {
             (7000, 7199)
         } else {
-            let ports = free_ports(2)?;
+            let ports = crate::sys::free_ports(2)?;
             (ports[0], ports[1])
         };
         Ok(NodeConfig {
@@ -394,18 +394,6 @@ disk_access_mode: mmap_index_only
     }
 }
 
-pub fn free_port() -> Result<u16> {
-    Ok(free_ports(1)?[0])
-}
-
-/// `n` distinct free ports: each stays bound until all are found, so none comes twice.
-pub fn free_ports(n: usize) -> Result<Vec<u16>> {
-    let listeners = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port"))
-        .collect::<Result<Vec<_>>>()?;
-    listeners.iter().map(|l| Ok(l.local_addr()?.port())).collect()
-}
-
 /// The java command line (Cassandra 5.0's jvm17-server.options, trimmed to what matters here).
 fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, cds: &Cds) -> Result<Command> {
     let lib = dist.lib();
@@ -584,7 +572,7 @@ impl Node {
         cmd.stdin(Stdio::null()).stdout(stdout.try_clone()?).stderr(stdout);
         if how.detached {
             if let Some(token) = how.token {
-                cmd.env(process::TOKEN_VAR, token);
+                cmd.env(sys::TOKEN_VAR, token);
             }
             // A session of its own: Ctrl-C in the starting shell must not reach the server.
             // SAFETY: setsid is async-signal-safe and affects only the child.
@@ -595,7 +583,7 @@ impl Node {
                 });
             }
         } else {
-            process::prepare(&mut cmd, how.token);
+            sys::prepare(&mut cmd, how.token);
         }
         let started = Instant::now();
         let child =
@@ -635,8 +623,8 @@ impl Node {
                     self.failure_excerpt()
                 );
             }
-            if process::interrupted() {
-                return Err(process::Interrupted.into());
+            if sys::interrupted() {
+                return Err(sys::Interrupted.into());
             }
             if read_text(&self.config.stdout_log()).contains(READY_LINE)
                 && let Ok(version) = cql_probe(
@@ -674,11 +662,7 @@ impl Node {
         if !errors.is_empty() {
             out += &format!("Its errors:\n{}\n", errors.join("\n"));
         }
-        out + &format!(
-            "The end of its log ({}):\n{}",
-            self.config.stdout_log().display(),
-            process::tail_lines(&log, 12)
-        )
+        out + &format!("The end of its log ({}):\n{}", self.config.stdout_log().display(), sys::tail_lines(&log, 12))
     }
 
     pub fn alive(&self) -> bool {
@@ -689,7 +673,7 @@ impl Node {
     /// state file from an earlier boot names a stranger), and a Cassandra (a state file from
     /// before identities were recorded).
     fn is_ours(&self) -> bool {
-        pid_alive(self.pid)
+        crate::sys::pid_alive(self.pid)
             && self.identity.as_ref().is_none_or(|id| Identity::of(self.pid).as_ref() == Some(id))
             && fs::read(format!("/proc/{}/cmdline", self.pid))
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains("org.apache.cassandra.service.CassandraDaemon"))
@@ -752,18 +736,6 @@ fn signal(pid: i32, signal: Signal) {
     }
 }
 
-/// Whether `pid` is a live process (not a zombie).
-pub fn pid_alive(pid: i32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
-}
-
 fn read_text(path: &Path) -> String {
     let mut text = String::new();
     if let Ok(mut f) = fs::File::open(path) {
@@ -803,7 +775,7 @@ pub fn create_role(address: &str, user: &str, password: &str, auth_rf: u32, trus
     loop {
         match attempt() {
             Ok(()) => return Ok(()),
-            Err(_) if began.elapsed() < Duration::from_secs(60) && !process::interrupted() => {
+            Err(_) if began.elapsed() < Duration::from_secs(60) && !sys::interrupted() => {
                 std::thread::sleep(Duration::from_secs(1))
             }
             // The server's own words, never the statement (it holds the password).

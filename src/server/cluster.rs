@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::cassandra::{Distribution, NodeConfig};
-use crate::process;
+use crate::sys;
 use crate::units;
 
 /// What one node needs beyond its heap, measured here: a 1 GiB-heap node's RSS after a write
@@ -52,7 +52,7 @@ impl Layout {
     /// `n` free ports that are none of this layout's.
     pub fn other_free_ports(&self, n: usize) -> Result<Vec<u16>> {
         for _ in 0..20 {
-            let ports = super::cassandra::free_ports(n)?;
+            let ports = crate::sys::free_ports(n)?;
             if !ports.iter().any(|p| *p == self.native_port || *p == self.storage_port || self.jmx_ports.contains(p)) {
                 return Ok(ports);
             }
@@ -102,7 +102,7 @@ fn free_on_all_addresses(addresses: &[String], port: u16) -> bool {
 /// `n` distinct ports free on every address.
 fn free_on_all(addresses: &[String], n: usize) -> Result<Vec<u16>> {
     for _ in 0..20 {
-        let ports = super::cassandra::free_ports(n)?;
+        let ports = crate::sys::free_ports(n)?;
         if ports.iter().all(|p| free_on_all_addresses(addresses, *p)) {
             return Ok(ports);
         }
@@ -150,7 +150,7 @@ pub fn nodetool(dist: &Distribution, jmx_port: u16, args: &[String]) -> Result<S
         let quiet = "<configuration><appender name=\"STDERR\" class=\"ch.qos.logback.core.ConsoleAppender\"><target>System.err</target><encoder><pattern>%-5level %msg%n</pattern></encoder></appender><root level=\"WARN\"><appender-ref ref=\"STDERR\"/></root></configuration>\n";
         std::fs::write(&logback, quiet).with_context(|| format!("writing {}", logback.display()))?;
     }
-    let finished = process::run(
+    let finished = sys::run(
         Command::new("java")
             .args(["-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
             // What Cassandra's jvm17-clients.options opens to its tools.
@@ -167,7 +167,7 @@ pub fn nodetool(dist: &Distribution, jmx_port: u16, args: &[String]) -> Result<S
             .args(["org.apache.cassandra.tools.NodeTool", "-h", "127.0.0.1", "-p"])
             .arg(jmx_port.to_string())
             .args(args),
-        process::Options { timeout: Some(Duration::from_secs(60)), ..Default::default() },
+        sys::Options { timeout: Some(Duration::from_secs(60)), ..Default::default() },
     )?;
     if !finished.status.success() {
         bail!("nodetool {} on JMX port {jmx_port} failed: {}", args.join(" "), finished.tail(5));
@@ -203,7 +203,7 @@ pub fn wait_ring(dist: &Distribution, layout: &Layout, timeout: Duration) -> Res
         if formed {
             return Ok(started.elapsed());
         }
-        if started.elapsed() > timeout || process::interrupted() {
+        if started.elapsed() > timeout || sys::interrupted() {
             let last: Vec<String> = views
                 .iter()
                 .zip(&layout.addresses)

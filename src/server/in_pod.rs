@@ -1,5 +1,5 @@
 //! A Cassandra node as the main process of a Kubernetes pod (`isobench k8s db run`), one pod of
-//! the StatefulSet a k8s cell makes (see `server::k8s_cell`). The node is configured as the local
+//! the StatefulSet a k8s cell makes (see `runner::k8s_server_cell`). The node is configured as the local
 //! server is (`NodeConfig`: the same cassandra.yaml, heap and JVM flags), from the spec in the
 //! run's Secret and from the pod itself: its IP, and its name, which says whether it is the
 //! seed. The node's data is on the claim at `/data`. It runs until the pod is deleted (SIGTERM:
@@ -130,7 +130,7 @@ fn pod_name() -> String {
 /// `isobench k8s db run`: starts the node, says when it answers CQL, and keeps it until the pod
 /// is told to stop.
 pub fn run(spec: &DbPod) -> Result<()> {
-    crate::process::install_interrupt_handler()?;
+    crate::sys::install_interrupt_handler()?;
     let ip = pod_ip()?;
     let dist = spec.distribution()?;
     // The first pod seeds itself (its own name may not resolve yet); the others wait until the
@@ -158,7 +158,7 @@ pub fn run(spec: &DbPod) -> Result<()> {
         node.release_version,
         node.ready_after.as_secs_f64()
     );
-    while !crate::process::interrupted() {
+    while !crate::sys::interrupted() {
         if !node.alive() {
             bail!("Cassandra exited on its own. {}", node.failure_excerpt());
         }
@@ -182,7 +182,7 @@ fn wait_resolvable(name: &str, timeout: Duration) -> Result<()> {
                 timeout.as_secs()
             );
         }
-        crate::process::sleep(Duration::from_millis(500))?;
+        crate::sys::sleep(Duration::from_millis(500))?;
     }
 }
 

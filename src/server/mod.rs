@@ -3,10 +3,8 @@
 //! environment.
 
 pub mod cassandra;
-pub mod cell;
 pub mod cluster;
 pub mod in_pod;
-pub mod k8s_cell;
 pub mod serve;
 pub mod stats;
 
@@ -20,8 +18,8 @@ use serde::{Deserialize, Serialize};
 use self::cassandra::{Distribution, Node, NodeConfig, Start};
 use self::cluster::Layout;
 use crate::ledger::{Ledger, Resource};
-use crate::store::write_atomic;
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
+use crate::sys::write_atomic;
 use crate::workload::cql::Target;
 
 /// How long a node may take to answer CQL (a cold JIT on a slow machine takes ~15 s).

@@ -256,7 +256,7 @@ impl Control {
             if agent_done.load(Ordering::Relaxed) {
                 bail!("the agent ended before it listened on {address}");
             }
-            if Instant::now() > deadline || crate::process::interrupted() {
+            if Instant::now() > deadline || crate::sys::interrupted() {
                 bail!("could not reach the agent's control port {address} within {} s", CONNECT_WINDOW.as_secs());
             }
             std::thread::sleep(Duration::from_millis(100));

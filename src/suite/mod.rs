@@ -3,16 +3,16 @@
 //! once, with the file, line and key, before anything runs.
 
 pub mod adhoc;
-pub mod tree;
 
 use std::path::{Path, PathBuf};
 
-use tree::{Fields, Node, Origin, SuiteError, Table, Value};
+use crate::kinds;
+use crate::syntax::{Fields, Node, Origin, SuiteError, Table, Value};
 
-use crate::env::{self, Environment};
-use crate::plan::{Repeat, Selector};
+use crate::env::Environment;
 pub use crate::store::Baseline;
-use crate::volume::{self, Volume};
+use crate::store::{Repeat, Selector};
+use crate::volume::Volume;
 use crate::workload::{self, ParseContext};
 
 pub struct Suite {
@@ -83,7 +83,7 @@ impl Suite {
     }
 
     pub fn from_text(file: &str, text: &str, suite_dir: &Path, overrides: &[String]) -> Result<Suite, SuiteError> {
-        let mut root = tree::parse(file, text)?;
+        let mut root = crate::syntax::parse(file, text)?;
         for o in overrides {
             apply_override(file, &mut root, o)?;
         }
@@ -102,14 +102,16 @@ impl Suite {
         let envs = sections(&mut top, "env")?
             .into_iter()
             .map(|(t, origin)| {
-                named(file, "env", t, origin, env::kind_names(), |kind, f| (env::kind(kind).expect("listed").parse)(f))
+                named(file, "env", t, origin, kinds::ENVS.iter().map(|k| k.name).collect(), |kind, f| {
+                    (kinds::env(kind).expect("listed").parse)(f)
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let volumes = sections(&mut top, "volume")?
             .into_iter()
             .map(|(t, origin)| {
-                named(file, "volume", t, origin, volume::kind_names(), |kind, f| {
-                    (volume::kind(kind).expect("listed").parse)(f)
+                named(file, "volume", t, origin, kinds::VOLUMES.iter().map(|k| k.name).collect(), |kind, f| {
+                    (kinds::volume(kind).expect("listed").parse)(f)
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -173,7 +175,7 @@ impl Suite {
             bounds,
             cells,
             server,
-            resolved: tree::to_toml(&resolved_tree),
+            resolved: crate::syntax::to_toml(&resolved_tree),
         })
     }
 }
@@ -284,7 +286,7 @@ fn named<T>(
     section: &str,
     table: &Table,
     origin: Origin,
-    kinds: Vec<&'static str>,
+    kind_names: Vec<&'static str>,
     parse: impl Fn(&str, &mut Fields) -> Result<T, SuiteError>,
 ) -> Result<Named<T>, SuiteError> {
     let mut f = Fields::new(file, format!("[[{section}]]"), table, origin.clone());
@@ -293,8 +295,10 @@ fn named<T>(
     let mut f = Fields::new(file, format!("{section} \"{name}\""), table, origin);
     f.required_str("name")?;
     let kind = f.required_str("kind")?;
-    if !kinds.contains(&kind.as_str()) {
-        return Err(f.error_at("kind", format!("unknown kind \"{kind}\"; allowed kinds are: {}", kinds.join(", "))));
+    if !kind_names.contains(&kind.as_str()) {
+        return Err(
+            f.error_at("kind", format!("unknown kind \"{kind}\"; allowed kinds are: {}", kind_names.join(", ")))
+        );
     }
     let cost_per_hour = if section == "env" { f.float("cost_per_hour")? } else { None };
     if cost_per_hour.is_some_and(|c| c < 0.0) {
@@ -308,8 +312,11 @@ fn named<T>(
 /// A workload table expands into one variant per combination of its list-valued keys (and of
 /// list values inside table-valued keys such as fio's `env`).
 fn workload_entry(file: &str, table: &Table, origin: Origin, ctx: &ParseContext) -> Result<WorkloadEntry, SuiteError> {
-    let named_entry = named(file, "workload", table, origin.clone(), workload::kind_names(), |_, _| Ok(()))?;
-    let kind = workload::kind(&named_entry.kind).expect("kind was checked");
+    let named_entry =
+        named(file, "workload", table, origin.clone(), kinds::WORKLOADS.iter().map(|k| k.name).collect(), |_, _| {
+            Ok(())
+        })?;
+    let kind = kinds::workload(&named_entry.kind).expect("kind was checked");
     let what = format!("workload \"{}\"", named_entry.name);
     let axes = axes_of(table, kind.list_keys);
     for axis in &axes {
@@ -464,7 +471,7 @@ fn apply_override(file: &str, root: &mut Table, text: &str) -> Result<(), SuiteE
     if segments.iter().any(|s| s.is_empty()) {
         return Err(err(format!("\"{path}\" is not a key path; write it like workload.fio.runtime")));
     }
-    let node = tree::parse_override_value(value.trim(), Origin::Set(text.into()));
+    let node = crate::syntax::parse_override_value(value.trim(), Origin::Set(text.into()));
     let (target, rest): (&mut Table, &[&str]) = match segments.as_slice() {
         [section @ ("env" | "volume" | "workload" | "bound"), name, rest @ ..] if !rest.is_empty() => {
             let Some(Node { value: Value::List(items), .. }) = root.get_mut(section) else {

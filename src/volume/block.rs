@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::{BlockSource, Kind, ProvisionContext, Provisioned, Volume, mount_point, needs_root};
+use super::{BlockSource, Kind, ProvisionContext, Provisioned, Volume, mount_point};
 use crate::ledger::Resource;
-use crate::process::{self, find_program};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
+use crate::sys::{self, find_program};
 use crate::units;
 
 pub const KIND: Kind = Kind { name: "block", parse };
@@ -204,7 +204,7 @@ impl Block {
             // guest's disk, so its I/O takes the path a VM disk takes (guest filesystem →
             // virtio-blk → QEMU → file), with no loop driver stacked under QEMU.
             if !whole_device {
-                process::command_output("losetup", &["-d", &device])?;
+                sys::command_output("losetup", &["-d", &device])?;
             }
             facts.insert("volume.device".into(), backing.display().to_string());
             return Ok(Provisioned {
@@ -233,7 +233,7 @@ pub fn mkfs(fs: &str, device: &str, extra: &[String]) -> Result<()> {
     };
     args.extend(extra.iter().cloned());
     args.push(device.to_string());
-    process::command_output(&format!("mkfs.{fs}"), &args.iter().map(String::as_str).collect::<Vec<_>>())?;
+    sys::command_output(&format!("mkfs.{fs}"), &args.iter().map(String::as_str).collect::<Vec<_>>())?;
     Ok(())
 }
 
@@ -246,7 +246,7 @@ pub fn mount(ctx: &ProvisionContext, fs: &str, device: &str, options: Option<&st
     }
     let target_text = target.to_string_lossy().into_owned();
     args.extend([device, target_text.as_str()]);
-    process::command_output("mount", &args)?;
+    sys::command_output("mount", &args)?;
     Ok(target)
 }
 
@@ -269,7 +269,7 @@ pub fn attach_loop(
         args.push("--read-only");
     }
     args.push(&backing);
-    Ok(process::command_output("losetup", &args)?.trim().to_string())
+    Ok(sys::command_output("losetup", &args)?.trim().to_string())
 }
 
 /// The size of a file or block device in bytes.
@@ -341,7 +341,7 @@ impl Volume for Block {
     }
 
     fn unavailable(&self) -> Option<String> {
-        if let Some(why) = needs_root() {
+        if let Some(why) = crate::sys::needs_root() {
             return Some(why);
         }
         let loops = matches!(self.source, Source::File { .. }) || self.partitions > 1;

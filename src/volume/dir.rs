@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use super::{Kind, ProvisionContext, Provisioned, Volume};
 use crate::ledger::Resource;
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
 
 pub const KIND: Kind = Kind { name: "dir", parse };
 

@@ -3,7 +3,7 @@
 
 use super::block::{Block, Source};
 use super::{Kind, Volume};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
 
 pub const KIND: Kind = Kind { name: "loop", parse };
 

@@ -14,7 +14,7 @@ use anyhow::Result;
 
 use super::remote::{self, Common, Where};
 use super::{Kind, ProvisionContext, Provisioned, Volume};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
 use crate::units;
 
 pub const KIND: Kind = Kind { name: "mirror", parse };

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use crate::ledger::Ledger;
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
 
 /// A volume ready for a run.
 #[derive(Debug, Clone)]
@@ -45,6 +45,15 @@ pub struct Provisioned {
 }
 
 impl Provisioned {
+    /// A mirror's copies after the run: identical or not, and what its nexus reported.
+    pub fn check_replicas(&self, facts: &mut std::collections::BTreeMap<String, String>, notes: &mut Vec<String>) {
+        if let Some(replicas) = &self.replicas {
+            let (found, noted) = replicas.check();
+            facts.extend(found);
+            notes.extend(noted);
+        }
+    }
+
     /// A directory (or mount point) on the host, described by `facts`.
     pub fn dir(path: PathBuf, facts: BTreeMap<String, String>) -> Provisioned {
         Provisioned { path, raw: false, read_only: false, block: None, nbd: None, replicas: None, claim: None, facts }
@@ -140,22 +149,6 @@ pub fn separately<V: Volume + ?Sized>(volume: &V, ctx: ProvisionContext, n: usiz
 pub struct Kind {
     pub name: &'static str,
     pub parse: fn(&mut Fields) -> Result<Box<dyn Volume>, SuiteError>,
-}
-
-pub const KINDS: &[Kind] =
-    &[dir::KIND, tmpfs::KIND, loopfs::KIND, block::KIND, nbd::KIND, mirror::KIND, nvmeof::KIND, pvc::KIND];
-
-pub fn kind(name: &str) -> Option<&'static Kind> {
-    KINDS.iter().find(|k| k.name == name)
-}
-
-pub fn kind_names() -> Vec<&'static str> {
-    KINDS.iter().map(|k| k.name).collect()
-}
-
-/// Mounting needs root (CAP_SYS_ADMIN); say so plainly instead of failing in mount(8).
-pub fn needs_root() -> Option<String> {
-    (!nix::unistd::geteuid().is_root()).then(|| "needs root to mount (run isobench as root)".to_string())
 }
 
 /// The refusal of a volume kind that cannot be a block device.

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::block::{mkfs, mount};
-use super::{Kind, ProvisionContext, Provisioned, Volume, needs_root};
+use super::{Kind, ProvisionContext, Provisioned, Volume};
 use crate::ledger::Resource;
-use crate::process::{self, find_program};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
+use crate::sys::{self, find_program};
 use crate::units;
 
 pub const KIND: Kind = Kind { name: "nvmeof", parse };
@@ -80,11 +80,11 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Volume>, SuiteError> {
 /// Why NVMe/TCP cannot be used here: no nvme-cli, no host driver, and for a kernel target no
 /// nvmet.
 pub fn unavailable(kernel_target: bool) -> Option<String> {
-    if let Some(why) = needs_root() {
+    if let Some(why) = crate::sys::needs_root() {
         return Some(why);
     }
     let module = |name: &str| {
-        Path::new("/sys/module").join(name).exists() || process::command_output("modprobe", &["-n", name]).is_ok()
+        Path::new("/sys/module").join(name).exists() || sys::command_output("modprobe", &["-n", name]).is_ok()
     };
     if !module("nvme_tcp") {
         return Some("this kernel has no NVMe/TCP host driver (nvme-tcp)".into());
@@ -108,11 +108,11 @@ impl Volume for Nvmeof {
         let (address, port, nqn) = match &self.target {
             Target::Remote { address, port, nqn } => (address.clone(), *port, nqn.clone()),
             Target::Kernel { size } => {
-                let _ = process::command_output("modprobe", &["nvmet_tcp"]);
+                let _ = sys::command_output("modprobe", &["nvmet_tcp"]);
                 let file = ctx.run_dir.join("nvmet.img");
                 ctx.ledger.record(Resource::File { path: file.clone() })?;
                 std::fs::File::create(&file).and_then(|f| f.set_len(*size))?;
-                let port = crate::server::cassandra::free_ports(1)?[0];
+                let port = crate::sys::free_port()?;
                 let target = KernelTarget {
                     root: PathBuf::from(CONFIGFS),
                     nqn: format!("nqn.2026-11.dev.isobench:{}-{}", ctx.ledger.token(), ctx.ledger.next_id()),
@@ -123,10 +123,10 @@ impl Volume for Nvmeof {
                 ("127.0.0.1".to_string(), port, target.nqn)
             }
         };
-        let _ = process::command_output("modprobe", &["nvme_tcp"]);
+        let _ = sys::command_output("modprobe", &["nvme_tcp"]);
         ctx.ledger.record(Resource::NvmeConnection { nqn: nqn.clone() })?;
         let port_text = port.to_string();
-        process::command_output("nvme", &["connect", "-t", "tcp", "-a", &address, "-s", &port_text, "-n", &nqn])?;
+        sys::command_output("nvme", &["connect", "-t", "tcp", "-a", &address, "-s", &port_text, "-n", &nqn])?;
         let device = namespace_of(Path::new("/sys/class/nvme-subsystem"), &nqn, Duration::from_secs(15))?;
         let read_only = matches!(self.target, Target::Remote { .. }) && !self.destructive;
         let mut facts = BTreeMap::from([
@@ -235,7 +235,7 @@ pub fn disconnect(nqn: &str) -> Result<()> {
     if find_program("nvme").is_none() {
         return Ok(());
     }
-    process::command_output("nvme", &["disconnect", "-n", nqn]).map(|_| ())
+    sys::command_output("nvme", &["disconnect", "-n", nqn]).map(|_| ())
 }
 
 /// The block device of the namespace the host sees for `nqn`, waiting for it to appear.
@@ -261,7 +261,7 @@ fn namespace_of(sysfs: &Path, nqn: &str, timeout: Duration) -> Result<PathBuf> {
         if Instant::now() > deadline {
             bail!("no namespace of {nqn} appeared within {timeout:?}");
         }
-        process::sleep(Duration::from_millis(100))?;
+        sys::sleep(Duration::from_millis(100))?;
     }
 }
 

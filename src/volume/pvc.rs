@@ -9,7 +9,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::{Kind, ProvisionContext, Provisioned, Volume};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
 
 pub const KIND: Kind = Kind { name: "pvc", parse };
 

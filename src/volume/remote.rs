@@ -16,10 +16,10 @@ use anyhow::{Context, Result, bail};
 
 use super::block::{attach_loop, mkfs, mount};
 use super::{BlockSource, NbdExport, ProvisionContext, Provisioned};
-use crate::env::net::{self, NetPath};
 use crate::ledger::Resource;
-use crate::process::{self, find_program};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::net::{self, NetPath};
+use crate::syntax::{Fields, SuiteError};
+use crate::sys::{self, find_program};
 
 pub const QSD: &str = "qemu-storage-daemon";
 
@@ -99,7 +99,7 @@ impl Common {
 
     /// Why this volume cannot be made here, if it cannot.
     pub fn unavailable(&self, needs_qsd: bool) -> Option<String> {
-        if let Some(why) = super::needs_root() {
+        if let Some(why) = crate::sys::needs_root() {
             return Some(why);
         }
         if find_program("nbdkit").is_none() {
@@ -144,12 +144,12 @@ fn parse_bits(text: &str) -> Result<u64, String> {
 /// Whether netem can shape a link here (a probe on a dummy qdisc would need a link; the module
 /// is what decides).
 fn netem_present() -> bool {
-    Path::new("/sys/module/sch_netem").exists() || process::command_output("modprobe", &["-n", "sch_netem"]).is_ok()
+    Path::new("/sys/module/sch_netem").exists() || sys::command_output("modprobe", &["-n", "sch_netem"]).is_ok()
 }
 
 /// nbdkit's version, as (major, minor).
 fn nbdkit_version() -> Option<(u32, u32)> {
-    let out = process::command_output("nbdkit", &["--version"]).ok()?;
+    let out = sys::command_output("nbdkit", &["--version"]).ok()?;
     let v = out.split_whitespace().nth(1)?;
     let mut parts = v.split('.');
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
@@ -218,7 +218,7 @@ pub fn start_node(ctx: &ProvisionContext, common: &Common, index: usize, home: O
             other => bail!("a storage node needs a namespace, not {other:?}"),
         },
     };
-    let port = crate::server::cassandra::free_ports(1)?[0];
+    let port = crate::sys::free_port()?;
     let mut filters = Vec::new();
     let mut params = Vec::new();
     let mut shaped = Vec::new();
@@ -235,7 +235,7 @@ pub fn start_node(ctx: &ProvisionContext, common: &Common, index: usize, home: O
         if !shape.is_empty() {
             let mut args = vec!["qdisc", "add", "dev", host_if, "root", "netem"];
             args.extend(shape.iter().map(String::as_str));
-            process::command_output("tc", &args)?;
+            sys::command_output("tc", &args)?;
             shaped.push(format!("netem on {host_if}: {}", shape.join(" ")));
         }
     } else {
@@ -269,7 +269,7 @@ pub fn start_node(ctx: &ProvisionContext, common: &Common, index: usize, home: O
     };
     cmd.args(["--foreground", "--exit-with-parent", "-i", &address.to_string(), "-p", &port.to_string()]);
     cmd.args(&filters).arg("file").arg(&backing).args(&params);
-    process::prepare(&mut cmd, Some(&token));
+    sys::prepare(&mut cmd, Some(&token));
     let log_file = std::fs::File::create(&log)?;
     cmd.stdin(Stdio::null()).stdout(log_file.try_clone()?).stderr(log_file);
     let mut child = cmd.spawn().context("starting nbdkit (apt-get install nbdkit)")?;
@@ -281,16 +281,16 @@ pub fn start_node(ctx: &ProvisionContext, common: &Common, index: usize, home: O
         if let Some(status) = child.try_wait()? {
             bail!(
                 "nbdkit exited ({status}): {}",
-                process::tail_lines(&std::fs::read_to_string(&log).unwrap_or_default(), 5)
+                sys::tail_lines(&std::fs::read_to_string(&log).unwrap_or_default(), 5)
             );
         }
         if Instant::now() > deadline {
             bail!("nbdkit did not listen on {address}:{port} within 15 s");
         }
-        process::sleep(Duration::from_millis(20))?;
+        sys::sleep(Duration::from_millis(20))?;
     }
     // The ledger's token stops it; this thread only reaps it then.
-    process::reap_in_background(child);
+    sys::reap_in_background(child);
     facts.insert(
         format!("volume.node.{index}"),
         format!(
@@ -334,7 +334,7 @@ pub fn start_daemon(
     fuse_file: Option<&Path>,
 ) -> Result<Daemon> {
     // One export per daemon: an NBD and a FUSE export of one node conflict over resizing it.
-    let port = crate::server::cassandra::free_ports(1)?[0];
+    let port = crate::sys::free_port()?;
     let socket = ctx.run_dir.join("qmp.sock");
     let log = ctx.run_dir.join("qsd.log");
     let token = ctx.ledger.new_process_token();
@@ -359,7 +359,7 @@ pub fn start_daemon(
     }
     cmd.args(["--chardev", &format!("socket,id=qmp,path={},server=on,wait=off", socket.display())]);
     cmd.args(["--monitor", "chardev=qmp"]);
-    process::prepare(&mut cmd, Some(&token));
+    sys::prepare(&mut cmd, Some(&token));
     let log_file = std::fs::File::create(&log)?;
     cmd.stdin(Stdio::null()).stdout(log_file.try_clone()?).stderr(log_file);
     let mut child = cmd.spawn().with_context(|| format!("starting {QSD}"))?;
@@ -375,15 +375,15 @@ pub fn start_daemon(
         if let Some(status) = child.try_wait()? {
             bail!(
                 "{QSD} exited ({status}): {}",
-                process::tail_lines(&std::fs::read_to_string(&log).unwrap_or_default(), 5)
+                sys::tail_lines(&std::fs::read_to_string(&log).unwrap_or_default(), 5)
             );
         }
         if Instant::now() > deadline {
             bail!("{QSD} did not start its exports within 20 s");
         }
-        process::sleep(Duration::from_millis(20))?;
+        sys::sleep(Duration::from_millis(20))?;
     }
-    process::reap_in_background(child);
+    sys::reap_in_background(child);
     let events = ctx.run_dir.join("qmp-events.jsonl");
     collect_events(&socket, &events)?;
     let export =
@@ -551,7 +551,7 @@ fn host_device(
         if !export.name.is_empty() {
             args.extend(["-N".into(), export.name.clone()]);
         }
-        process::command_output("nbd-client", &args.iter().map(String::as_str).collect::<Vec<_>>())?;
+        sys::command_output("nbd-client", &args.iter().map(String::as_str).collect::<Vec<_>>())?;
         facts.insert("volume.access".into(), format!("kernel nbd ({device})"));
         return Ok((device, resource));
     }
@@ -591,7 +591,7 @@ pub fn disconnect_nbd(device: &str) -> Result<()> {
     if !sys.join("pid").exists() {
         return Ok(());
     }
-    process::command_output("nbd-client", &["-d", device]).map(|_| ())
+    sys::command_output("nbd-client", &["-d", device]).map(|_| ())
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 
-use super::{Kind, ProvisionContext, Provisioned, Volume, mount_point, needs_root};
-use crate::process;
-use crate::suite::tree::{Fields, SuiteError};
+use super::{Kind, ProvisionContext, Provisioned, Volume, mount_point};
+use crate::syntax::{Fields, SuiteError};
+use crate::sys;
 use crate::units;
 
 pub const KIND: Kind = Kind { name: "tmpfs", parse };
@@ -24,7 +24,7 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Volume>, SuiteError> {
 
 impl Volume for Tmpfs {
     fn unavailable(&self) -> Option<String> {
-        needs_root()
+        crate::sys::needs_root()
     }
 
     fn provision(&self, ctx: ProvisionContext) -> Result<Provisioned> {
@@ -33,10 +33,7 @@ impl Volume for Tmpfs {
         }
         let target = mount_point(&ctx, "mnt".into())?;
         let options = format!("size={},mode=1777", units::fio_size(self.size));
-        process::command_output(
-            "mount",
-            &["-t", "tmpfs", "-o", &options, "isobench-tmpfs", &target.to_string_lossy()],
-        )?;
+        sys::command_output("mount", &["-t", "tmpfs", "-o", &options, "isobench-tmpfs", &target.to_string_lossy()])?;
         Ok(Provisioned::dir(
             target,
             BTreeMap::from([

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Kind, Output, ParseContext, RunContext, Spec, Workload, sysbench};
 use crate::store::Sample;
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
 
 pub const KIND: Kind = Kind { name: "cpu", list_keys: &[], parse };
 

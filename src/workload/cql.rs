@@ -13,7 +13,7 @@ use super::{Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload};
 use crate::cql::loaders;
 use crate::cql::{self, settings, settings::Settings, stress::RunResult};
 use crate::store::{RawFile, Sample, Series};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
 
 pub const KIND: Kind = Kind { name: "cql", list_keys: &[], parse };
 
@@ -379,10 +379,14 @@ impl Cql {
 
     /// The reports of an Indexed Job's pods (in index order) as one: each phase merged from the
     /// pods' HDR logs (written into `dir`), exactly as local loader processes are merged.
-    pub fn combine_indexed(&self, reports: Vec<crate::agent::Report>, dir: &std::path::Path) -> crate::agent::Report {
+    pub fn combine_indexed(
+        &self,
+        reports: Vec<crate::store::AgentReport>,
+        dir: &std::path::Path,
+    ) -> crate::store::AgentReport {
         let n = reports.len() as u32;
         let mut out = Output::default();
-        let mut combined = crate::agent::Report {
+        let mut combined = crate::store::AgentReport {
             facts: reports.first().map(|r| r.facts.clone()).unwrap_or_default(),
             ..Default::default()
         };

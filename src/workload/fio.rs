@@ -12,9 +12,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 use super::{Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload};
-use crate::process;
 use crate::store::{RawFile, Sample, Series};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
+use crate::sys;
 use crate::units;
 use crate::volume::RawTarget;
 
@@ -334,12 +334,12 @@ impl Workload for Fio {
         }
         cmd.args(&self.args).arg("--output-format=json+").arg(format!("--output={}", output_file.display()));
         let timeout = self.expected_duration() * 3 + Duration::from_secs(120);
-        let finished = process::run(&mut cmd, process::Options { timeout: Some(timeout), ..Default::default() })?;
+        let finished = sys::run(&mut cmd, sys::Options { timeout: Some(timeout), ..Default::default() })?;
         let json = std::fs::read_to_string(&output_file).unwrap_or_default();
         if !finished.status.success() {
             // fio says why on stderr, on stdout or, with --output, in that file; it may say
             // nothing at all (a signal), and then that is what the reason says.
-            let said = [finished.tail(15), process::tail_lines(&json, 15)].into_iter().find(|t| !t.trim().is_empty());
+            let said = [finished.tail(15), sys::tail_lines(&json, 15)].into_iter().find(|t| !t.trim().is_empty());
             bail!(
                 "fio failed ({}): {}",
                 finished.status,
@@ -572,7 +572,7 @@ pub fn percentile_from_bins(bins: &BTreeMap<u64, u64>, p: f64) -> Option<f64> {
 
 /// fio's version string ("fio-3.33"), if fio is installed.
 pub fn version() -> Option<String> {
-    process::command_output("fio", &["--version"]).ok().map(|s| s.trim().to_string())
+    sys::command_output("fio", &["--version"]).ok().map(|s| s.trim().to_string())
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Kind, Output, ParseContext, RunContext, Spec, Workload, sysbench};
 use crate::store::Sample;
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
 use crate::units;
 
 pub const KIND: Kind = Kind { name: "memory", list_keys: &[], parse };

@@ -16,7 +16,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::store::{RawFile, Sample, Series};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
 
 /// What one run of a workload produced.
 #[derive(Default, Debug)]
@@ -117,14 +117,4 @@ pub struct Kind {
     pub name: &'static str,
     pub list_keys: &'static [&'static str],
     pub parse: fn(&mut Fields, &ParseContext) -> Result<Spec, SuiteError>,
-}
-
-pub const KINDS: &[Kind] = &[fio::KIND, cql::KIND, cpu::KIND, memory::KIND, network::KIND];
-
-pub fn kind(name: &str) -> Option<&'static Kind> {
-    KINDS.iter().find(|k| k.name == name)
-}
-
-pub fn kind_names() -> Vec<&'static str> {
-    KINDS.iter().map(|k| k.name).collect()
 }

@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Kind, Output, ParseContext, RunContext, Spec, Workload};
 use crate::ledger::{Ledger, Resource};
-use crate::process;
 use crate::store::{RawFile, Sample, Series};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
+use crate::sys;
 
 pub const KIND: Kind = Kind { name: "network", list_keys: &[], parse };
 
@@ -109,7 +109,7 @@ impl Workload for Network {
             cmd.args(["-b", b]);
         }
         let timeout = self.expected_duration() + Duration::from_secs(30);
-        let finished = process::run(&mut cmd, process::Options { timeout: Some(timeout), ..Default::default() })?;
+        let finished = sys::run(&mut cmd, sys::Options { timeout: Some(timeout), ..Default::default() })?;
         let json = std::fs::read_to_string(&output).unwrap_or_default();
         out.raw.push(RawFile { name: "iperf3.json".into(), content: json.clone() });
         if json.trim().is_empty() {
@@ -177,24 +177,21 @@ pub struct Server {
 impl Server {
     /// Starts a server on `address`, recorded in the ledger, and waits until it listens.
     pub fn start(ledger: &Ledger, address: Ipv4Addr, run_dir: &Path) -> Result<Server> {
-        let port = crate::server::cassandra::free_ports(1)?[0];
+        let port = crate::sys::free_port()?;
         let token = ledger.new_process_token();
         ledger.record(Resource::Processes { token: token.clone() })?;
         let log = run_dir.join(format!("iperf3-server-{port}.json"));
         let mut cmd = Command::new("iperf3");
         cmd.args(["-s", "-1", "-B", &address.to_string(), "-p", &port.to_string(), "--json"]);
         cmd.arg(format!("--logfile={}", log.display()));
-        process::prepare(&mut cmd, Some(&token));
+        sys::prepare(&mut cmd, Some(&token));
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         let mut child = cmd.spawn().context("starting the iperf3 server (apt-get install iperf3)")?;
-        if let Err(e) = crate::env::net::wait_listening(address, port, Duration::from_secs(10)) {
+        if let Err(e) = crate::net::wait_listening(address, port, Duration::from_secs(10)) {
             let _ = child.kill();
             let _ = child.wait();
             let said = std::fs::read_to_string(&log).unwrap_or_default();
-            bail!(
-                "the iperf3 server did not start on {address}:{port}: {e}; it said: {}",
-                process::tail_lines(&said, 5)
-            );
+            bail!("the iperf3 server did not start on {address}:{port}: {e}; it said: {}", sys::tail_lines(&said, 5));
         }
         Ok(Server { child, port, log })
     }
@@ -216,7 +213,7 @@ impl Server {
 
 /// iperf3's version line, if it is installed.
 pub fn version() -> Option<String> {
-    process::command_output("iperf3", &["--version"]).ok().and_then(|s| s.lines().next().map(|l| l.trim().to_string()))
+    sys::command_output("iperf3", &["--version"]).ok().and_then(|s| s.lines().next().map(|l| l.trim().to_string()))
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::{Result, anyhow, bail};
 
 use super::Output;
-use crate::process;
 use crate::store::{RawFile, Sample};
+use crate::sys;
 
 /// What sysbench's report says, in its own units.
 #[derive(Debug, Default, PartialEq)]
@@ -77,21 +77,20 @@ impl Report {
 
 /// Runs `sysbench TEST ARGS… run`, keeps its report as a raw file and returns it parsed.
 pub fn run(test: &str, args: &[String], timeout: Duration, out: &mut Output) -> Result<Report> {
-    let finished = process::run(
+    let finished = sys::run(
         Command::new("sysbench").arg(test).args(args).arg("run"),
-        process::Options { timeout: Some(timeout), ..Default::default() },
+        sys::Options { timeout: Some(timeout), ..Default::default() },
     )?;
     if !finished.status.success() {
         bail!("sysbench {test} failed ({}):\n{}", finished.status, finished.tail(10));
     }
     out.raw.push(RawFile { name: format!("sysbench-{test}.txt"), content: finished.stdout.clone() });
-    parse(&finished.stdout)
-        .map_err(|e| anyhow!("{e}; sysbench printed:\n{}", process::tail_lines(&finished.stdout, 20)))
+    parse(&finished.stdout).map_err(|e| anyhow!("{e}; sysbench printed:\n{}", sys::tail_lines(&finished.stdout, 20)))
 }
 
 /// sysbench's version line ("sysbench 1.0.20"), if it is installed.
 pub fn version() -> Option<String> {
-    process::command_output("sysbench", &["--version"]).ok().map(|s| s.trim().to_string())
+    sys::command_output("sysbench", &["--version"]).ok().map(|s| s.trim().to_string())
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use isobench::server::cassandra::{Distribution, Node, NodeConfig, Start, default_version, free_port};
+use isobench::server::cassandra::{Distribution, Node, NodeConfig, Start, default_version};
+use isobench::sys::free_port;
 
 use super::{Missing, missing};
 

@@ -94,7 +94,7 @@ pub fn is_root() -> bool {
 }
 
 pub fn have(program: &str) -> bool {
-    isobench::process::find_program(program).is_some()
+    isobench::sys::find_program(program).is_some()
 }
 
 /// A scratch area for one test: a work directory for isobench and a place for suites/results.

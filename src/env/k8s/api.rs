@@ -14,27 +14,16 @@ use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolume, PersistentV
 use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use serde::{Deserialize, Serialize};
 
 use super::manifest::{AGENT_CONTAINER, Objects};
 use super::statefulset::DbObjects;
-use crate::process::{self, Interrupted};
+use crate::ledger::KubeCluster;
+use crate::sys::{self, Interrupted};
 
 /// One API call at most this long.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// A command run in a pod at most this long (nodetool starts a JVM; in gVisor, slowly).
 const EXEC_TIMEOUT: Duration = Duration::from_secs(180);
-
-/// Which cluster, as the suite names it (recorded in the ledger so `cleanup` finds it again;
-/// a path and names only, never credentials).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Cluster {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kubeconfig: Option<PathBuf>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<String>,
-    pub namespace: String,
-}
 
 /// Runs a future on a runtime of its own: isobench's orchestration is synchronous.
 pub fn block_on<F: Future>(future: F) -> Result<F::Output> {
@@ -59,7 +48,7 @@ pub fn message(e: &kube::Error) -> String {
     }
 }
 
-impl Cluster {
+impl KubeCluster {
     /// Where the kubeconfig is, as kubectl looks: the suite's, $KUBECONFIG, ~/.kube/config.
     pub fn kubeconfig_path(&self) -> Option<PathBuf> {
         self.kubeconfig
@@ -141,7 +130,7 @@ impl Cluster {
         let started = Instant::now();
         let mut pause = Duration::from_millis(200);
         loop {
-            if process::interrupted() {
+            if sys::interrupted() {
                 return Err(Interrupted.into());
             }
             let job = call("reading the Job", jobs.get(name)).await?;
@@ -224,7 +213,7 @@ impl Cluster {
                 ended.exit_code,
                 ended.reason.unwrap_or_default(),
                 ended.message.map(|m| format!(": {}", m.trim())).unwrap_or_default(),
-                process::tail_lines(&log, 8).trim_end()
+                sys::tail_lines(&log, 8).trim_end()
             ));
         }
         Ok(String::new())
@@ -347,7 +336,7 @@ impl Cluster {
                     if err.trim().is_empty() {
                         String::new()
                     } else {
-                        format!(":\n{}", process::tail_lines(&err, 12).trim_end())
+                        format!(":\n{}", sys::tail_lines(&err, 12).trim_end())
                     }
                 ),
                 None => bail!("the API server did not say how it ended"),
@@ -385,7 +374,7 @@ impl Cluster {
     ) -> Result<Vec<Pod>> {
         let started = Instant::now();
         loop {
-            if process::interrupted() {
+            if sys::interrupted() {
                 return Err(Interrupted.into());
             }
             let pods = self.pods_with(client, selector).await?;
@@ -427,10 +416,9 @@ impl Cluster {
         let Some((ended, previous)) = ended else { return Ok(None) };
         let log = self.container_logs(client, &name, container, previous).await.unwrap_or_default();
         // isobench's own last words in the pod name the cause; the log's end rarely does.
-        let said = log.rfind("isobench: error:").map_or_else(
-            || process::tail_lines(&log, 12),
-            |at| log[at..].lines().take(30).collect::<Vec<_>>().join("\n"),
-        );
+        let said = log
+            .rfind("isobench: error:")
+            .map_or_else(|| sys::tail_lines(&log, 12), |at| log[at..].lines().take(30).collect::<Vec<_>>().join("\n"));
         Ok(Some(format!(
             "pod {name} exited with {} ({}):\n{}",
             ended.exit_code,

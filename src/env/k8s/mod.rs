@@ -7,7 +7,6 @@
 
 pub mod api;
 pub mod manifest;
-pub mod render;
 pub mod statefulset;
 
 use std::collections::BTreeMap;
@@ -18,12 +17,13 @@ use anyhow::{Context, Result, anyhow};
 
 use super::{Environment, Kind, Launch};
 use crate::agent;
+use crate::ledger::KubeCluster;
 use crate::ledger::{Ledger, Resource};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
 use crate::units;
 use crate::volume::{Provisioned, RawTarget};
 use crate::workload::Spec;
-use api::{Cluster, block_on};
+use api::block_on;
 use manifest::{DATA_DIR, DEVICE_PATH, PodSettings, SCRATCH_DIR};
 
 pub const KIND: Kind = Kind { name: "k8s", parse };
@@ -37,7 +37,7 @@ pub const DEFAULT_IMAGE: &str = concat!("isobench:", env!("CARGO_PKG_VERSION"));
 const START_ALLOWANCE: Duration = Duration::from_secs(180);
 
 pub struct K8s {
-    pub cluster: Cluster,
+    pub cluster: KubeCluster,
     pub pod: PodSettings,
     /// How a database's pods spread over the cluster's machines.
     pub spread: statefulset::Spread,
@@ -95,7 +95,7 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
         }
     }
     Ok(Box::new(K8s {
-        cluster: Cluster { kubeconfig, context, namespace: namespace.clone() },
+        cluster: KubeCluster { kubeconfig, context, namespace: namespace.clone() },
         pod: PodSettings { namespace, runtime_class, image, pull_policy, node_selector, cpu, memory, host_network },
         spread,
         loader_runtime_class,
@@ -120,7 +120,7 @@ pub fn object_name(run_dir: &Path) -> String {
 
 impl K8s {
     /// The request as the pod reads it: a CQL workload with loaders marked for an Indexed Job.
-    fn pod_request(&self, request: &agent::Request) -> (agent::Request, Option<u32>) {
+    pub fn pod_request(&self, request: &agent::Request) -> (agent::Request, Option<u32>) {
         let mut request = request.clone();
         let loaders = match &mut request.workload {
             Spec::Cql(cql) if cql.loaders.is_some() => {
@@ -143,7 +143,7 @@ impl K8s {
 
     /// Applies one Job's objects, follows the Job and returns the pods' reports in index order
     /// with the proof of where they ran.
-    pub fn run_job(&self, job: &JobRun) -> Result<(Vec<agent::Report>, BTreeMap<String, String>)> {
+    pub fn run_job(&self, job: &JobRun) -> Result<(Vec<crate::store::AgentReport>, BTreeMap<String, String>)> {
         let objects = manifest::objects(
             job.pod,
             job.name,
@@ -166,7 +166,7 @@ impl K8s {
                 let pod_name = pod.metadata.name.clone().unwrap_or_default();
                 let log = self.cluster.logs(&client, &pod_name).await?;
                 let report = agent::parse_output(&log).ok_or_else(|| {
-                    anyhow!("pod {pod_name} sent no report: {}", crate::process::tail_lines(&log, 10).trim_end())
+                    anyhow!("pod {pod_name} sent no report: {}", crate::sys::tail_lines(&log, 10).trim_end())
                 })?;
                 reports.push(report);
             }
@@ -287,7 +287,7 @@ impl Environment for K8s {
         Err("a [[server]] inside a k8s environment is not supported yet: run the database in the cluster yourself and name it with kind = \"external\"".into())
     }
 
-    fn run_agent(&self, launch: Launch) -> Result<agent::Report> {
+    fn run_agent(&self, launch: Launch) -> Result<crate::store::AgentReport> {
         if launch.gate.is_some() {
             anyhow::bail!("density cells are not supported on k8s yet: run N pods with a CQL workload's loaders = N");
         }
@@ -321,7 +321,7 @@ fn cpus(quantity: &str) -> Option<f64> {
 }
 
 /// Deletes what a run left, by the labels the ledger recorded.
-pub fn delete(cluster: &Cluster, selector: &str) -> Result<()> {
+pub fn delete(cluster: &KubeCluster, selector: &str) -> Result<()> {
     block_on(async {
         let client = cluster.client().await?;
         cluster.delete(&client, selector).await

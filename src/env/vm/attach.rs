@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::process::find_program;
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
+use crate::sys::find_program;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Attach {
@@ -56,8 +56,8 @@ impl Attach {
         let cache = f.str("cache")?;
         let dax = match f.node("dax").map(|n| &n.value) {
             None => None,
-            Some(crate::suite::tree::Value::Bool(b)) => Some(if *b { Dax::On } else { Dax::Off }),
-            Some(crate::suite::tree::Value::Str(s)) if s == "auto" => Some(Dax::Auto),
+            Some(crate::syntax::Value::Bool(b)) => Some(if *b { Dax::On } else { Dax::Off }),
+            Some(crate::syntax::Value::Str(s)) if s == "auto" => Some(Dax::Auto),
             Some(_) => {
                 return Err(f.error_at("dax", "use true, false or \"auto\" (a DAX window where this QEMU has one)"));
             }
@@ -199,7 +199,7 @@ impl Attach {
 
 /// Whether QEMU's vhost-user-fs device has a DAX window (`cache-size`).
 fn qemu_has_dax_window() -> bool {
-    crate::process::command_output("qemu-system-x86_64", &["-device", "vhost-user-fs-pci,help"])
+    crate::sys::command_output("qemu-system-x86_64", &["-device", "vhost-user-fs-pci,help"])
         .is_ok_and(|o| o.contains("cache-size"))
 }
 
@@ -220,12 +220,12 @@ impl Virtiofsd {
         ]
         .iter()
         .find_map(|p| find_program(p))?;
-        let version = crate::process::command_output(&binary.to_string_lossy(), &["--version"]).unwrap_or_default();
+        let version = crate::sys::command_output(&binary.to_string_lossy(), &["--version"]).unwrap_or_default();
         Some(Virtiofsd { rust: !version.contains("Fabrice Bellard"), binary })
     }
 
     pub fn version(&self) -> String {
-        crate::process::command_output(&self.binary.to_string_lossy(), &["--version"])
+        crate::sys::command_output(&self.binary.to_string_lossy(), &["--version"])
             .ok()
             .and_then(|v| v.lines().next().map(|l| l.trim().to_string()))
             .unwrap_or_default()
@@ -241,7 +241,7 @@ impl Virtiofsd {
             let cache = if cache == "never" { "none" } else { cache };
             cmd.args(["-o".into(), format!("source={}", dir.display()), "-o".into(), format!("cache={cache}")]);
         }
-        crate::process::prepare(&mut cmd, Some(token));
+        crate::sys::prepare(&mut cmd, Some(token));
         let log_file = std::fs::File::create(log)?;
         cmd.stdin(Stdio::null()).stdout(log_file.try_clone()?).stderr(log_file);
         let mut child = cmd.spawn().with_context(|| format!("starting {}", self.binary.display()))?;
@@ -250,7 +250,7 @@ impl Virtiofsd {
             if let Some(status) = child.try_wait()? {
                 bail!(
                     "virtiofsd exited ({status}): {}",
-                    crate::process::tail_lines(&std::fs::read_to_string(log).unwrap_or_default(), 5)
+                    crate::sys::tail_lines(&std::fs::read_to_string(log).unwrap_or_default(), 5)
                 );
             }
             if Instant::now() > deadline {

@@ -60,7 +60,7 @@ mod tests {
     /// The real cpio reads what this writes.
     #[test]
     fn cpio_lists_and_extracts_the_archive() {
-        let Some(cpio) = crate::process::find_program("cpio") else {
+        let Some(cpio) = crate::sys::find_program("cpio") else {
             eprintln!("SKIP cpio_lists_and_extracts_the_archive: cpio is not installed");
             return;
         };

@@ -144,7 +144,7 @@ pub fn base_initramfs(kernel: &Kernel, cache_dir: &Path) -> Result<PathBuf> {
         }
     }
     std::fs::create_dir_all(cache_dir)?;
-    crate::store::write_atomic(&path, &archive.finish())?;
+    crate::sys::write_atomic(&path, &archive.finish())?;
     Ok(path)
 }
 

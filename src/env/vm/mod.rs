@@ -20,13 +20,13 @@ use anyhow::{Context, Result, bail};
 use attach::{Attach, Virtiofsd};
 use guest::Kernel;
 
-use super::net::NetPath;
 use super::{Environment, Kind, Launch, agent_binary};
 use crate::agent;
 use crate::ledger::{Ledger, Resource};
-use crate::process::{self, find_program};
+use crate::net::NetPath;
 use crate::store::{RawFile, Sample};
-use crate::suite::tree::{Fields, SuiteError};
+use crate::syntax::{Fields, SuiteError};
+use crate::sys::{self, find_program};
 use crate::units;
 use crate::volume::{BlockSource, Provisioned};
 
@@ -168,7 +168,7 @@ impl Vm {
         Ok(resolved)
     }
 
-    fn boot(&self, launch: &mut Launch, accel: Accel, attach: &Attach) -> Result<agent::Report> {
+    fn boot(&self, launch: &mut Launch, accel: Accel, attach: &Attach) -> Result<crate::store::AgentReport> {
         let kernel = self.kernel().ok_or_else(|| anyhow::anyhow!("no guest kernel"))?;
         let run_dir = launch.run_dir;
         let cache_dir = launch.workdir.join("cache");
@@ -190,7 +190,7 @@ impl Vm {
             let forwards: String = launch
                 .forward
                 .iter()
-                .map(|p| format!(",hostfwd=tcp:127.0.0.1:{p}-{}:{p}", super::net::SLIRP_GUEST))
+                .map(|p| format!(",hostfwd=tcp:127.0.0.1:{p}-{}:{p}", crate::net::SLIRP_GUEST))
                 .collect();
             Some((format!("user,id=net0,restrict=on{forwards}"), NetPath::User))
         } else {
@@ -214,7 +214,7 @@ impl Vm {
         let data_mount = if launch.volume.raw { ":".to_string() } else { attach.guest_mount(fs) };
         let guest_net = netdev.as_ref().and_then(|(_, path)| {
             let (address, prefix) = path.guest_address()?;
-            let gateway = (*path == NetPath::User).then_some(super::net::SLIRP_HOST);
+            let gateway = (*path == NetPath::User).then_some(crate::net::SLIRP_HOST);
             Some(guest::GuestNet { address, prefix, gateway })
         });
         let init = guest::init_script(&data_mount, &agent_binary()?, guest_net.as_ref());
@@ -349,13 +349,13 @@ impl Vm {
                 }
                 let hung = booted.lock().expect("not poisoned").is_none();
                 if hung {
-                    process::kill_by_token(&token);
+                    sys::kill_by_token(&token);
                 }
                 hung
             })
         };
         let seen = Arc::clone(&booted);
-        let gate = launch.gate.cloned();
+        let gate = launch.gate;
         // The console: the boot marker's time, and the agent's ready line (its stderr).
         let mut on_line = |line: &str| {
             if line.contains(guest::BOOTED) {
@@ -364,9 +364,9 @@ impl Vm {
             gate.iter().for_each(|g| g.saw_line(line));
         };
         let mut on_spawn = |pid: u32| gate.iter().for_each(|g| g.spawned(pid));
-        let finished = process::run(
+        let finished = sys::run(
             Command::new(QEMU).args(&args),
-            process::Options {
+            sys::Options {
                 token: Some(&token),
                 timeout: Some(launch.timeout + self.boot_timeout),
                 on_stdout_line: Some(&mut on_line),
@@ -395,7 +395,7 @@ impl Vm {
         let Some(mut report) = agent::parse_output(&text) else {
             if !finished.status.success() && !console.contains(guest::BOOTED) {
                 // QEMU itself refused (a bad kernel, a bad device option): its own words say why.
-                let said = process::tail_lines(&finished.stderr, 4);
+                let said = sys::tail_lines(&finished.stderr, 4);
                 bail!(
                     "qemu could not start the guest ({}): {}",
                     finished.status,
@@ -421,7 +421,7 @@ impl Vm {
 
 /// The console's last lines for an error, or that it stayed silent.
 fn console_tail(console: &str) -> String {
-    let tail = process::tail_lines(console, 15);
+    let tail = sys::tail_lines(console, 15);
     if tail.is_empty() { "(the console stayed silent)".into() } else { tail }
 }
 
@@ -443,13 +443,13 @@ fn probe_kvm(vm: &Vm, ledger: &Ledger, run_dir: &Path, cache_dir: &Path) -> Resu
     let mut args = vm.machine_args(Accel::Kvm);
     args.extend(["-m".into(), "256M".into(), "-kernel".into(), kernel.image.display().to_string()]);
     args.extend(["-initrd".into(), initrd.display().to_string(), "-append".into(), "console=ttyS0 panic=-1".into()]);
-    let verdict = match process::run(
+    let verdict = match sys::run(
         Command::new(QEMU).args(&args),
-        process::Options { token: Some(&token), timeout: Some(Duration::from_secs(20)), ..Default::default() },
+        sys::Options { token: Some(&token), timeout: Some(Duration::from_secs(20)), ..Default::default() },
     ) {
         Ok(f) if f.stdout.contains(guest::PROBE_OK) => "ok".to_string(),
         Ok(f) => format!("the probe guest failed: {}", f.tail(2).replace('\n', " ")),
-        Err(e) if e.downcast_ref::<process::Interrupted>().is_some() => return Err(e),
+        Err(e) if e.downcast_ref::<sys::Interrupted>().is_some() => return Err(e),
         Err(_) => "the probe guest did not boot within 20 s".to_string(),
     };
     std::fs::create_dir_all(cache_dir)?;
@@ -459,7 +459,7 @@ fn probe_kvm(vm: &Vm, ledger: &Ledger, run_dir: &Path, cache_dir: &Path) -> Resu
 
 impl Environment for Vm {
     fn unavailable(&self) -> Option<String> {
-        if let Some(why) = crate::volume::needs_root() {
+        if let Some(why) = crate::sys::needs_root() {
             return Some(why);
         }
         if find_program(QEMU).is_none() {
@@ -486,7 +486,7 @@ impl Environment for Vm {
             ("env.kind".to_string(), "vm".to_string()),
             (
                 "vm.qemu".into(),
-                process::command_output(QEMU, &["--version"])
+                sys::command_output(QEMU, &["--version"])
                     .ok()
                     .and_then(|v| v.lines().next().map(str::to_string))
                     .unwrap_or_default(),
@@ -537,8 +537,8 @@ impl Environment for Vm {
     }
 
     fn network(&self, ledger: &Ledger) -> Result<NetPath> {
-        let vhost = Path::new("/dev/vhost-net").exists() && super::net::tap_unavailable().is_none();
-        if self.tap.unwrap_or(vhost) { super::net::tap(ledger) } else { Ok(NetPath::User) }
+        let vhost = Path::new("/dev/vhost-net").exists() && crate::net::tap_unavailable().is_none();
+        if self.tap.unwrap_or(vhost) { crate::net::tap(ledger) } else { Ok(NetPath::User) }
     }
 
     fn reach(&self) -> Result<super::Reach, String> {
@@ -547,7 +547,7 @@ impl Environment for Vm {
         Ok(super::Reach { inside: "0.0.0.0".into(), host: "127.0.0.1".into() })
     }
 
-    fn run_agent(&self, mut launch: Launch) -> Result<agent::Report> {
+    fn run_agent(&self, mut launch: Launch) -> Result<crate::store::AgentReport> {
         let attach = launch.attach.cloned().unwrap_or_else(|| self.attach.clone());
         if let Some(why) = attach.unavailable() {
             bail!("{why}");

@@ -1,5 +1,6 @@
-//! A suite file as a small tree of values that remember where they came from (a line of the
-//! file, or a `--set` on the command line), so every validation error can point at its cause.
+//! The suite file's syntax, which the suite and every kind read their keys with: the file as a
+//! small tree of values that remember where they came from (a line of the file, or a `--set` on
+//! the command line), so every validation error can point at its cause.
 
 use std::fmt;
 use std::time::Duration;

@@ -9,15 +9,21 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::agent;
-use crate::env::Launch;
+pub mod density;
+pub mod k8s_render;
+pub mod k8s_server_cell;
+mod place;
+pub mod server_cell;
+
+pub use place::Place;
+
 use crate::ledger::{Ledger, Resource};
 use crate::plan::{Plan, Slot};
-use crate::process::{self, Interrupted};
 use crate::proof;
 use crate::server::ServerSpec;
 use crate::store::{RawFile, ResultSet, RunRecord, Status, utc_now};
 use crate::suite::Suite;
+use crate::sys::{self, Interrupted};
 use crate::units;
 use crate::volume::ProvisionContext;
 use crate::workload::{Spec, Workload};
@@ -94,7 +100,7 @@ impl<'a> Runner<'a> {
             bar.inc(1);
             return Ok(());
         }
-        if process::interrupted() {
+        if sys::interrupted() {
             bar.abandon();
             return Err(Interrupted.into());
         }
@@ -244,7 +250,7 @@ impl<'a> Runner<'a> {
         Ok(verdict)
     }
 
-    fn attempt(&mut self, slot: Slot, record: &mut RunRecord) -> Result<agent::Report> {
+    fn attempt(&mut self, slot: Slot, record: &mut RunRecord) -> Result<crate::store::AgentReport> {
         let cell = &self.plan.cells[slot.cell];
         let env = &self.suite.envs[cell.env].item;
         let variant = &self.suite.workloads[cell.workload].variants[cell.variant];
@@ -278,112 +284,40 @@ impl<'a> Runner<'a> {
         }
         let served = matches!((&self.suite.server, spec), (Some(ServerSpec::Managed(_)), Spec::Cql(_)));
         if let Some(why) = unfit_volume(volume, spec.workload(), &volume_entry.name, served) {
-            return Ok(agent::Report { error: Some(why), unfit: true, ..Default::default() });
+            return Ok(crate::store::AgentReport { error: Some(why), unfit: true, ..Default::default() });
         }
         let mut spec = spec.clone();
         if let (Some(ServerSpec::External(external)), Spec::Cql(cql)) = (&self.suite.server, &mut spec) {
             cql.target = Some(external.target.clone());
         }
         if variant.density.is_some() {
-            let (report, sandboxes) = crate::density::run(&place, &spec, &volumes, &run_dir)?;
+            let (report, sandboxes) = crate::runner::density::run(&place, &spec, &volumes, &run_dir)?;
             record.sandboxes = sandboxes;
             return Ok(report);
         }
         if let (Some(ServerSpec::Managed(managed)), Spec::Cql(cql)) = (&self.suite.server, &spec) {
             let managed = &match managed.with_nodes(cql.nodes) {
                 Ok(m) => m,
-                Err(why) => return Ok(agent::Report { error: Some(why), unfit: true, ..Default::default() }),
+                Err(why) => {
+                    return Ok(crate::store::AgentReport { error: Some(why), unfit: true, ..Default::default() });
+                }
             };
             if let Some(k8s) = env.as_k8s() {
-                return crate::server::k8s_cell::run(k8s, managed, cql, volume, &run_dir, self.ledger, record);
+                return crate::runner::k8s_server_cell::run(k8s, managed, cql, volume, &run_dir, self.ledger, record);
             }
             let env_name = &self.suite.envs[cell.env].name;
-            return crate::server::cell::run(&place, env_name, managed, cql, volume, &run_dir, record);
+            return crate::runner::server_cell::run(&place, env_name, managed, cql, volume, &run_dir, record);
         }
         if let (Some(ServerSpec::External(external)), Spec::Cql(cql)) = (&self.suite.server, &spec)
             && let Some(pods) = &external.pods
         {
             let Some(k8s) = env.as_k8s() else {
                 let why = "the server names pods (selector = …), which only a k8s environment reaches";
-                return Ok(agent::Report { error: Some(why.into()), unfit: true, ..Default::default() });
+                return Ok(crate::store::AgentReport { error: Some(why.into()), unfit: true, ..Default::default() });
             };
-            return crate::server::k8s_cell::run_external(k8s, external, pods, cql, &run_dir, self.ledger);
+            return crate::runner::k8s_server_cell::run_external(k8s, external, pods, cql, &run_dir, self.ledger);
         }
         place.run(&spec, volume, &run_dir, None, None)
-    }
-}
-
-/// Where sandboxes of one cell run: its environment, how a VM attaches the volume, and what
-/// every sandbox records into.
-pub struct Place<'a> {
-    pub env: &'a dyn crate::env::Environment,
-    pub attach: Option<&'a crate::env::vm::attach::Attach>,
-    pub ledger: &'a Ledger,
-    pub workdir: &'a std::path::Path,
-}
-
-impl Place<'_> {
-    /// Whether volumes must be handed to this environment as unmounted block devices.
-    pub fn wants_block(&self) -> bool {
-        self.env.wants_block(self.attach)
-    }
-
-    /// Runs the workload in one sandbox on `volume`; first its network path to the host and
-    /// the peer there, when the workload talks to one. With a `gate`, the sandbox is one of
-    /// several started together (density); `memory` replaces its environment's limit.
-    pub fn run(
-        &self,
-        spec: &Spec,
-        volume: &crate::volume::Provisioned,
-        run_dir: &std::path::Path,
-        gate: Option<&crate::density::Gate>,
-        memory: Option<u64>,
-    ) -> Result<agent::Report> {
-        let env = self.env;
-        let mut spec = spec.clone();
-        let network = if spec.workload().needs_network() { Some(env.network(self.ledger)?) } else { None };
-        let server = match (&network, &mut spec) {
-            (Some(path), Spec::Network(n)) => {
-                let server = crate::workload::network::Server::start(self.ledger, path.host_address(), run_dir)?;
-                n.server = Some((path.host_address_inside(), server.port));
-                Some(server)
-            }
-            _ => None,
-        };
-        let request = agent::Request {
-            workload: spec.clone(),
-            data_dir: if volume.raw { env.scratch_dir(run_dir) } else { env.data_dir(volume) },
-            raw: volume.raw.then(|| env.raw_target(volume)),
-            read_only: volume.read_only,
-            scratch_dir: env.scratch_dir(run_dir),
-            serve: None,
-            barrier: gate.is_some(),
-        };
-        let mut timeout = spec.workload().timeout();
-        if gate.is_some() {
-            timeout += crate::density::START_TIMEOUT;
-        }
-        let mut report = env.run_agent(Launch {
-            request: &request,
-            volume,
-            run_dir,
-            timeout,
-            ledger: self.ledger,
-            workdir: self.workdir,
-            attach: self.attach,
-            forward: &[],
-            network: network.as_ref(),
-            gate,
-            memory,
-        })?;
-        if let Some(path) = &network {
-            report.setup.extend(path.describe());
-        }
-        check_replicas(volume, &mut report);
-        if let Some(raw) = server.and_then(|s| s.finish()) {
-            report.raw.push(raw);
-        }
-        Ok(report)
     }
 }
 
@@ -426,7 +360,7 @@ pub fn missing_here(suite: &Suite, plan: &Plan) -> Vec<(String, Vec<String>)> {
         reasons.extend(volume.item.unavailable().map(|why| format!("volume \"{}\": {why}", volume.name)));
         // Pods bring their programs in their image; every other sandbox runs the host's.
         if !env.item.mounts_claims() {
-            for program in workload.programs().into_iter().filter(|p| process::find_program(p).is_none()) {
+            for program in workload.programs().into_iter().filter(|p| sys::find_program(p).is_none()) {
                 reasons.push(format!("{program} is not installed (scripts/setup.sh installs it)"));
             }
         }
@@ -438,15 +372,6 @@ pub fn missing_here(suite: &Suite, plan: &Plan) -> Vec<(String, Vec<String>)> {
         }
     }
     missing
-}
-
-/// A mirror's copies after the run: identical or not, and what its nexus reported.
-pub fn check_replicas(volume: &crate::volume::Provisioned, report: &mut agent::Report) {
-    if let Some(replicas) = &volume.replicas {
-        let (facts, notes) = replicas.check();
-        report.setup.extend(facts);
-        report.notes.extend(notes);
-    }
 }
 
 /// Why a workload cannot run on this volume at all (every repetition would fail the same way).

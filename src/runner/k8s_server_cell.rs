@@ -15,13 +15,14 @@ use anyhow::{Result, anyhow, bail};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 
-use super::in_pod::{self, DbPod, PodFacts};
-use super::{Managed, STOP_TIMEOUT};
 use crate::agent;
-use crate::env::k8s::api::{Cluster, block_on, is_ready};
+use crate::env::k8s::api::{block_on, is_ready};
 use crate::env::k8s::manifest::SCRATCH_DIR;
 use crate::env::k8s::statefulset::{self, CONTAINER, Database};
 use crate::env::k8s::{JobRun, K8s, object_name};
+use crate::ledger::KubeCluster;
+use crate::server::in_pod::{self, DbPod, PodFacts};
+use crate::server::{Managed, STOP_TIMEOUT};
 use crate::store::{RunRecord, Sample};
 use crate::volume::Provisioned;
 use crate::workload::Spec;
@@ -96,7 +97,7 @@ fn db_command(action: &str) -> Vec<String> {
 
 /// A database's pods, and how the orchestrator reaches them (the API server only).
 struct Db<'a> {
-    cluster: &'a Cluster,
+    cluster: &'a KubeCluster,
     /// The controller whose events say why pods do not start (a StatefulSet), if known.
     owner: String,
     selector: String,
@@ -130,15 +131,15 @@ impl Db<'_> {
             for k in 0..self.pods.len() {
                 views.push(self.call(client, k, &["nodetool", "status"]).await);
             }
-            if views.iter().all(|v| v.as_ref().is_ok_and(|text| super::cluster::all_up(text, addresses))) {
+            if views.iter().all(|v| v.as_ref().is_ok_and(|text| crate::server::cluster::all_up(text, addresses))) {
                 return Ok(());
             }
-            if began.elapsed() > timeout || crate::process::interrupted() {
+            if began.elapsed() > timeout || crate::sys::interrupted() {
                 let seen: Vec<String> = views
                     .iter()
                     .enumerate()
                     .map(|(k, v)| match v {
-                        Ok(text) => format!("{} sees {}", self.pod(k), super::cluster::describe_members(text)),
+                        Ok(text) => format!("{} sees {}", self.pod(k), crate::server::cluster::describe_members(text)),
                         Err(e) => format!("{}: {e:#}", self.pod(k)),
                     })
                     .collect();
@@ -163,8 +164,8 @@ pub fn run(
     run_dir: &Path,
     ledger: &crate::ledger::Ledger,
     record: &mut RunRecord,
-) -> Result<agent::Report> {
-    let unfit = |why: String| Ok(agent::Report { error: Some(why), unfit: true, ..Default::default() });
+) -> Result<crate::store::AgentReport> {
+    let unfit = |why: String| Ok(crate::store::AgentReport { error: Some(why), unfit: true, ..Default::default() });
     let Some(claim) = &volume.claim else {
         return unfit(
             "a database in a k8s environment keeps its data on a claim: give the cell a kind = \"pvc\" volume".into(),
@@ -177,12 +178,12 @@ pub fn run(
         );
     }
     let heap = crate::units::parse_size(&managed.heap).map_err(anyhow::Error::msg)?;
-    if let Some(memory) = k8s.pod.memory.filter(|m| *m < heap + super::cluster::OFF_HEAP) {
+    if let Some(memory) = k8s.pod.memory.filter(|m| *m < heap + crate::server::cluster::OFF_HEAP) {
         return unfit(format!(
             "resources.memory = {} is less than the node's heap ({}) and the {} it needs besides: give the pods more, or a smaller heap",
             crate::units::human(memory as f64, "B"),
             managed.heap,
-            crate::units::human(super::cluster::OFF_HEAP as f64, "B"),
+            crate::units::human(crate::server::cluster::OFF_HEAP as f64, "B"),
         ));
     }
     let name = object_name(run_dir);
@@ -235,9 +236,9 @@ pub fn run(
     })?;
     let (addresses, ready, facts) = match up {
         Ok(up) => up,
-        Err(e) if e.downcast_ref::<crate::process::Interrupted>().is_some() => return Err(e),
+        Err(e) if e.downcast_ref::<crate::sys::Interrupted>().is_some() => return Err(e),
         Err(e) => {
-            return Ok(agent::Report {
+            return Ok(crate::store::AgentReport {
                 error: Some(format!("the database did not start: {e:#}")),
                 ..Default::default()
             });
@@ -316,12 +317,12 @@ pub fn run(
 /// operator's): its pods found by their labels, loaded through its Service.
 pub fn run_external(
     k8s: &K8s,
-    external: &super::External,
-    pods: &super::Pods,
+    external: &crate::server::External,
+    pods: &crate::server::Pods,
     cql: &Cql,
     run_dir: &Path,
     ledger: &crate::ledger::Ledger,
-) -> Result<agent::Report> {
+) -> Result<crate::store::AgentReport> {
     let name = object_name(run_dir);
     k8s.record_run(ledger, &name)?;
     let found = block_on(async {
@@ -349,7 +350,7 @@ pub fn run_external(
             .unwrap_or_default(),
     };
     if let Some(kill) = external.kill.as_ref().filter(|k| k.node > db.pods.len()) {
-        return Ok(agent::Report {
+        return Ok(crate::store::AgentReport {
             error: Some(format!(
                 "kill_node = {}: the selector {} finds {} pods",
                 kill.node,
@@ -393,12 +394,12 @@ fn load_pods(
     k8s: &K8s,
     db: &Db,
     mut load: Cql,
-    kill: Option<&super::Kill>,
+    kill: Option<&crate::server::Kill>,
     name: &str,
     ledger: &crate::ledger::Ledger,
     run_dir: &Path,
     recovery: Duration,
-) -> Result<agent::Report> {
+) -> Result<crate::store::AgentReport> {
     let loaders = load.loaders.unwrap_or(1);
     load.loaders = Some(loaders);
     load.indexed = true;
@@ -447,8 +448,8 @@ fn load_pods(
             }
             report
         }
-        Err(e) if e.downcast_ref::<crate::process::Interrupted>().is_some() => return Err(e),
-        Err(e) => agent::Report { error: Some(format!("the load failed: {e:#}")), ..Default::default() },
+        Err(e) if e.downcast_ref::<crate::sys::Interrupted>().is_some() => return Err(e),
+        Err(e) => crate::store::AgentReport { error: Some(format!("the load failed: {e:#}")), ..Default::default() },
     };
     match killed {
         Some(Ok(Some(killed))) => {
@@ -537,11 +538,17 @@ struct Killed {
 
 /// Deletes node `kill.node`'s pod (grace 0) `kill.after` into the measured phase: when every
 /// loader pod has said its measured phase began. None when the load ended first.
-fn fault(db: &Db, job: &str, loaders: u32, kill: &super::Kill, load_done: &AtomicBool) -> Result<Option<Killed>> {
+fn fault(
+    db: &Db,
+    job: &str,
+    loaders: u32,
+    kill: &crate::server::Kill,
+    load_done: &AtomicBool,
+) -> Result<Option<Killed>> {
     block_on(async {
         let client = db.cluster.client().await?;
         let began = loop {
-            if load_done.load(Ordering::Relaxed) || crate::process::interrupted() {
+            if load_done.load(Ordering::Relaxed) || crate::sys::interrupted() {
                 return Ok(None);
             }
             let pods = db.cluster.pods(&client, job).await?;
@@ -558,7 +565,7 @@ fn fault(db: &Db, job: &str, loaders: u32, kill: &super::Kill, load_done: &Atomi
             tokio::time::sleep(Duration::from_millis(500)).await;
         };
         while began.elapsed() < kill.after {
-            if load_done.load(Ordering::Relaxed) || crate::process::interrupted() {
+            if load_done.load(Ordering::Relaxed) || crate::sys::interrupted() {
                 return Ok(None);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::ledger::{Ledger, Resource};
-use crate::process;
+use crate::sys;
 
 /// The /16 the /30s are taken from; a block in use on this machine is skipped.
 const POOL: [u8; 2] = [10, 211];
@@ -89,10 +89,10 @@ static ADDRESSES: Mutex<()> = Mutex::new(());
 
 /// Why network namespaces cannot be made here, if they cannot.
 pub fn namespaces_unavailable() -> Option<String> {
-    if let Some(why) = crate::volume::needs_root() {
+    if let Some(why) = crate::sys::needs_root() {
         return Some(why);
     }
-    process::find_program("ip").is_none().then(|| "the ip command is missing (Debian package iproute2)".into())
+    sys::find_program("ip").is_none().then(|| "the ip command is missing (Debian package iproute2)".into())
 }
 
 /// A network namespace with a veth pair to the host, addresses assigned and links up.
@@ -147,7 +147,7 @@ fn link_name(id: u64) -> String {
 }
 
 fn ip(args: &[&str]) -> Result<String> {
-    process::command_output("ip", args)
+    sys::command_output("ip", args)
 }
 
 /// The first /30 of the pool that no address or route on this machine touches: (host, peer).
@@ -208,7 +208,7 @@ pub fn wait_listening(address: Ipv4Addr, port: u16, timeout: Duration) -> Result
         if Instant::now() > deadline {
             bail!("nothing listens on {address}:{port} after {timeout:?}");
         }
-        process::sleep(Duration::from_millis(20))?;
+        sys::sleep(Duration::from_millis(20))?;
     }
 }
 

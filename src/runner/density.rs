@@ -11,14 +11,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
-use crate::agent::{self, READY};
+use crate::agent::READY;
 use crate::compare::higher_is_better;
+use crate::env::StartGate;
 use crate::ledger::Resource;
 use crate::plan::Plan;
-use crate::process;
 use crate::runner::Place;
 use crate::store::{RawFile, Sample, SandboxRecord, Status};
 use crate::suite::Suite;
+use crate::sys;
 use crate::units;
 use crate::volume::Provisioned;
 use crate::workload::{Spec, fio};
@@ -73,7 +74,7 @@ impl Barrier {
         let mut state = self.lock();
         while !(0..state.done.len()).all(|i| state.done[i] || state.ready_after[i].is_some()) {
             let now = Instant::now();
-            if now >= deadline || process::interrupted() {
+            if now >= deadline || sys::interrupted() {
                 return;
             }
             let step = (deadline - now).min(Duration::from_millis(200));
@@ -95,14 +96,14 @@ pub struct Gate {
     index: usize,
 }
 
-impl Gate {
+impl StartGate for Gate {
     /// The sandbox's first process started (its runtime, QEMU, or the agent itself).
-    pub fn spawned(&self, pid: u32) {
+    fn spawned(&self, pid: u32) {
         self.barrier.update(|s| s.pid[self.index] = Some(pid));
     }
 
     /// A line the sandbox printed; the agent's ready line marks it up.
-    pub fn saw_line(&self, line: &str) {
+    fn saw_line(&self, line: &str) {
         if line.contains(READY) {
             self.barrier.update(|s| {
                 let since = s.started[self.index].map(|t| t.elapsed());
@@ -112,7 +113,7 @@ impl Gate {
     }
 
     /// What the sandbox's stdin gets once every sandbox is up: "go", or nothing (called off).
-    pub fn go(&self) -> Box<dyn FnOnce() -> Option<Vec<u8>> + Send> {
+    fn go(&self) -> Box<dyn FnOnce() -> Option<Vec<u8>> + Send> {
         let barrier = Arc::clone(&self.barrier);
         Box::new(move || {
             let mut state = barrier.lock();
@@ -131,7 +132,7 @@ pub fn run(
     spec: &Spec,
     volumes: &[Provisioned],
     run_dir: &std::path::Path,
-) -> Result<(agent::Report, Vec<SandboxRecord>)> {
+) -> Result<(crate::store::AgentReport, Vec<SandboxRecord>)> {
     let (ledger, n) = (place.ledger, volumes.len());
     let fault = std::env::var(FAULT_VAR).ok().and_then(|v| v.trim().parse::<usize>().ok());
     let barrier = Barrier::new(n);
@@ -143,7 +144,7 @@ pub fn run(
         dirs.push(dir);
     }
     let mut memory = vec![None; n];
-    let results: Vec<Result<agent::Report>> = std::thread::scope(|scope| {
+    let results: Vec<Result<crate::store::AgentReport>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..n)
             .map(|i| {
                 let gate = Gate { barrier: Arc::clone(&barrier), index: i };
@@ -166,11 +167,11 @@ pub fn run(
                 }
             }
         }
-        barrier.release(!process::interrupted());
+        barrier.release(!sys::interrupted());
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("the sandbox's thread panicked"))).collect()
     });
-    if process::interrupted() {
-        return Err(process::Interrupted.into());
+    if sys::interrupted() {
+        return Err(sys::Interrupted.into());
     }
     let state = barrier.lock();
     let records: Vec<SandboxRecord> = results
@@ -201,14 +202,19 @@ pub fn run(
 /// The run's report: the first successful sandbox's facts and setup (every sandbox is the same
 /// environment), every sandbox's raw files, the aggregate and density samples, and a note per
 /// failed sandbox.
-fn report(spec: &Spec, n: usize, results: &[Result<agent::Report>], records: &[SandboxRecord]) -> agent::Report {
-    let ok: Vec<&agent::Report> = results
+fn report(
+    spec: &Spec,
+    n: usize,
+    results: &[Result<crate::store::AgentReport>],
+    records: &[SandboxRecord],
+) -> crate::store::AgentReport {
+    let ok: Vec<&crate::store::AgentReport> = results
         .iter()
         .zip(records)
         .filter(|(_, rec)| rec.status == Status::Ok)
         .filter_map(|(r, _)| r.as_ref().ok())
         .collect();
-    let mut report = agent::Report::default();
+    let mut report = crate::store::AgentReport::default();
     if let Some(first) = ok.first() {
         report.facts = first.facts.clone();
         report.setup = first.setup.clone();
@@ -244,7 +250,7 @@ fn report(spec: &Spec, n: usize, results: &[Result<agent::Report>], records: &[S
 
 /// One figure per metric for all sandboxes together: rates and counts summed, the rest
 /// averaged; fio's percentiles from its histograms merged across every sandbox's jobs.
-pub fn aggregate(spec: &Spec, ok: &[&agent::Report]) -> Vec<Sample> {
+pub fn aggregate(spec: &Spec, ok: &[&crate::store::AgentReport]) -> Vec<Sample> {
     if let Spec::Fio(_) = spec {
         let docs: Vec<serde_json::Value> = ok
             .iter()
@@ -340,8 +346,8 @@ fn nearest_rank(sorted: &[f64], p: f64) -> f64 {
 fn sandbox_pss(pid: u32) -> Option<f64> {
     let mut pids = descendants(pid as i32);
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    if let Some(token) = environ.split(|b| *b == 0).find(|kv| kv.starts_with(process::TOKEN_VAR.as_bytes())) {
-        for p in process::pids_with_env(&String::from_utf8_lossy(token)) {
+    if let Some(token) = environ.split(|b| *b == 0).find(|kv| kv.starts_with(sys::TOKEN_VAR.as_bytes())) {
+        for p in sys::pids_with_env(&String::from_utf8_lossy(token)) {
             if !pids.contains(&p) {
                 pids.push(p);
             }
@@ -447,11 +453,11 @@ mod tests {
 
     #[test]
     fn rates_add_up_and_the_rest_is_averaged() {
-        let a = agent::Report {
+        let a = crate::store::AgentReport {
             samples: vec![Sample::new("events_per_s", 100.0, "events/s"), Sample::new("total_time", 2.0, "s")],
             ..Default::default()
         };
-        let b = agent::Report {
+        let b = crate::store::AgentReport {
             samples: vec![Sample::new("events_per_s", 50.0, "events/s"), Sample::new("total_time", 4.0, "s")],
             ..Default::default()
         };
@@ -471,8 +477,8 @@ mod tests {
                 .unwrap();
         let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
         // Each sandbox ran one of the fixture's two jobs: together they are the fixture.
-        let halves: Vec<agent::Report> = (0..2)
-            .map(|i| agent::Report {
+        let halves: Vec<crate::store::AgentReport> = (0..2)
+            .map(|i| crate::store::AgentReport {
                 raw: vec![RawFile {
                     name: "fio.json".into(),
                     content: serde_json::json!({ "jobs": [doc["jobs"][i].clone()] }).to_string(),

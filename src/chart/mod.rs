@@ -6,6 +6,8 @@ use std::fmt::Write;
 
 use crate::units;
 
+pub mod style;
+
 /// Okabe–Ito: distinguishable with every common colour-vision deficiency (yellow left out: it
 /// vanishes on white).
 pub const PALETTE: &[&str] = &["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#999999"];

@@ -331,6 +331,23 @@ pub fn pids_with_env(entry: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Whether `pid` is a live process (not a zombie).
+pub fn pid_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// Why this cannot be done, when isobench does not run as root (mounts, namespaces, devices).
+pub fn needs_root() -> Option<String> {
+    (!nix::unistd::geteuid().is_root()).then(|| "needs root (run isobench as root)".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

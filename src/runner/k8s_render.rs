@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Result;
 use serde_json::Value;
 
-use super::{K8s, manifest, statefulset};
 use crate::agent;
+use crate::env::k8s::{K8s, manifest, statefulset};
 use crate::plan::Plan;
 use crate::server::ServerSpec;
 use crate::suite::Suite;
@@ -86,11 +86,11 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             cql.target = Some(external.target.clone());
         }
         let claim = volume.claim();
-        let name = super::object_name(Path::new(&format!("RUN-{}", i + 1)));
+        let name = crate::env::k8s::object_name(Path::new(&format!("RUN-{}", i + 1)));
         out.push_str(&format!("# cell {} (run {}: objects are named after each run)\n", cell.id, i + 1));
         if let (Some(ServerSpec::Managed(managed)), Spec::Cql(cql), Some(claim)) = (&suite.server, &mut spec, &claim) {
             // The database, then its loaders (whose -node are the pods' addresses at run time).
-            let mut db = crate::server::k8s_cell::database_objects(k8s, managed, claim, &name, "RUN")?;
+            let mut db = super::k8s_server_cell::database_objects(k8s, managed, claim, &name, "RUN")?;
             db.secret.string_data = db.secret.data.take().map(|data| {
                 data.into_iter()
                     .map(|(key, value)| {
@@ -112,7 +112,7 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             }
             cql.loaders = Some(cql.loaders.unwrap_or(1));
             let (user, password) = managed.login.clone().unzip();
-            let set = crate::server::k8s_cell::set_name(&name);
+            let set = super::k8s_server_cell::set_name(&name);
             let nodes = (0..managed.nodes).map(|k| format!("{}.{set}", statefulset::pod_name(&set, k))).collect();
             cql.target = Some(crate::workload::cql::Target { nodes, port: 9042, user, password, truststore: None });
         }

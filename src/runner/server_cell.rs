@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
 
-use super::cassandra::Distribution;
-use super::cluster::{self, Layout};
-use super::serve::{CONNECT_WINDOW, Control, Ready, Serve};
-use super::{Kill, Managed, STOP_TIMEOUT};
+use super::Place;
 use crate::agent;
 use crate::env::Launch;
-use crate::runner::Place;
+use crate::server::cassandra::Distribution;
+use crate::server::cluster::{self, Layout};
+use crate::server::serve::{CONNECT_WINDOW, Control, Ready, Serve};
+use crate::server::{Kill, Managed, STOP_TIMEOUT};
 use crate::store::{RunRecord, Sample};
 use crate::volume::Provisioned;
 use crate::workload::cql::{Cql, Target};
@@ -32,11 +32,11 @@ pub fn run(
     volume: &Provisioned,
     run_dir: &std::path::Path,
     record: &mut RunRecord,
-) -> Result<agent::Report> {
+) -> Result<crate::store::AgentReport> {
     let env = place.env;
     if managed.tls {
         let why = "tls = true: a managed server speaks TLS in k8s environments only; on this host, start one with `isobench server start cassandra --tls` and name it as kind = \"external\" with -transport truststore= in args";
-        return Ok(agent::Report { error: Some(why.into()), unfit: true, ..Default::default() });
+        return Ok(crate::store::AgentReport { error: Some(why.into()), unfit: true, ..Default::default() });
     }
     let reach = env.reach().map_err(|why| anyhow!("env \"{env_name}\": {why}"))?;
     let nodes = managed.nodes;
@@ -44,7 +44,7 @@ pub fn run(
         let why = format!(
             "env \"{env_name}\": a cluster's nodes gossip with one another, and each sandbox of this environment has a network of its own that the others cannot reach; run the cluster on the host, or in containers with network = \"host\""
         );
-        return Ok(agent::Report { error: Some(why), unfit: true, ..Default::default() });
+        return Ok(crate::store::AgentReport { error: Some(why), unfit: true, ..Default::default() });
     }
     let distribution = Distribution::fetch(&managed.version, &mut |m| eprintln!("isobench: {m}"))?;
     if nodes > 1 {
@@ -138,13 +138,13 @@ pub fn run(
                 })
             })
             .collect();
-        let reports: Vec<Result<agent::Report>> =
+        let reports: Vec<Result<crate::store::AgentReport>> =
             agents.into_iter().map(|a| a.join().unwrap_or_else(|_| bail!("an agent panicked"))).collect();
         agents_done.store(true, Ordering::Relaxed);
         (reports, loader.join().unwrap_or_else(|_| Err(anyhow!("the load panicked"))))
     });
     let mut report = combine(reports)?;
-    crate::runner::check_replicas(volume, &mut report);
+    volume.check_replicas(&mut report.setup, &mut report.notes);
     record.setup.insert("server.kind".into(), "cassandra".into());
     record.setup.insert("server.heap".into(), managed.heap.clone());
     if let Some(price) = managed.cost_per_hour {
@@ -198,9 +198,9 @@ pub fn run(
 
 /// One report from the nodes' reports: the first error, else the server's figures summed over
 /// the nodes (what the cluster holds) and the slowest start and stop.
-fn combine(reports: Vec<Result<agent::Report>>) -> Result<agent::Report> {
+fn combine(reports: Vec<Result<crate::store::AgentReport>>) -> Result<crate::store::AgentReport> {
     let several = reports.len() > 1;
-    let mut combined: Option<agent::Report> = None;
+    let mut combined: Option<crate::store::AgentReport> = None;
     for (k, report) in reports.into_iter().enumerate() {
         let mut report = report?;
         if several {
@@ -281,7 +281,7 @@ fn drive(
     };
     if let Some(Target { nodes, port, user: Some(user), password: Some(password), .. }) = &load.target {
         let auth_rf = controls.len().min(3) as u32;
-        super::cassandra::create_role(&format!("{}:{port}", nodes[0]), user, password, auth_rf, None)?;
+        crate::server::cassandra::create_role(&format!("{}:{port}", nodes[0]), user, password, auth_rf, None)?;
     }
     let mut out = workload::Output::default();
     let ctx = workload::RunContext { data_dir: scratch, raw: None, read_only: false, scratch_dir: scratch };
@@ -299,7 +299,7 @@ fn drive(
         (result, fault.and_then(|f| f.join().ok().flatten()))
     });
     if result.is_ok() && controls.len() == 1 {
-        out.samples.extend(super::stats::after_run(load));
+        out.samples.extend(crate::server::stats::after_run(load));
     }
     for control in connected {
         control.stop();

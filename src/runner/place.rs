@@ -1,0 +1,83 @@
+//! One sandbox of a cell: its network path and peer when the workload talks to one, the agent
+//! launched through the environment, and the volume's replicas checked after it.
+
+use anyhow::Result;
+
+use crate::agent;
+use crate::env::{Launch, StartGate};
+use crate::ledger::Ledger;
+use crate::workload::Spec;
+
+/// Where sandboxes of one cell run: its environment, how a VM attaches the volume, and what
+/// every sandbox records into.
+pub struct Place<'a> {
+    pub env: &'a dyn crate::env::Environment,
+    pub attach: Option<&'a crate::env::vm::attach::Attach>,
+    pub ledger: &'a Ledger,
+    pub workdir: &'a std::path::Path,
+}
+
+impl Place<'_> {
+    /// Whether volumes must be handed to this environment as unmounted block devices.
+    pub fn wants_block(&self) -> bool {
+        self.env.wants_block(self.attach)
+    }
+
+    /// Runs the workload in one sandbox on `volume`; first its network path to the host and
+    /// the peer there, when the workload talks to one. With a `gate`, the sandbox is one of
+    /// several started together (density); `memory` replaces its environment's limit.
+    pub fn run(
+        &self,
+        spec: &Spec,
+        volume: &crate::volume::Provisioned,
+        run_dir: &std::path::Path,
+        gate: Option<&dyn StartGate>,
+        memory: Option<u64>,
+    ) -> Result<crate::store::AgentReport> {
+        let env = self.env;
+        let mut spec = spec.clone();
+        let network = if spec.workload().needs_network() { Some(env.network(self.ledger)?) } else { None };
+        let server = match (&network, &mut spec) {
+            (Some(path), Spec::Network(n)) => {
+                let server = crate::workload::network::Server::start(self.ledger, path.host_address(), run_dir)?;
+                n.server = Some((path.host_address_inside(), server.port));
+                Some(server)
+            }
+            _ => None,
+        };
+        let request = agent::Request {
+            workload: spec.clone(),
+            data_dir: if volume.raw { env.scratch_dir(run_dir) } else { env.data_dir(volume) },
+            raw: volume.raw.then(|| env.raw_target(volume)),
+            read_only: volume.read_only,
+            scratch_dir: env.scratch_dir(run_dir),
+            serve: None,
+            barrier: gate.is_some(),
+        };
+        let mut timeout = spec.workload().timeout();
+        if gate.is_some() {
+            timeout += crate::runner::density::START_TIMEOUT;
+        }
+        let mut report = env.run_agent(Launch {
+            request: &request,
+            volume,
+            run_dir,
+            timeout,
+            ledger: self.ledger,
+            workdir: self.workdir,
+            attach: self.attach,
+            forward: &[],
+            network: network.as_ref(),
+            gate,
+            memory,
+        })?;
+        if let Some(path) = &network {
+            report.setup.extend(path.describe());
+        }
+        volume.check_replicas(&mut report.setup, &mut report.notes);
+        if let Some(raw) = server.and_then(|s| s.finish()) {
+            report.raw.push(raw);
+        }
+        Ok(report)
+    }
+}

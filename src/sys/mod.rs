@@ -1,0 +1,10 @@
+//! The bottom layer: what every other module may use and which names none of them — child
+//! processes, signals and pids, free ports, atomic writes.
+
+mod files;
+mod ports;
+mod process;
+
+pub use files::*;
+pub use ports::*;
+pub use process::*;
