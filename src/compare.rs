@@ -424,8 +424,7 @@ pub const HOURS_PER_MONTH: f64 = 730.0;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Repeat;
-    use crate::store::{Labels, Sample};
+    use crate::store::{Labels, Repeat, Sample};
 
     fn labels(env: &str) -> Labels {
         Labels {

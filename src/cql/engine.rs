@@ -717,3 +717,62 @@ pub fn warmup_iterations(settings: &Settings) -> u64 {
     };
     per_node * settings.nodes.len() as u64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cql::settings::{self, CONSISTENCY};
+
+    fn settings(line: &str) -> Settings {
+        settings::parse(&line.split_whitespace().map(String::from).collect::<Vec<_>>()).unwrap()
+    }
+
+    /// A worker's generators need a runtime for their request timer.
+    fn with_worker<T>(line: &str, seed: i64, f: impl FnOnce(&mut Worker, &Settings) -> T) -> T {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let settings = settings(line);
+        runtime.block_on(async { f(&mut Worker::new(0, &settings, None, seed), &settings) })
+    }
+
+    #[test]
+    fn every_consistency_the_command_line_accepts_reaches_the_driver_as_itself() {
+        for name in CONSISTENCY {
+            let level = consistency(name);
+            assert_eq!(format!("{level:?}").to_ascii_uppercase(), name.replace('_', ""), "cl={name}");
+        }
+        assert_eq!(serial_consistency("LOCAL_SERIAL"), SerialConsistency::LocalSerial);
+        assert_eq!(serial_consistency("SERIAL"), SerialConsistency::Serial);
+    }
+
+    #[test]
+    fn a_mixed_command_draws_operations_in_its_ratio_and_in_runs_of_its_clustering() {
+        let draws = 40_000;
+        let (picks, reads) = with_worker("mixed ratio(write=1,read=3) n=1 clustering=fixed(1)", 7, |w, s| {
+            let reads = s.command.ops.iter().position(|(op, _)| *op == Op::Read).unwrap();
+            ((0..draws).map(|_| w.next_op(&s.command.ops)).collect::<Vec<_>>(), reads)
+        });
+        let share = picks.iter().filter(|&&i| i == reads).count() as f64 / draws as f64;
+        assert!((share - 0.75).abs() < 0.01, "reads were {share:.3} of the operations, not 3/4");
+
+        let runs = with_worker("mixed ratio(write=1,read=1) n=1 clustering=fixed(5)", 11, |w, s| {
+            (0..1000).map(|_| w.next_op(&s.command.ops)).collect::<Vec<_>>()
+        });
+        for chunk in runs.chunks(5) {
+            assert!(chunk.iter().all(|&i| i == chunk[0]), "one draw serves 5 operations in a row: {chunk:?}");
+        }
+        assert!(runs.chunks(5).any(|c| c[0] != runs[0]), "both operations are drawn");
+    }
+
+    #[test]
+    fn warm_up_is_a_quarter_of_the_count_up_to_50k_per_node() {
+        assert_eq!(warmup_iterations(&settings("write n=1000")), 250);
+        assert_eq!(warmup_iterations(&settings("write n=10M -node a,b,c")), 150_000);
+        assert_eq!(warmup_iterations(&settings("write duration=1m")), 50_000);
+    }
+
+    #[test]
+    fn keys_in_messages_are_cut_after_16_bytes() {
+        assert_eq!(hex(&[0xab, 0x01]), "0xab01");
+        assert_eq!(hex(&[0u8; 17]), format!("0x{}...", "00".repeat(16)));
+    }
+}

@@ -693,3 +693,119 @@ fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::Diff;
+    use crate::store::{Baseline, CellRecord, Labels, PlanRecord, Repeat, RunRecord, Sample, Status};
+
+    fn diff(overhead_pct: f64, verdict: Verdict) -> Diff {
+        Diff {
+            baseline_median: 100.0,
+            ratio: 1.0 - overhead_pct / 100.0,
+            pct: -overhead_pct,
+            ci: (-overhead_pct - 2.0, -overhead_pct + 2.0),
+            overhead_pct,
+            overhead_ci: (overhead_pct - 2.0, overhead_pct + 2.0),
+            p_value: 0.01,
+            verdict,
+        }
+    }
+
+    #[test]
+    fn heat_is_grey_within_the_noise_red_when_worse_blue_when_better_and_deeper_the_larger() {
+        for verdict in [Verdict::NoSignificantDifference, Verdict::TooFewRuns] {
+            assert_eq!(heat_colour(&diff(45.0, verdict)).0, "#eeeeee", "{verdict:?} is no colour");
+        }
+        assert_eq!(heat_colour(&diff(60.0, Verdict::Slower)), ("#b2182b".into(), "#fff"), "saturated red");
+        assert_eq!(heat_colour(&diff(-3.0, Verdict::Faster)), ("#dde6ee".into(), "#222"), "the palest blue");
+        let green = |pct: f64| u8::from_str_radix(&heat_colour(&diff(pct, Verdict::Slower)).0[3..5], 16).unwrap();
+        assert!(green(40.0) < green(20.0), "a larger overhead is a deeper red");
+    }
+
+    fn analysis() -> (compare::Analysis, Vec<RunRecord>) {
+        let labels =
+            |env: &str| Labels { env: env.into(), volume: "disk".into(), workload: "cql".into(), params: vec![] };
+        let plan = PlanRecord {
+            suite: "t".into(),
+            baseline: Baseline { env: Some("host".into()), volume: None, workloads: Default::default() },
+            repeat: Repeat::fixed(3),
+            cells: ["host", "runc"]
+                .map(|env| CellRecord {
+                    cell: labels(env).cell_id(),
+                    labels: labels(env),
+                    headline: vec!["op_rate".into()],
+                    env_kind: env.into(),
+                    sandbox: env != "host",
+                    workload_setup: Default::default(),
+                    cost_per_hour: None,
+                    density: None,
+                })
+                .into(),
+            bounds: vec![],
+        };
+        let run = |env: &str, rep: u32, rate: f64| RunRecord {
+            cell: labels(env).cell_id(),
+            labels: labels(env),
+            rep,
+            status: Status::Ok,
+            error: None,
+            started: String::new(),
+            ended: String::new(),
+            seconds: 1.0,
+            samples: [("op_rate", rate, "op/s"), ("latency_p99", 9e6 / rate, "us"), ("latency_p50", 1e6 / rate, "us")]
+                .into_iter()
+                .chain([("latency_p999", 20e6 / rate, "us"), ("latency_max", 50e6 / rate, "us")])
+                .chain([("queue_p5", 1.0, "us")])
+                .map(|(metric, value, unit)| Sample::new(metric, value, unit))
+                .collect(),
+            series: vec![],
+            facts: Default::default(),
+            setup: Default::default(),
+            notes: vec![],
+            raw: vec![],
+            origin: None,
+            sandboxes: vec![],
+        };
+        let runs: Vec<RunRecord> = (1..=3)
+            .flat_map(|rep| [run("host", rep, 1000.0 + rep as f64), run("runc", rep, 800.0 + rep as f64)])
+            .collect();
+        (compare::analyze(&plan, &runs), runs)
+    }
+
+    #[test]
+    fn percentile_profiles_are_the_metrics_of_one_prefix_in_percentile_order_then_max() {
+        let (analysis, _) = analysis();
+        let cells: Vec<&CellResult> = analysis.cells.iter().collect();
+        let families = percentile_families(&cells);
+        let labels: Vec<(&str, Vec<&str>)> = families
+            .iter()
+            .map(|(prefix, points)| (prefix.as_str(), points.iter().map(|(l, _)| l.as_str()).collect()))
+            .collect();
+        assert_eq!(labels, [("latency", vec!["p50", "p99", "p999", "max"])], "queue_p5 alone is no profile");
+    }
+
+    #[test]
+    fn the_page_shows_each_cells_overhead_with_its_ci_and_needs_nothing_from_outside() {
+        let (analysis, runs) = analysis();
+        let report = Report {
+            dir: std::path::PathBuf::from("/nonexistent"),
+            analysis,
+            checks: vec![],
+            warnings: vec![],
+            host: BTreeMap::new(),
+            runs,
+        };
+        let page = render(&report);
+        let runc = report.analysis.cells.iter().find(|c| c.record.labels.env == "runc").unwrap();
+        let d = runc.metric("op_rate").and_then(|m| m.vs_baseline.as_ref()).unwrap();
+        assert!(d.pct < -19.0 && d.pct > -21.0, "runc's rate is 20 % below the host's, not {}", d.pct);
+        assert!(page.contains(&h(&diff_text(d))), "the heat map shows {}", diff_text(d));
+        assert!(page.contains(&h(&format!("[{}, {}]", units::signed_percent(d.ci.0), units::signed_percent(d.ci.1)))));
+        assert!(page.contains("<svg"), "charts are drawn into the page");
+        for outside in ["<script", "<link", "src=\"http", "@import"] {
+            assert!(!page.contains(outside), "the page opens offline: no {outside}");
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The java command line Cassandra 5.0 needs on Java 17, and its class-data-sharing archive.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::{Distribution, NodeConfig};
+
+/// The java command line (Cassandra 5.0's jvm17-server.options, trimmed to what matters here).
+pub(super) fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, cds: &Cds) -> Result<Command> {
+    let lib = dist.lib();
+    let jamm = fs::read_dir(&lib)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("jamm-") && n.ends_with(".jar")))
+        .with_context(|| format!("{} has no jamm jar: fetch again (remove {})", lib.display(), dist.home.display()))?;
+    let mut cmd = Command::new("java");
+    cmd.arg(format!("-Xms{}", cfg.heap)).arg(format!("-Xmx{}", cfg.heap)).arg("-Xss256k");
+    if cfg.quick_jit {
+        cmd.arg("-XX:TieredStopAtLevel=1");
+    }
+    match cds {
+        Cds::Use(archive) => {
+            cmd.arg(format!("-XX:SharedArchiveFile={}", archive.display()));
+        }
+        Cds::Create(partial) => {
+            cmd.args(["-XX:+UnlockDiagnosticVMOptions", "-XX:+AllowArchivingWithJavaAgent"])
+                .arg(format!("-XX:ArchiveClassesAtExit={}", partial.display()));
+        }
+        Cds::None => {}
+    }
+    cmd.args([
+        "-XX:+UseG1GC",
+        "-XX:+ParallelRefProcEnabled",
+        "-XX:MaxTenuringThreshold=1",
+        "-XX:G1HeapRegionSize=16m",
+        "-XX:+UseTLAB",
+        "-XX:+ResizeTLAB",
+        "-XX:+PerfDisableSharedMem",
+        "-ea",
+        "-Djava.net.preferIPv4Stack=true",
+        "-Djdk.attach.allowAttachSelf=true",
+    ]);
+    for export in [
+        "java.base/jdk.internal.misc",
+        "java.management.rmi/com.sun.jmx.remote.internal.rmi",
+        "java.rmi/sun.rmi.registry",
+        "java.rmi/sun.rmi.server",
+        "java.sql/java.sql",
+        "java.base/java.lang.ref",
+        "jdk.unsupported/sun.misc",
+        "jdk.compiler/com.sun.tools.javac.file",
+        "jdk.attach/sun.tools.attach",
+    ] {
+        cmd.arg("--add-exports").arg(format!("{export}=ALL-UNNAMED"));
+    }
+    for open in [
+        "java.base/java.lang.module",
+        "java.base/jdk.internal.loader",
+        "java.base/jdk.internal.ref",
+        "java.base/jdk.internal.reflect",
+        "java.base/jdk.internal.math",
+        "java.base/jdk.internal.module",
+        "java.base/jdk.internal.util.jar",
+        "jdk.management/com.sun.management.internal",
+        "java.base/sun.nio.ch",
+        "java.base/java.io",
+        "java.base/java.lang.reflect",
+        "jdk.compiler/com.sun.tools.javac",
+        "java.base/java.lang",
+        "java.base/java.util",
+    ] {
+        cmd.arg("--add-opens").arg(format!("{open}=ALL-UNNAMED"));
+    }
+    cmd.args([
+        "-Dio.netty.tryReflectionSetAccessible=true",
+        "-Dio.netty.allocator.useCacheForAllThreads=true",
+        "-Dio.netty.allocator.maxOrder=11",
+    ])
+    .arg(format!("-javaagent:{}", jamm.display()))
+    .arg(format!("-Dcassandra.config=file://{}/cassandra.yaml", conf.display()))
+    .arg(format!("-Dlogback.configurationFile=file://{}/logback.xml", conf.display()))
+    .arg(format!("-Dcassandra.logdir={}/logs", cfg.data.display()))
+    .arg(format!("-Dcassandra.storagedir={}", cfg.data.display()))
+    .args(["-Dcassandra-foreground=yes", "-Dcassandra.skip_wait_for_gossip_to_settle=0"])
+    .arg(format!("-Dcassandra.ring_delay_ms={}", cfg.ring_delay.as_millis()))
+    .arg(format!("-Dcassandra.jmx.local.port={}", cfg.jmx_port))
+    // With logins, the default superuser is made at once rather than 10 s after start.
+    .args(cfg.auth.then_some("-Dcassandra.superuser_setup_delay_ms=0"))
+    .args(&cfg.jvm_args)
+    .arg("-cp")
+    .arg(dist.classpath()?)
+    .arg("org.apache.cassandra.service.CassandraDaemon");
+    Ok(cmd)
+}
+
+/// Class-data sharing: use the archive if there is one, else make one at this node's exit.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Cds {
+    Use(PathBuf),
+    Create(PathBuf),
+    None,
+}
+
+impl Cds {
+    pub(super) fn for_distribution(dist: &Distribution, make: bool) -> Cds {
+        let archive = dist.cds_archive();
+        if archive.exists() {
+            return Cds::Use(archive);
+        }
+        if !make {
+            return Cds::None;
+        }
+        let partial = archive.with_extension(format!("jsa.{}", std::process::id()));
+        Cds::Create(partial)
+    }
+
+    /// After a clean exit: the archive the JVM wrote becomes the one later starts use.
+    pub(super) fn settle(&self, dist: &Distribution) {
+        if let Cds::Create(partial) = self {
+            if partial.metadata().is_ok_and(|m| m.len() > 0) && !dist.cds_archive().exists() {
+                let _ = fs::rename(partial, dist.cds_archive());
+            }
+            let _ = fs::remove_file(partial);
+        }
+    }
+}
