@@ -20,7 +20,7 @@ LAYERS = [
     ("kinds", ["net", "volume", "workload", "server", "agent", "env"]),
     ("registry", ["kinds"]),
     ("assembly", ["suite", "plan"]),
-    ("orchestration", ["runner", "doctor", "merge", "cli"]),
+    ("orchestration", ["runner", "doctor", "result_sets", "cli"]),
 ]
 
 # The one module every layer may name: the ledger hands what a kind made back to its kind there.

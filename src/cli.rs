@@ -296,12 +296,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Check { dir, junit, inconclusive } => check(&dir, junit.as_deref(), &inconclusive),
         Command::Compare { a, b, metric } => {
-            print!("{}", crate::merge::compare_sets(&ResultSet::open(&a)?, &ResultSet::open(&b)?, &metric)?);
+            print!("{}", crate::result_sets::compare_sets(&ResultSet::open(&a)?, &ResultSet::open(&b)?, &metric)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Merge { sets, out } => {
             let sets = sets.iter().map(|d| ResultSet::open(d)).collect::<Result<Vec<_>>>()?;
-            let merged = crate::merge::merge(&sets, &out)?;
+            let merged = crate::result_sets::merge(&sets, &out)?;
             let report = Report::load(&merged)?;
             report::write(&merged, &report, &[Format::Md, Format::Html])?;
             print!("{}", report::terminal::render(&report));

@@ -203,12 +203,12 @@ fn loop_fs(fs: &str) -> Result<String, String> {
 fn network_volumes() -> Result<String, String> {
     root()?;
     let nbdkit = version_of("nbdkit", "nbdkit")?;
-    let qsd = version_of(crate::volume::remote::QSD, "qemu-system-common")?;
+    let qsd = version_of(crate::volume::nbd_export::QSD, "qemu-system-common")?;
     Ok(format!("{nbdkit}; {qsd}"))
 }
 
 fn kernel_nbd() -> Result<String, String> {
-    match crate::volume::remote::kernel_nbd_unavailable() {
+    match crate::volume::nbd_export::kernel_nbd_unavailable() {
         Some(why) => Err(format!("{why}: volumes use fio's nbd engine or FUSE + loop")),
         None => version_of("nbd-client", "nbd-client"),
     }

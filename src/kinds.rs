@@ -46,7 +46,7 @@ pub fn release(resource: &Resource) -> Option<Result<()>> {
         Resource::Kube { cluster, selector } => env::k8s::delete(cluster, selector),
         Resource::NetNs { name } => net::delete_netns(name),
         Resource::Link { name } => net::delete_link(name),
-        Resource::NbdClient { device } => volume::remote::disconnect_nbd(device),
+        Resource::NbdClient { device } => volume::nbd_export::disconnect_nbd(device),
         Resource::NvmeConnection { nqn } => volume::nvmeof::disconnect(nqn),
         Resource::NvmetTarget { root, nqn, port_id } => {
             volume::nvmeof::KernelTarget { root: root.clone(), nqn: nqn.clone(), port_id: *port_id }.remove()

@@ -7,7 +7,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{Missing, Sandbox, missing, need_program, need_root, run_record, text};
+use common::{Missing, Scratch, missing, need_program, need_root, run_record, text};
 
 fn unable() -> Option<Missing> {
     need_root("loop devices, mounts, containers").or_else(|| need_program("fio", "fio"))
@@ -56,7 +56,7 @@ struct UserDevice {
 }
 
 impl UserDevice {
-    fn new(sb: &Sandbox, bytes: &[u8]) -> UserDevice {
+    fn new(sb: &Scratch, bytes: &[u8]) -> UserDevice {
         let file = sb.path().join("user-disk.img");
         std::fs::write(&file, bytes).unwrap();
         let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
@@ -89,7 +89,7 @@ impl Drop for UserDevice {
 #[test]
 fn raw_and_ext4_on_the_same_kind_of_device_in_one_suite() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let runc = isobench::env::oci::Runtime::resolve("runc").path.is_some();
     let runsc = isobench::env::oci::Runtime::resolve("runsc").path.is_some();
     let mut envs = String::new();
@@ -139,7 +139,7 @@ fn raw_and_ext4_on_the_same_kind_of_device_in_one_suite() {
 #[test]
 fn a_users_device_is_read_only_unless_destructive() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let marker: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
     let disk = UserDevice::new(&sb, &marker);
     let volume =
@@ -173,7 +173,7 @@ fn a_users_device_is_read_only_unless_destructive() {
 #[test]
 fn a_mounted_device_is_refused_with_its_mount_point() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let disk = UserDevice::new(&sb, b"");
     assert!(Command::new("mkfs.ext4").args(["-q", "-F", &disk.device]).status().unwrap().success());
     let mnt = sb.path().join("mounted-here");
@@ -193,7 +193,7 @@ fn a_mounted_device_is_refused_with_its_mount_point() {
 #[test]
 fn partitions_cut_one_device_into_equal_slices() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let volumes = "[[volume]]\nname = \"sliced\"\nkind = \"block\"\nbacking = \"file\"\nsize = \"256M\"\npartitions = 4\nfs = \"ext4\"\n";
     let (o, out) = sb.run_suite(&suite("", volumes, "\"randwrite\""), &[]);
     assert!(o.status.success(), "{}", text(&o));

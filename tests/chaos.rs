@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Missing, Sandbox, have, need_program, need_root, serial, text};
+use common::{Missing, Scratch, have, need_program, need_root, serial, text};
 use nix::sys::signal::Signal;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -236,7 +236,7 @@ fn processes() -> Vec<Proc> {
 
 /// Whether a process belongs to the run under test: it names the sandbox, or carries the run's
 /// token (`ISOBENCH_TOKEN=<pid>-…`).
-fn ours(p: &Proc, sb: &Sandbox, run_pid: u32) -> bool {
+fn ours(p: &Proc, sb: &Scratch, run_pid: u32) -> bool {
     p.cmdline.contains(&sb.path().to_string_lossy().into_owned())
         || p.environ.split('\0').any(|v| v.starts_with(&format!("{}={run_pid}-", isobench::sys::TOKEN_VAR)))
 }
@@ -261,7 +261,7 @@ fn native_port(java: &Proc) -> Option<u16> {
 }
 
 /// Entries of the run's ledger state file (none before it is written).
-fn ledger_len(sb: &Sandbox, run_pid: u32) -> usize {
+fn ledger_len(sb: &Scratch, run_pid: u32) -> usize {
     let Ok(dir) = std::fs::read_dir(sb.workdir().join("state")) else { return 0 };
     dir.filter_map(|e| e.ok())
         .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("{run_pid}-")))
@@ -281,7 +281,7 @@ struct Observer {
 }
 
 impl Observer {
-    fn phase(&mut self, sb: &Sandbox, run_pid: u32) -> Phase {
+    fn phase(&mut self, sb: &Scratch, run_pid: u32) -> Phase {
         let entries = ledger_len(sb, run_pid);
         let procs: Vec<Proc> = processes().into_iter().filter(|p| ours(p, sb, run_pid)).collect();
         let serving = procs.iter().filter(|p| p.comm == "java").filter_map(native_port).any(listening);
@@ -313,7 +313,7 @@ impl Observer {
 
 /// A fio file in one of the sandbox's volumes: fio at work where its process is out of sight
 /// (inside gVisor or a guest writing through 9p or virtio-fs).
-fn fio_file_grows(sb: &Sandbox) -> bool {
+fn fio_file_grows(sb: &Scratch) -> bool {
     sb.mounts_left().iter().any(|m| {
         std::fs::read_dir(m)
             .is_ok_and(|d| d.filter_map(|e| e.ok()).any(|e| e.file_name().to_string_lossy().starts_with("isobench.")))
@@ -322,7 +322,7 @@ fn fio_file_grows(sb: &Sandbox) -> bool {
 
 /// Everything of isobench's still on the machine: mounts (also in other processes' mount
 /// namespaces), loop devices, processes, containers, namespaces, links, run and state files.
-fn leftovers(sb: &Sandbox, run_pid: u32) -> Vec<String> {
+fn leftovers(sb: &Scratch, run_pid: u32) -> Vec<String> {
     let prefix = sb.path().to_string_lossy().into_owned();
     let mut found = BTreeSet::new();
     for p in std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
@@ -380,7 +380,7 @@ struct Kill {
 
 /// Starts the scenario, waits for the `occurrence`-th sighting of `target` (or the end of the
 /// run), waits `jitter` more and sends `signal`; then checks what is left.
-fn kill_once(sb: &Sandbox, s: &Scenario, target: Phase, signal: Signal, occurrence: u64, jitter: Duration) -> Kill {
+fn kill_once(sb: &Scratch, s: &Scenario, target: Phase, signal: Signal, occurrence: u64, jitter: Duration) -> Kill {
     let dir = sb.path().join("dir-volume");
     std::fs::create_dir_all(&dir).unwrap();
     let (mut child, _) = sb.start_suite(&s.suite.replace("@DIR@", &dir.to_string_lossy()), &[]);
@@ -527,7 +527,7 @@ fn runs_signalled_in_every_phase_leave_nothing_behind() {
             })
             .collect()
     };
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let mut kills = Vec::new();
     for (s, phase, signal) in schedule {
         let occurrence = if s.one_run { 1 } else { 1 + rng.below(2) };

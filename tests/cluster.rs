@@ -12,14 +12,14 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::cassandra::{count_at_quorum, javas, unable_to_manage};
-use common::{Sandbox, ok, run_record, serial, text};
+use common::{Scratch, ok, run_record, serial, text};
 use isobench::sys::free_port;
 
 #[test]
 fn three_nodes_form_one_ring_that_four_loaders_fill_at_quorum_each_with_its_slice() {
     skip_if!(unable_to_manage());
     let _one_cluster = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let port = free_port().unwrap();
     let data = sb.path().join("cluster");
     let start = ok(&sb.run(&[
@@ -118,7 +118,7 @@ fn sample(record: &serde_json::Value, metric: &str) -> Option<f64> {
 fn a_node_killed_mid_run_at_quorum_is_reported_and_the_run_completes_priced_per_node() {
     skip_if!(unable_to_manage());
     let _one_cluster = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     // Killed well after the loaders' set-up (connecting, creating the schema, cassandra-stress's
     // 5 s of sleeps): a node lost while the schema is made fails the loader, as it would fail
     // cassandra-stress.
@@ -152,7 +152,7 @@ fn a_node_killed_mid_run_at_quorum_is_reported_and_the_run_completes_priced_per_
 fn a_run_killed_while_its_cluster_runs_leaves_nothing_after_cleanup() {
     skip_if!(unable_to_manage());
     let _one_cluster = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let (mut run, _) = sb.start_suite(&cluster_suite("60s", ""), &[]);
     // Caught with at least two nodes up (the second starts once the first answers CQL).
     let deadline = Instant::now() + Duration::from_secs(240);
@@ -168,7 +168,7 @@ fn a_run_killed_while_its_cluster_runs_leaves_nothing_after_cleanup() {
 
 #[test]
 fn a_cluster_that_cannot_fit_in_memory_is_refused_with_the_arithmetic() {
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let (out, _) = sb.run_suite(&cluster_suite("5s", "").replace("heap = \"512M\"", "heap = \"900G\""), &[]);
     let err = text(&out);
     assert!(!out.status.success());

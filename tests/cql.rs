@@ -302,7 +302,7 @@ fn a_node_that_closes_talks_garbage_or_says_nothing_fails_the_run_in_bounded_tim
         }
     }
     // In a suite, the cell that needs the node fails and the others run.
-    let sb = common::Sandbox::new();
+    let sb = common::Scratch::new();
     let port = fake_node(talks_garbage);
     let (out, dir) = sb.run_suite(
         &format!(
@@ -628,7 +628,7 @@ fn profile_mistakes_name_the_file_and_line() {
 #[test]
 fn a_suite_carries_its_profile_relative_to_the_suite_to_the_loaders() {
     let Some(node) = node() else { return };
-    let sb = common::Sandbox::new();
+    let sb = common::Scratch::new();
     std::fs::create_dir_all(sb.path().join("profiles")).unwrap();
     let text = std::fs::read_to_string(profile("blogposts.yaml")).unwrap().replace("stress_blog", "stress_blog_suite");
     sb.write("profiles/blog.yaml", &text);

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Missing, Sandbox, missing, need_program, need_root, run_record, serial, text};
+use common::{Missing, Scratch, missing, need_program, need_root, run_record, serial, text};
 
 fn unable() -> Option<Missing> {
     need_root("containers, mounts").or_else(|| {
@@ -52,7 +52,7 @@ fn ten_sandboxes_report_each_then_one_made_to_fail_is_named() {
     skip_if!(unable());
     skip_if!(need_program("sysbench", "sysbench"));
     let _serial = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let (o, out) = sb.run_suite(&suite("", CPU_TIMES_TEN), &[]);
     assert!(o.status.success(), "{}", text(&o));
     let run = run_record(&out, "runc.tmp.cpu", 1);
@@ -81,7 +81,7 @@ fn ten_sandboxes_report_each_then_one_made_to_fail_is_named() {
     assert!(sample(&run, "events_per_s_sandbox_min") <= sample(&run, "events_per_s_sandbox_max"));
     sb.assert_nothing_left();
 
-    // Sandbox 4 gets a memory limit runc cannot start a container in.
+    // Scratch 4 gets a memory limit runc cannot start a container in.
     let path = sb.write("s.toml", &suite("", CPU_TIMES_TEN));
     let out = sb.path().join("out-fault");
     let o = sb
@@ -111,7 +111,7 @@ fn ten_sandboxes_report_each_then_one_made_to_fail_is_named() {
 fn a_density_this_machine_cannot_hold_is_refused_with_the_arithmetic() {
     skip_if!(unable());
     let _serial = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     // A quarter of what this machine has available each: one fits, ten do not.
     let available_mib = isobench::facts::meminfo_kib("MemAvailable").unwrap() / 1024;
     let each = format!("memory = \"{}M\"", available_mib / 4);
@@ -139,7 +139,7 @@ fn sigkill_among_sandboxes_with_their_own_networks_then_cleanup_leaves_nothing()
     skip_if!(unable());
     skip_if!(need_program("iperf3", "iperf3"));
     let _serial = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     // First three sandboxes each with its namespace and iperf3 server, to completion.
     let (o, out) = sb.run_suite(&suite("", "name = \"net\"\nkind = \"network\"\ntime = \"2s\"\ndensity = 3\n"), &[]);
     assert!(o.status.success(), "{}", text(&o));

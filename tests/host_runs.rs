@@ -6,7 +6,7 @@ mod common;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{Missing, Sandbox, need_program, need_root, run_record, samples, text};
+use common::{Missing, Scratch, need_program, need_root, run_record, samples, text};
 
 fn suite(volumes: &str, workload: &str, extra: &str) -> String {
     format!(
@@ -60,7 +60,7 @@ fn series_names(run: &serde_json::Value) -> Vec<String> {
 #[test]
 fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let volumes = "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"512M\"\n\n[[volume]]\nname = \"xfs\"\nkind = \"loop\"\nfs = \"xfs\"\nsize = \"512M\"\n";
     let bound = "\n[[bound]]\nmetric = \"iops\"\nmax_overhead = \"1000%\"\n";
     let (o, out) = sb.run_suite(&suite(volumes, SMALL_FIO, bound), &[]);
@@ -116,7 +116,7 @@ fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
 #[test]
 fn failures_are_recorded_and_torn_down() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     // mkfs fails after the file and the loop device exist; fio fails after the mount exists.
     let volumes = "\n[[volume]]\nname = \"badfs\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"256M\"\nmkfs_args = [\"-b\", \"999\"]\n";
     let workload = format!("{SMALL_FIO}args = [\"--verify=nonsense\"]\n");
@@ -136,7 +136,7 @@ fn failures_are_recorded_and_torn_down() {
 #[test]
 fn direct_io_on_a_filesystem_that_refuses_it_stops_the_cell_before_fio() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     // ramfs has no O_DIRECT support at all: the kernel answers EINVAL at open.
     let ramfs = sb.path().join("ramfs");
     std::fs::create_dir(&ramfs).unwrap();
@@ -157,7 +157,7 @@ fn direct_io_on_a_filesystem_that_refuses_it_stops_the_cell_before_fio() {
 }
 
 /// Starts `isobench run` on a suite whose runs last long enough to be caught in the act.
-fn start_long_run(sb: &Sandbox) -> (Child, std::path::PathBuf) {
+fn start_long_run(sb: &Scratch) -> (Child, std::path::PathBuf) {
     let volumes = "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"512M\"\n";
     let workload = "rw = \"randread\"\nsize = \"32M\"\nruntime = \"60s\"\ndirect = true\nioengine = \"libaio\"\n";
     // The loop volume comes first in the run order, so it is the one caught mid-run.
@@ -171,7 +171,7 @@ fn start_long_run(sb: &Sandbox) -> (Child, std::path::PathBuf) {
 }
 
 /// Waits until fio runs on a mounted loop volume of this sandbox.
-fn wait_for_fio(sb: &Sandbox) {
+fn wait_for_fio(sb: &Scratch) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if !sb.mounts_left().is_empty() && !sb.loops_left().is_empty() && !fio_pids(sb).is_empty() {
@@ -184,7 +184,7 @@ fn wait_for_fio(sb: &Sandbox) {
 }
 
 /// fio processes working in this sandbox.
-fn fio_pids(sb: &Sandbox) -> Vec<i32> {
+fn fio_pids(sb: &Scratch) -> Vec<i32> {
     let prefix = sb.path().to_string_lossy().into_owned();
     std::fs::read_dir("/proc")
         .unwrap()
@@ -200,7 +200,7 @@ fn fio_pids(sb: &Sandbox) -> Vec<i32> {
 #[test]
 fn sigkill_mid_run_then_cleanup_leaves_nothing() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let (mut child, _) = start_long_run(&sb);
     wait_for_fio(&sb);
     child.kill().unwrap(); // SIGKILL: no teardown can run
@@ -218,7 +218,7 @@ fn sigkill_mid_run_then_cleanup_leaves_nothing() {
 #[test]
 fn two_runs_at_once_one_killed_and_cleaned_up_while_the_other_completes() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let (mut killed, _) = start_long_run(&sb);
     wait_for_fio(&sb);
     // Another suite in the same work directory, on a loop volume of its own, still running
@@ -268,7 +268,7 @@ fn two_runs_at_once_one_killed_and_cleaned_up_while_the_other_completes() {
 #[test]
 fn interrupt_tears_down_and_resume_finishes_the_set() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let (child, out) = start_long_run(&sb);
     wait_for_fio(&sb);
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
@@ -339,7 +339,7 @@ fn fio_that_fails_or_writes_no_json_fails_its_cell_saying_so_and_the_others_run(
         ),
         ("is killed by a signal and says nothing", "kill -ABRT $$", "it printed nothing on stdout or stderr"),
     ] {
-        let sb = Sandbox::new();
+        let sb = Scratch::new();
         let bin = sb.path().join("bin");
         std::fs::create_dir(&bin).unwrap();
         let fio = bin.join("fio");
@@ -368,7 +368,7 @@ fn fio_that_fails_or_writes_no_json_fails_its_cell_saying_so_and_the_others_run(
 
 #[test]
 fn bad_suite_gives_one_clear_error_and_exit_1() {
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let path = sb.write("bad.toml", &suite("", SMALL_FIO, "").replace("iodepth = 4", "iodepth = -4"));
     let o = sb.run(&["run", path.to_str().unwrap(), "--dry-run"]);
     assert_eq!(o.status.code(), Some(1));
@@ -385,7 +385,7 @@ fn bad_suite_gives_one_clear_error_and_exit_1() {
 
 #[test]
 fn dry_run_lists_the_matrix_and_doctor_lists_the_machine() {
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let path = sb.write("s.toml", &suite("", SMALL_FIO, ""));
     let o = sb.run(&["run", path.to_str().unwrap(), "--dry-run"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -403,7 +403,7 @@ fn dry_run_lists_the_matrix_and_doctor_lists_the_machine() {
 #[test]
 fn a_job_file_runs_as_is_with_its_environment_as_an_axis() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     sb.write(
         "job.fio",
         "[global]\nioengine=psync\nsize=16m\nruntime=2s\ntime_based\n\n[job]\nrw=${FIO_RW}\nbs=${FIO_BS}\n",
@@ -432,7 +432,7 @@ fn a_job_file_runs_as_is_with_its_environment_as_an_axis() {
 #[test]
 fn a_relative_workdir_is_torn_down_too() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let volumes = "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"256M\"\n";
     sb.write("s.toml", &suite(volumes, SMALL_FIO, "").replace("repeat = 2", "repeat = 1"));
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_isobench"))

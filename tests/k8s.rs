@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, ok, run_record, text};
+use common::{Scratch, ok, run_record, text};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
@@ -47,7 +47,7 @@ struct LocalCluster {
 }
 
 impl LocalCluster {
-    fn start(sb: &Sandbox) -> Result<LocalCluster, String> {
+    fn start(sb: &Scratch) -> Result<LocalCluster, String> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         // The pods' images are made of the binary under test: the agent's, and the database's.
         let bin = Path::new(env!("CARGO_BIN_EXE_isobench"));
@@ -177,7 +177,7 @@ fn host_kernel() -> String {
 #[test]
 fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
     skip_if!(unavailable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let overcommit = || std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap();
     let before = overcommit();
     let cluster = match LocalCluster::start(&sb) {
@@ -204,7 +204,7 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
     assert_eq!(overcommit(), before, "the kubelet's kernel tunables are put back when the cluster stops");
 }
 
-fn fio_in_runc_and_gvisor_pods(sb: &Sandbox, cluster: &LocalCluster, gvisor: bool) {
+fn fio_in_runc_and_gvisor_pods(sb: &Scratch, cluster: &LocalCluster, gvisor: bool) {
     let kubeconfig = cluster.kubeconfig.display();
     let gvisor_env = if gvisor {
         format!(
@@ -273,7 +273,7 @@ runtime_class = "no-such-class"
     sb.assert_clean();
 }
 
-fn indexed_loaders_fill_the_hosts_cassandra(sb: &Sandbox, cluster: &LocalCluster) {
+fn indexed_loaders_fill_the_hosts_cassandra(sb: &Scratch, cluster: &LocalCluster) {
     let node = match common::cassandra::shared() {
         Ok(n) => n,
         Err(missing) => return common::skip_part("loaders", &missing),
@@ -324,7 +324,7 @@ args = "write n=4000 no-warmup -schema keyspace=k8s_loaders -rate threads=4"
     assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
 }
 
-fn a_killed_run_is_cleaned_up_by_label(sb: &Sandbox, cluster: &LocalCluster) {
+fn a_killed_run_is_cleaned_up_by_label(sb: &Scratch, cluster: &LocalCluster) {
     let suite = format!(
         r#"
 name = "k8s-killed"
@@ -370,7 +370,7 @@ runtime_class = "runc"
 
 #[test]
 fn render_prints_each_runs_objects_with_secrets_redacted() {
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let suite = sb.write(
         "k.toml",
         r#"
@@ -486,7 +486,7 @@ loaders = 2
 }
 
 /// `isobench run` of `suite` in the background, its output in files of the sandbox.
-fn spawn_suite(sb: &Sandbox, suite: &str, out: &str) -> std::process::Child {
+fn spawn_suite(sb: &Scratch, suite: &str, out: &str) -> std::process::Child {
     let path = sb.write("s.toml", suite);
     let log = std::fs::File::create(sb.path().join(format!("{out}.log"))).unwrap();
     sb.isobench()
@@ -567,7 +567,7 @@ fn value(run: &serde_json::Value, metric: &str) -> f64 {
 }
 
 fn a_database_in_a_pod_is_written_and_read_with_a_login(
-    sb: &Sandbox,
+    sb: &Scratch,
     cluster: &LocalCluster,
     runtime_class: &str,
     storage_class: &str,
@@ -622,7 +622,7 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
     assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
 }
 
-fn a_ring_of_three_pods_survives_a_deleted_pod(sb: &Sandbox, cluster: &LocalCluster) {
+fn a_ring_of_three_pods_survives_a_deleted_pod(sb: &Scratch, cluster: &LocalCluster) {
     let available = isobench::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
     if let Err(arithmetic) = isobench::server::cluster::check_memory(3, "512M", available) {
         return common::skip_part("a ring of three pods", &common::missing("memory", arithmetic));
@@ -656,7 +656,7 @@ fn a_ring_of_three_pods_survives_a_deleted_pod(sb: &Sandbox, cluster: &LocalClus
     assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
 }
 
-fn a_killed_database_run_leaves_no_statefulset_or_claim(sb: &Sandbox, cluster: &LocalCluster) {
+fn a_killed_database_run_leaves_no_statefulset_or_claim(sb: &Scratch, cluster: &LocalCluster) {
     let suite = database_suite(cluster, "runc", "isobench-local", "", "args = \"write duration=60s -rate threads=2\"");
     let (run, _) = sb.start_suite(&suite, &[]);
     wait_until(cluster, Duration::from_secs(180), "the StatefulSet's claim", |c| {
@@ -674,7 +674,7 @@ fn a_killed_database_run_leaves_no_statefulset_or_claim(sb: &Sandbox, cluster: &
 
 /// A Cassandra "an operator made": isobench's own StatefulSet, under labels of its own and none
 /// of isobench's, so that only the suite's selector finds it.
-fn a_database_an_operator_made_is_found_by_its_labels(sb: &Sandbox, cluster: &LocalCluster) {
+fn a_database_an_operator_made_is_found_by_its_labels(sb: &Scratch, cluster: &LocalCluster) {
     use isobench::env::k8s::{K8s, manifest::PodSettings, statefulset::Spread};
     use isobench::ledger::KubeCluster;
     let k8s = K8s {
@@ -794,7 +794,7 @@ args = "write n=2000 no-warmup -rate threads=4"
     assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
 }
 
-fn a_block_claim_gives_fio_the_device_in_a_pod(sb: &Sandbox, cluster: &LocalCluster) {
+fn a_block_claim_gives_fio_the_device_in_a_pod(sb: &Scratch, cluster: &LocalCluster) {
     let suite = format!(
         r#"
 name = "k8s-block"

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Missing, Sandbox, missing, need_program, need_root, run_record, serial, text};
+use common::{Missing, Scratch, missing, need_program, need_root, run_record, serial, text};
 
 fn unable() -> Option<Missing> {
     need_root("network namespaces, containers").or_else(|| need_program("iperf3", "iperf3"))
@@ -53,7 +53,7 @@ fn vms_unable() -> Option<Missing> {
 fn traffic_flows_between_each_sandbox_and_the_host() {
     skip_if!(unable());
     let _serial = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let mut envs = String::new();
     let mut names = vec!["host"];
     for runtime in ["runc", "runsc"] {
@@ -109,7 +109,7 @@ fn sigkill_during_traffic_then_cleanup_leaves_no_namespace_link_or_iperf3() {
     skip_if!(unable());
     skip_if!(!present("runc"), "runc", "runc is not installed (scripts/setup.sh installs it)");
     let _serial = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     // runc alone (as its own baseline), so that the killed run is inside its namespace.
     let runc_only = suite("", "60s")
         .replace("env = \"host\" }", "env = \"runc\" }")

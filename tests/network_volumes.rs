@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Missing, Sandbox, missing, need_program, need_root, run_record, serial, text};
+use common::{Missing, Scratch, missing, need_program, need_root, run_record, serial, text};
 
 fn unable() -> Option<Missing> {
     need_root("namespaces, FUSE, loop devices")
@@ -62,7 +62,7 @@ fn iops(run: &serde_json::Value) -> f64 {
 }
 
 /// The isobench storage processes of this sandbox still running.
-fn storage_processes(sb: &Sandbox) -> Vec<String> {
+fn storage_processes(sb: &Scratch) -> Vec<String> {
     sb.processes().into_iter().filter(|p| p.contains("nbdkit") || p.contains("qemu-storage-daemon")).collect()
 }
 
@@ -75,7 +75,7 @@ fn sample(run: &serde_json::Value, metric: &str) -> f64 {
 fn a_storage_nodes_latency_is_measured_in_every_read_at_queue_depth_one() {
     skip_if!(unable());
     let _serial = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     // The same node in its namespace, bare and 2 ms away: one 4k read at a time, so each read
     // waits for the delay once, whichever mechanism (netem, nbdkit's delay filter) adds it.
     let volumes = [
@@ -110,7 +110,7 @@ struct Disks {
 }
 
 impl Disks {
-    fn make(sb: &Sandbox, n: usize) -> Disks {
+    fn make(sb: &Scratch, n: usize) -> Disks {
         let mut disks = Disks { dirs: Vec::new(), devices: Vec::new() };
         for i in 0..n {
             let image = sb.path().join(format!("disk{i}.img"));
@@ -146,7 +146,7 @@ impl Drop for Disks {
 fn three_copies_on_three_disks_read_back_by_vote_and_compared_byte_for_byte() {
     skip_if!(unable());
     let _serial = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let disks = Disks::make(&sb, 3);
     let on: Vec<String> = disks.dirs.iter().map(|d| format!("\"{}\"", d.display())).collect();
     let volumes = [
@@ -189,7 +189,7 @@ fn three_copies_on_three_disks_read_back_by_vote_and_compared_byte_for_byte() {
 fn every_route_reaches_nbd_and_mirror_volumes() {
     skip_if!(unable());
     let _serial = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let runc = isobench::env::oci::Runtime::resolve("runc").path.is_some();
     let envs = if runc { "[[env]]\nname = \"runc\"\nkind = \"oci\"\nruntime = \"runc\"\n" } else { "" };
     let volumes = [
@@ -243,7 +243,7 @@ fn every_route_reaches_nbd_and_mirror_volumes() {
 fn a_mirror_writes_every_copy_and_a_lost_child_fails_writes_or_is_reported() {
     skip_if!(unable());
     let _serial = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let mirror = |extra: &str| volume("mirror", &format!("kind = \"mirror\"\nreplicas = 2\n{extra}"));
 
     // Synchronous: after random writes through the nexus, both copies hold the same bytes.
@@ -271,7 +271,7 @@ fn a_mirror_writes_every_copy_and_a_lost_child_fails_writes_or_is_reported() {
 
 /// Runs randwrite on `volumes` for long enough to SIGKILL the second storage node in the middle;
 /// the run's record.
-fn kill_a_node_mid_run(sb: &Sandbox, volumes: &str) -> serde_json::Value {
+fn kill_a_node_mid_run(sb: &Scratch, volumes: &str) -> serde_json::Value {
     let suite = suite("", volumes, "rw = \"randwrite\"\nruntime = \"8s\"");
     let (mut run, dir) = sb.start_suite(&suite, &["--filter", "volume=mirror"]);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -309,7 +309,7 @@ fn kill_a_node_mid_run(sb: &Sandbox, volumes: &str) -> serde_json::Value {
 fn sigkill_with_storage_nodes_up_then_cleanup_leaves_nothing() {
     skip_if!(unable());
     let _serial = serial();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let volumes = volume("mirror", "kind = \"mirror\"\nreplicas = 2\nfs = \"ext4\"");
     let (child, _) =
         sb.start_suite(&suite("", &volumes, "rw = \"randread\"\nruntime = \"60s\""), &["--filter", "volume=mirror"]);
@@ -338,7 +338,7 @@ fn cassandra_writes_and_reads_back_on_a_mirror_with_a_login() {
     skip_if!(unable());
     let Some(reason) = common::cassandra::unavailable() else {
         let _serial = serial();
-        let sb = Sandbox::new();
+        let sb = Scratch::new();
         let text_of_suite = r#"
 name = "db"
 repeat = 1

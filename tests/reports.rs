@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{Missing, Sandbox, need_program, need_root, text};
+use common::{Missing, Scratch, need_program, need_root, text};
 
 fn unable() -> Option<Missing> {
     need_root("mounts and loop devices").or_else(|| need_program("fio", "fio"))
@@ -60,11 +60,11 @@ cells = "volume=ext4"
 }
 
 /// One real result set (3 runs of 4 cells), made once for the tests of this file.
-fn shared() -> Option<&'static (Sandbox, PathBuf)> {
-    static SET: OnceLock<Option<(Sandbox, PathBuf)>> = OnceLock::new();
+fn shared() -> Option<&'static (Scratch, PathBuf)> {
+    static SET: OnceLock<Option<(Scratch, PathBuf)>> = OnceLock::new();
     SET.get_or_init(|| {
         unable().is_none().then(|| {
-            let sb = Sandbox::new();
+            let sb = Scratch::new();
             let (o, out) = sb.run_suite(&suite("3", ""), &[]);
             assert!(o.status.success(), "{}", text(&o));
             (sb, out)
@@ -223,7 +223,7 @@ fn adaptive_repetition_stops_at_the_target_or_at_the_maximum() {
     skip_if!(unable());
     let count = |out: &Path, cell: &str| std::fs::read_dir(out.join("runs").join(cell)).unwrap().count();
     // An unreachable target: every cell runs to the maximum.
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let (o, out) =
         sb.run_suite(&suite("{ min = 2, max = 4, target_ci = \"0.0001%\" }", ""), &["--filter", "rw=randread"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -231,7 +231,7 @@ fn adaptive_repetition_stops_at_the_target_or_at_the_maximum() {
     assert_eq!(count(&out, "host.ext4.fio.rw=randread"), 4);
     assert!(text(&o).contains("> ±0.0001% target"), "the table says the target was missed: {}", text(&o));
     // A generous target: the minimum suffices.
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let (o, out) = sb.run_suite(&suite("{ min = 2, max = 4, target_ci = \"900%\" }", ""), &["--filter", "rw=randread"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(count(&out, "host.tmpfs.fio.rw=randread"), 2);
@@ -242,7 +242,7 @@ fn adaptive_repetition_stops_at_the_target_or_at_the_maximum() {
 fn compare_and_merge_result_sets() {
     skip_if!(unable());
     let (_, a) = shared().unwrap();
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let (o, b) = sb.run_suite(&suite("2", ""), &["--filter", "rw=write"]);
     assert!(o.status.success(), "{}", text(&o));
     let o = sb.run(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);

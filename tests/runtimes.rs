@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Missing, Sandbox, missing, need_program, need_root, run_record, text};
+use common::{Missing, Scratch, missing, need_program, need_root, run_record, text};
 
 fn unable() -> Option<Missing> {
     need_root("containers, mounts").or_else(|| need_program("fio", "fio"))
@@ -54,7 +54,7 @@ fn oci(name: &str, runtime: &str, extra: &str) -> String {
 #[test]
 fn fio_runs_inside_each_runtime_and_the_facts_prove_where() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let mut envs = String::new();
     let mut present = Vec::new();
     for (name, rt, extra) in [
@@ -106,7 +106,7 @@ fn fio_runs_inside_each_runtime_and_the_facts_prove_where() {
 fn limits_are_applied_and_checked() {
     skip_if!(unable());
     skip_if!(runtime("runc").is_none(), "runc", "runc is not installed (scripts/setup.sh installs it)");
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let (o, out) =
         sb.run_suite(&suite(&oci("runc", "runc", "cpus = 1.5\nmemory = \"512M\""), ""), &["--filter", "env=runc"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -122,7 +122,7 @@ fn limits_are_applied_and_checked() {
 fn cpu_and_memory_run_in_each_runtime_with_sysbenchs_own_figures() {
     skip_if!(unable());
     skip_if!(need_program("sysbench", "sysbench"));
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let mut envs = String::new();
     let mut present = vec!["host"];
     for rt in ["runc", "runsc"] {
@@ -164,7 +164,7 @@ fn podman_runs_fio_on_the_host_root_and_docker_without_an_engine_is_skipped() {
     skip_if!(unable());
     skip_if!(need_program("podman", "podman"));
     skip_if!(runtime("runc").is_none(), "runc", "runc is not installed (scripts/setup.sh installs it)");
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let mut envs = String::from("\n[[env]]\nname = \"podman\"\nkind = \"podman\"\nruntime = \"runc\"\n");
     envs.push_str("\n[[env]]\nname = \"docker\"\nkind = \"docker\"\nimage = \"debian:12\"\n");
     let engine_answers = std::process::Command::new("docker").arg("info").output().is_ok_and(|o| o.status.success());
@@ -202,7 +202,7 @@ fn podman_runs_fio_on_the_host_root_and_docker_without_an_engine_is_skipped() {
 #[test]
 fn wrong_runtime_specs_give_one_clear_error() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     // A runtime path that does not exist is a mistake in the suite: refused before anything runs.
     let path = sb.write("bad.toml", &suite(&oci("ghost", "/nonexistent/runc", ""), ""));
     let o = sb.run(&["run", path.to_str().unwrap()]);
@@ -244,7 +244,7 @@ fn wrong_runtime_specs_give_one_clear_error() {
 #[test]
 fn a_runtime_that_hangs_fails_its_cells_at_its_start_timeout_and_the_others_run() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     // Answers what isobench asks of a runtime but never finishes `run`.
     let hangs = sb.write(
         "hangs",
@@ -268,7 +268,7 @@ fn a_runtime_that_hangs_fails_its_cells_at_its_start_timeout_and_the_others_run(
 fn sigkill_during_a_runsc_container_then_cleanup_leaves_nothing() {
     skip_if!(unable());
     skip_if!(runtime("runsc").is_none(), "runsc", "runsc is not installed (scripts/setup.sh builds it)");
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     // Only runsc, its own baseline: the killed run is the runsc container, not a host cell.
     let text_ = suite(&oci("runsc", "runsc", ""), "")
         .replace("runtime = \"1s\"", "runtime = \"60s\"")
@@ -304,7 +304,7 @@ fn an_adhoc_run_compares_environments_and_its_saved_suite_runs_the_same_cells() 
             &missing(absent, format!("{absent} is not installed (scripts/setup.sh installs it)")),
         );
     }
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let saved = sb.path().join("saved.toml");
     let out = sb.path().join("adhoc");
     let fio = ["rw=randread,randwrite", "bs=4k", "size=32M", "runtime=1s", "direct=true", "ioengine=libaio"];

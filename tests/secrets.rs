@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{Sandbox, text};
+use common::{Scratch, text};
 
 /// A password no file on this machine holds by chance.
 fn unique_password() -> String {
@@ -36,7 +36,7 @@ fn a_planted_password_appears_in_no_file_and_no_output() {
     let secret = unique_password();
     let user = unique_password().replace("pw", "user");
     let both = [secret.as_str(), user.as_str()];
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let suite = format!(
         r#"
 name = "secrets"

@@ -5,13 +5,13 @@
 mod common;
 
 use common::cassandra::{javas, unable_to_manage};
-use common::{Sandbox, ok, run_record, text};
+use common::{Scratch, ok, run_record, text};
 use isobench::sys::free_port;
 
 #[test]
 fn start_from_the_cache_then_stop_leaves_no_java() {
     skip_if!(unable_to_manage());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let port = free_port().unwrap().to_string();
     let data = sb.path().join("node");
     let start = ["server", "start", "cassandra", "--port", &port, "--data", data.to_str().unwrap(), "--heap", "768M"];
@@ -35,7 +35,7 @@ fn start_from_the_cache_then_stop_leaves_no_java() {
 #[test]
 fn a_taken_port_fails_with_the_servers_log_and_a_bad_heap_before_java_starts() {
     skip_if!(unable_to_manage());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
     let data = sb.path().join("node");
@@ -109,7 +109,7 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
     }
     let envs =
         if runsc { "[[env]]\nname = \"runsc\"\nkind = \"oci\"\nruntime = \"runsc\"\nnetwork = \"host\"" } else { "" };
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let (out, dir) = sb.run_suite(&db_suite(envs, TMPFS, "768M"), &[]);
     assert!(out.status.success(), "{}", text(&out));
     let cells: &[&str] =
@@ -142,7 +142,7 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
 #[test]
 fn loaders_split_a_cells_key_space_and_log_in_without_showing_the_password() {
     skip_if!(unable_to_manage());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let suite = db_suite("", TMPFS, "768M")
         .replace("quick_jit = true", "quick_jit = true\nuser = \"bench\"\npassword = \"not-for-logs\"")
         .replace("-pop dist=uniform(1..5000)\"", "-pop seq=1..5000\"\nloaders = 2");
@@ -167,7 +167,7 @@ fn loaders_split_a_cells_key_space_and_log_in_without_showing_the_password() {
 #[test]
 fn a_server_not_ready_within_its_start_timeout_fails_its_cell_naming_both() {
     skip_if!(unable_to_manage());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     // Cassandra takes tens of seconds to accept clients: 3 s is never enough.
     let suite = db_suite("", TMPFS, "768M").replace("quick_jit = true", "quick_jit = true\nstart_timeout = \"3s\"");
     let started = std::time::Instant::now();
@@ -185,7 +185,7 @@ fn a_server_not_ready_within_its_start_timeout_fails_its_cell_naming_both() {
 #[test]
 fn a_server_that_cannot_start_fails_its_cell_with_its_log() {
     skip_if!(unable_to_manage());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let suite = db_suite("", TMPFS, "768M")
         .replace("quick_jit = true", "quick_jit = true\njvm_args = [\"-XX:+IsobenchNoSuchOption\"]");
     let (out, dir) = sb.run_suite(&suite, &[]);

@@ -257,7 +257,7 @@ fn filters_select_cells_and_keep_their_baselines() {
 
 #[test]
 fn job_file_environment_is_a_matrix_axis() {
-    let dir = common::Sandbox::new();
+    let dir = common::Scratch::new();
     dir.write("job.fio", "[global]\nsize=16m\n[j]\nrw=${FIO_RW}\n");
     let text = BASE.replace(
         "rw = [\"randread\", \"randwrite\", \"read\", \"write\"]\nbs = \"4k\"\niodepth = 8\nnumjobs = [1, 4]\nsize = \"1G\"\nruntime = \"10s\"\ndirect = true\nioengine = \"libaio\"\n",

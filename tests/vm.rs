@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Missing, Sandbox, missing, need_program, need_root, run_record, text};
+use common::{Missing, Scratch, missing, need_program, need_root, run_record, text};
 use isobench::env::vm::guest::Kernel;
 
 fn unable() -> Option<Missing> {
@@ -58,7 +58,7 @@ fn vm(name: &str, extra: &str) -> String {
 #[test]
 fn fio_in_a_guest_over_9p_virtiofs_and_virtio_blk() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let envs = [
         vm("vm-9p", "attach = \"9p\"\ncache = \"none\""),
         vm("vm-virtiofs", "attach = \"virtiofs\"\ncache = \"never\""),
@@ -95,7 +95,7 @@ fn fio_in_a_guest_over_9p_virtiofs_and_virtio_blk() {
 #[test]
 fn guests_started_together_each_get_their_slice_of_one_device() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     // QEMU locks a whole image file: two guests on slices of one file must not trip over it.
     let sliced = suite(&vm("vm-blk", "attach = \"virtio-blk\""), "1s")
         .replace("kind = \"loop\"", "kind = \"block\"\nbacking = \"file\"\npartitions = 2")
@@ -112,7 +112,7 @@ fn guests_started_together_each_get_their_slice_of_one_device() {
 #[test]
 fn a_guest_that_never_reports_fails_its_cell_with_the_console_and_the_run_goes_on() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let kernel = Kernel::installed().unwrap();
     let envs = [
         vm("not-a-kernel", "kernel = \"/etc/hostname\""),
@@ -160,7 +160,7 @@ fn a_guest_that_never_reports_fails_its_cell_with_the_console_and_the_run_goes_o
 #[test]
 fn sigkill_during_a_guest_then_cleanup_leaves_no_qemu_or_virtiofsd() {
     skip_if!(unable());
-    let sb = Sandbox::new();
+    let sb = Scratch::new();
     let text_ = suite(&vm("vm", "attach = \"virtiofs\""), "120s")
         .replace("baseline = { env = \"host\" }", "baseline = { env = \"vm\" }")
         .replace("[[env]]\nname = \"host\"\nkind = \"host\"\n", "");

@@ -39,7 +39,7 @@ impl Place<'_> {
         let network = if spec.workload().needs_network() { Some(env.network(self.ledger)?) } else { None };
         let server = match (&network, &mut spec) {
             (Some(path), Spec::Network(n)) => {
-                let server = crate::workload::network::Server::start(self.ledger, path.host_address(), run_dir)?;
+                let server = crate::workload::network::Iperf3Peer::start(self.ledger, path.host_address(), run_dir)?;
                 n.server = Some((path.host_address_inside(), server.port));
                 Some(server)
             }

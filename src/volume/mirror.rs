@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::remote::{self, Common, Where};
+use super::nbd_export::{self, Common, Where};
 use super::{Kind, ProvisionContext, Provisioned, Volume};
 use crate::syntax::{Fields, SuiteError};
 use crate::units;
@@ -66,18 +66,18 @@ impl Volume for Mirror {
 
     fn provision(&self, ctx: ProvisionContext) -> Result<Provisioned> {
         let nodes = (0..self.replicas)
-            .map(|i| remote::start_node(&ctx, &self.common, i, self.replicas_on.get(i).map(PathBuf::as_path)))
+            .map(|i| nbd_export::start_node(&ctx, &self.common, i, self.replicas_on.get(i).map(PathBuf::as_path)))
             .collect::<Result<Vec<_>>>()?;
         let mut blockdevs: Vec<String> =
-            nodes.iter().enumerate().map(|(i, n)| remote::nbd_blockdev(&format!("child{i}"), &n.export)).collect();
+            nodes.iter().enumerate().map(|(i, n)| nbd_export::nbd_blockdev(&format!("child{i}"), &n.export)).collect();
         let threshold = if self.allow_degraded { 1 } else { self.replicas };
         let children: String = (0..self.replicas).map(|i| format!(",children.{i}=child{i}")).collect();
         let pattern = if self.read_all { "quorum" } else { "fifo" };
         blockdevs
             .push(format!("driver=quorum,node-name=nexus,vote-threshold={threshold},read-pattern={pattern}{children}"));
-        let route = remote::route(&ctx, &self.common)?;
-        let fuse = (route == remote::Route::Fuse).then(|| ctx.run_dir.join("nexus"));
-        let daemon = remote::start_daemon(&ctx, &blockdevs, "nexus", self.common.size, fuse.as_deref())?;
+        let route = nbd_export::route(&ctx, &self.common)?;
+        let fuse = (route == nbd_export::Route::Fuse).then(|| ctx.run_dir.join("nexus"));
+        let daemon = nbd_export::start_daemon(&ctx, &blockdevs, "nexus", self.common.size, fuse.as_deref())?;
         let exported = match (&daemon.export, &fuse) {
             (Some(e), _) => e.uri(),
             (None, Some(file)) => format!("FUSE file {}", file.display()),
@@ -92,7 +92,7 @@ impl Volume for Mirror {
                 "volume.nexus".into(),
                 format!(
                     "{} quorum over {} NBD children, vote-threshold {threshold}, read-pattern {pattern}, exported as {exported}",
-                    remote::QSD,
+                    nbd_export::QSD,
                     self.replicas
                 ),
             ),
@@ -104,11 +104,11 @@ impl Volume for Mirror {
             facts.extend(node.facts.clone());
         }
         let source = match (&daemon.export, &fuse) {
-            (Some(export), _) => remote::Source::Nbd(export),
-            (None, Some(file)) => remote::Source::Fuse { file, size: self.common.size },
+            (Some(export), _) => nbd_export::Source::Nbd(export),
+            (None, Some(file)) => nbd_export::Source::Fuse { file, size: self.common.size },
             (None, None) => anyhow::bail!("the nexus exported nothing"),
         };
-        let mut provisioned = remote::deliver(&ctx, &self.common, route, source, facts)?;
+        let mut provisioned = nbd_export::deliver(&ctx, &self.common, route, source, facts)?;
         provisioned.replicas = Some(Replicas {
             children: nodes.into_iter().map(|n| n.backing).collect(),
             events: daemon.events,
@@ -165,7 +165,7 @@ impl Replicas {
             };
             facts.insert("volume.replicas_identical".into(), verdict);
         }
-        let events = remote::quorum_events(&self.events);
+        let events = nbd_export::quorum_events(&self.events);
         if !events.is_empty() {
             let mut by_child: BTreeMap<String, usize> = BTreeMap::new();
             for (_, node, _, _) in &events {

@@ -8,9 +8,9 @@ pub mod dir;
 pub mod loopfs;
 pub mod mirror;
 pub mod nbd;
+pub mod nbd_export;
 pub mod nvmeof;
 pub mod pvc;
-pub mod remote;
 pub mod tmpfs;
 
 use std::collections::BTreeMap;

@@ -1,13 +1,13 @@
 //! `kind = "nbd"`: remote block storage over TCP. A storage node (nbdkit) exports a backing file,
 //! on the host's loopback (`where = "local"`) or in a network namespace of its own reached over
 //! a veth pair (`where = "netns"`), with `latency` and `bandwidth` shaped by the node; the
-//! workload reaches it the way its environment can (see `remote::deliver`).
+//! workload reaches it the way its environment can (see `nbd_export::deliver`).
 
 use std::collections::BTreeMap;
 
 use anyhow::Result;
 
-use super::remote::{self, Common, Where};
+use super::nbd_export::{self, Common, Where};
 use super::{Kind, ProvisionContext, Provisioned, Volume};
 use crate::syntax::{Fields, SuiteError};
 use crate::units;
@@ -34,7 +34,7 @@ impl Volume for Nbd {
     }
 
     fn provision(&self, ctx: ProvisionContext) -> Result<Provisioned> {
-        let node = remote::start_node(&ctx, &self.common, 0, None)?;
+        let node = nbd_export::start_node(&ctx, &self.common, 0, None)?;
         let mut facts = BTreeMap::from([
             ("volume.kind".to_string(), "nbd".to_string()),
             ("volume.size".into(), units::fio_size(self.common.size)),
@@ -42,7 +42,7 @@ impl Volume for Nbd {
             ("volume.export".into(), node.export.uri()),
         ]);
         facts.extend(node.facts);
-        let route = remote::route(&ctx, &self.common)?;
-        remote::deliver(&ctx, &self.common, route, remote::Source::Nbd(&node.export), facts)
+        let route = nbd_export::route(&ctx, &self.common)?;
+        nbd_export::deliver(&ctx, &self.common, route, nbd_export::Source::Nbd(&node.export), facts)
     }
 }

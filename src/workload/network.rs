@@ -168,15 +168,15 @@ pub fn parse_report(json: &str) -> Result<(Vec<Sample>, Vec<Series>)> {
 }
 
 /// The iperf3 server on the host side of one run: one test, then it exits (`-1`).
-pub struct Server {
+pub struct Iperf3Peer {
     child: Child,
     pub port: u16,
     log: PathBuf,
 }
 
-impl Server {
+impl Iperf3Peer {
     /// Starts a server on `address`, recorded in the ledger, and waits until it listens.
-    pub fn start(ledger: &Ledger, address: Ipv4Addr, run_dir: &Path) -> Result<Server> {
+    pub fn start(ledger: &Ledger, address: Ipv4Addr, run_dir: &Path) -> Result<Iperf3Peer> {
         let port = crate::sys::free_port()?;
         let token = ledger.new_process_token();
         ledger.record(Resource::Processes { token: token.clone() })?;
@@ -193,7 +193,7 @@ impl Server {
             let said = std::fs::read_to_string(&log).unwrap_or_default();
             bail!("the iperf3 server did not start on {address}:{port}: {e}; it said: {}", sys::tail_lines(&said, 5));
         }
-        Ok(Server { child, port, log })
+        Ok(Iperf3Peer { child, port, log })
     }
 
     /// Waits briefly for the server to finish its one test, and returns its report.

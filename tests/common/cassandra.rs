@@ -98,7 +98,7 @@ pub fn unable_to_manage() -> Option<Missing> {
 }
 
 /// Java processes whose command line names this sandbox (their data or configuration).
-pub fn javas(sb: &super::Sandbox) -> Vec<String> {
+pub fn javas(sb: &super::Scratch) -> Vec<String> {
     sb.processes().into_iter().filter(|p| p.contains("java")).collect()
 }
 

@@ -98,16 +98,16 @@ pub fn have(program: &str) -> bool {
 }
 
 /// A scratch area for one test: a work directory for isobench and a place for suites/results.
-pub struct Sandbox {
+pub struct Scratch {
     pub dir: tempfile::TempDir,
 }
 
-impl Sandbox {
-    pub fn new() -> Sandbox {
+impl Scratch {
+    pub fn new() -> Scratch {
         let base =
             std::env::var_os("ISOBENCH_TEST_TMP").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/tmp"));
         std::fs::create_dir_all(&base).unwrap();
-        Sandbox { dir: tempfile::Builder::new().prefix("isobench-test-").tempdir_in(base).unwrap() }
+        Scratch { dir: tempfile::Builder::new().prefix("isobench-test-").tempdir_in(base).unwrap() }
     }
 
     pub fn path(&self) -> &Path {
