@@ -90,6 +90,8 @@ fn fio_runs_inside_each_runtime_and_the_facts_prove_where() {
         assert_eq!(facts["pid1.comm"], "isobench", "{name}: the agent is the container's first process");
         assert_eq!(run["setup"]["runtime.name"], if name.starts_with("runsc") { "runsc" } else { *name });
         if name.starts_with("runsc") {
+            let platform = if *name == "runsc-ptrace" { "ptrace" } else { "systrap" };
+            assert_eq!(run["setup"]["runtime.platform"], platform, "{name}: the platform is recorded");
             // gVisor brings its own kernel: its release and boot id are not the host's.
             assert_ne!(facts["kernel.release"], host["facts"]["kernel.release"], "{name} reports gVisor's kernel");
             assert_ne!(facts["boot_id"], host["facts"]["boot_id"]);
@@ -328,6 +330,9 @@ fn an_adhoc_run_compares_environments_and_its_saved_suite_runs_the_same_cells() 
         let run = run_record(&out, &format!("{env}.tmpfs.fio.rw=randwrite"), 1);
         assert_eq!(run["status"], "ok", "{env}: {}", run["error"]);
         assert_eq!(run["setup"]["runtime.name"], *env);
+        if *env == "runsc" && runtime("runsc").is_some_and(|p| p.starts_with("/usr/local/lib/isobench")) {
+            assert_eq!(run["setup"]["runtime.platform"], "systrap", "the default of the runsc setup builds");
+        }
     }
     assert!(text(&o).contains("host/tmpfs (baseline)"), "the first environment is the baseline: {}", text(&o));
     let suite = std::fs::read_to_string(&saved).unwrap();

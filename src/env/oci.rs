@@ -66,6 +66,26 @@ impl Runtime {
         Runtime { name: name.to_string(), path, flavour }
     }
 
+    /// gVisor's platform (systrap, ptrace, kvm): `--platform` among `args`, else the default of
+    /// this build, as `runsc flags` prints it. None for other runtimes.
+    pub fn platform(&self, args: &[String]) -> Option<String> {
+        if self.flavour != Flavour::Runsc {
+            return None;
+        }
+        let given = args.iter().enumerate().find_map(|(i, a)| {
+            let flag = a.trim_start_matches('-');
+            match flag.strip_prefix("platform") {
+                Some(rest) if rest.starts_with('=') => Some(rest[1..].to_string()),
+                Some("") => args.get(i + 1).cloned(),
+                _ => None,
+            }
+        });
+        given.or_else(|| {
+            let flags = sys::command_output(&self.path.as_ref()?.to_string_lossy(), &["flags"]).ok()?;
+            default_platform(&flags)
+        })
+    }
+
     pub fn version(&self) -> Option<String> {
         let path = self.path.as_ref()?;
         let out = sys::command_output(&path.to_string_lossy(), &["--version"]).ok()?;
@@ -279,6 +299,14 @@ impl Oci {
     }
 }
 
+/// The default of `-platform` in `runsc flags`' listing: `(default "systrap")` on the line after.
+fn default_platform(flags: &str) -> Option<String> {
+    let mut lines = flags.lines().skip_while(|l| l.split_whitespace().next() != Some("-platform"));
+    let help = lines.nth(1)?;
+    let default = help.rsplit_once("(default \"")?.1;
+    default.split_once('"').map(|(name, _)| name.to_string())
+}
+
 impl Environment for Oci {
     fn unavailable(&self) -> Option<String> {
         crate::sys::needs_root().or_else(|| self.runtime.missing())
@@ -294,6 +322,9 @@ impl Environment for Oci {
             ("runtime.name".into(), self.runtime.name.clone()),
             ("runtime.version".into(), self.runtime.version().unwrap_or_else(|| "unknown".into())),
         ]);
+        if let Some(platform) = self.runtime.platform(&self.runtime_args) {
+            d.insert("runtime.platform".into(), platform);
+        }
         d.extend(self.network_facts(Net::of(self.host_network, None, &None)));
         if let Some(p) = &self.runtime.path {
             d.insert("runtime.path".into(), p.display().to_string());
@@ -531,6 +562,25 @@ fn spec(input: &SpecInput) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gvisors_platform_is_the_one_asked_for_or_the_builds_default() {
+        let runsc = Runtime { name: "runsc".into(), path: None, flavour: Flavour::Runsc };
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(runsc.platform(&args(&["--platform=kvm"])).as_deref(), Some("kvm"));
+        assert_eq!(runsc.platform(&args(&["--debug", "-platform", "ptrace"])).as_deref(), Some("ptrace"));
+        let runc = Runtime { name: "runc".into(), path: None, flavour: Flavour::Runc };
+        assert_eq!(runc.platform(&args(&["--platform=kvm"])), None, "only gVisor has platforms");
+        // As runsc flags prints them (a build of 2026, and Debian's of 2022).
+        let listing = |default: &str| {
+            format!(
+                "  -overlay2 string\n    \toverlay (default \"root:self\")\n  -platform string\n    \tspecifies which platform to use: systrap (default), ptrace, kvm. (default \"{default}\")\n  -platform_device_path string\n"
+            )
+        };
+        assert_eq!(default_platform(&listing("systrap")).as_deref(), Some("systrap"));
+        assert_eq!(default_platform(&listing("ptrace")).as_deref(), Some("ptrace"));
+        assert_eq!(default_platform("no such flag"), None);
+    }
 
     #[test]
     fn the_spec_mounts_the_volume_and_the_agent_and_applies_limits() {

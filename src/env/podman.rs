@@ -247,6 +247,9 @@ impl Environment for Engine {
         if let Some(r) = &self.runtime {
             d.insert("runtime.name".into(), r.name.clone());
             d.insert("runtime.version".into(), r.version().unwrap_or_else(|| "unknown".into()));
+            if let Some(platform) = r.platform(&self.runtime_args) {
+                d.insert("runtime.platform".into(), platform);
+            }
             if r.ignores_o_direct() {
                 d.insert("runtime.ignores_o_direct".into(), "true".into());
             }

@@ -129,9 +129,11 @@ pub fn verdict(analysis: &Analysis) -> (Vec<VerdictLine>, String) {
         {
             baselines.push(base);
         }
-        // Which build of the runtime: two gVisors a year apart differ more than most sandboxes.
+        // Which build of the runtime and how it runs: two gVisors a year apart, or on two
+        // platforms, differ more than most sandboxes.
+        let platform = cell.setup.get("runtime.platform").map(|p| format!(", platform {p}")).unwrap_or_default();
         let subject = match cell.setup.get("runtime.version").and_then(|v| v.lines().next()) {
-            Some(version) if version != "unknown" => format!("{} ({version})", cell.name()),
+            Some(version) if version != "unknown" => format!("{} ({version}{platform})", cell.name()),
             _ => cell.name(),
         };
         match lines.iter_mut().find(|l| l.subject == subject) {
