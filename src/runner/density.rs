@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
+use super::Place;
 use crate::agent::READY;
 use crate::compare::higher_is_better;
 use crate::env::StartGate;
 use crate::ledger::Resource;
 use crate::plan::Plan;
-use crate::runner::Place;
 use crate::store::{RawFile, Sample, SandboxRecord, Status};
 use crate::suite::Suite;
 use crate::sys;
