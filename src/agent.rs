@@ -10,7 +10,8 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::facts;
-use crate::store::AgentReport;
+use crate::store::{AgentReport, Sample};
+use crate::sys::Usage;
 use crate::workload::{self, Unfit};
 
 /// The line prefix that frames the report in whatever stream carries it back.
@@ -36,6 +37,13 @@ pub struct Request {
     /// for a "go" line on stdin before the workload starts.
     #[serde(default)]
     pub barrier: bool,
+    /// Record what the workload's processes used (`sys.` samples; the suite's `collect`).
+    #[serde(default = "collect_by_default")]
+    pub collect: bool,
+}
+
+fn collect_by_default() -> bool {
+    true
 }
 
 /// The line an agent started behind a barrier prints on stderr when it is up.
@@ -51,12 +59,16 @@ pub fn execute(request: &Request) -> AgentReport {
         read_only: request.read_only,
         scratch_dir: &request.scratch_dir,
     };
+    let before = Usage::own_and_children();
     let result = std::fs::create_dir_all(&request.scratch_dir)
         .with_context(|| format!("creating {}", request.scratch_dir.display()))
         .and_then(|_| match &request.serve {
             Some(serve) => crate::server::serve::serve(serve, &request.data_dir, &mut out),
             None => request.workload.workload().run(&ctx, &mut out),
         });
+    if request.collect {
+        out.samples.extend(workload_usage(&Usage::own_and_children().since(&before)));
+    }
     if let Err(e) = result {
         report.unfit = e.downcast_ref::<Unfit>().is_some();
         report.error = Some(format!("{e:#}"));
@@ -66,6 +78,17 @@ pub fn execute(request: &Request) -> AgentReport {
     report.raw = out.raw;
     report.notes = out.notes;
     report
+}
+
+/// What the workload's processes used, as the kernel that ran them counts it (a sandbox's own
+/// kernel for gVisor and VMs): the agent and every process it started and waited for.
+fn workload_usage(used: &Usage) -> Vec<Sample> {
+    vec![
+        Sample::new("sys.cpu_workload", used.cpu_s, "s"),
+        Sample::new("sys.context_switches", used.switches, "switches"),
+        Sample::new("sys.page_faults", used.minor_faults, "faults"),
+        Sample::new("sys.page_faults_major", used.major_faults, "faults"),
+    ]
 }
 
 /// The `agent` subcommand: the request comes from a file, or from stdin with "-" (one line).
@@ -109,7 +132,6 @@ pub fn parse_output(stream: &str) -> Option<AgentReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Sample;
 
     #[test]
     fn reports_survive_noise_around_the_frame() {

@@ -350,6 +350,9 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<War
         if let Some(w) = page_cache_warning(cell) {
             warn("page-cache", w);
         }
+        if let Some(w) = absorbed_writes_warning(cell) {
+            warn("absorbed-writes", w);
+        }
         if cell.record.sandbox
             && let Some(why) = crate::proof::looks_like_host(&cell.facts, host)
         {
@@ -394,6 +397,27 @@ fn page_cache_warning(cell: &CellResult) -> Option<String> {
             "buffered I/O over a {} working set with {} of memory in the environment (less than 2×): the page cache can hold it, so this measures memory more than storage",
             units::human(size, "B"),
             units::human(memory, "B")
+        )
+    })
+}
+
+/// Below this share of the workload's written bytes reaching the device, a cache absorbed them.
+const ABSORBED_BELOW: f64 = 0.5;
+
+/// A storage benchmark whose writes did not reach the device under the volume: the device's own
+/// counters (`sys.device_write_ratio`) say a cache took them.
+fn absorbed_writes_warning(cell: &CellResult) -> Option<String> {
+    let ratio = cell.metric("sys.device_write_ratio")?.summary.median;
+    let device = cell.setup.get("sys.device").map(String::as_str).unwrap_or("the volume's device");
+    (ratio < ABSORBED_BELOW).then(|| {
+        let cause = if cell.setup.get("runtime.name").is_some_and(|r| r.contains("runsc")) {
+            "gVisor's own page cache absorbed them"
+        } else {
+            "a cache between the workload and the device absorbed them"
+        };
+        format!(
+            "{device} saw {:.0}% of the bytes the workload wrote: {cause}, so this measures the cache more than the storage",
+            ratio * 100.0
         )
     })
 }
@@ -488,6 +512,33 @@ mod tests {
             host.iter().enumerate().map(|(i, v)| run("host", i as u32 + 1, *v, 1e6 / v)).collect();
         out.extend(runc.iter().enumerate().map(|(i, v)| run("runc", i as u32 + 1, *v, 1e6 / v)));
         out
+    }
+
+    #[test]
+    fn writes_the_device_never_saw_are_warned_about_and_gvisors_cache_named() {
+        let p = plan(10.0);
+        let with_ratio = |ratio: f64, runtime: &str| -> Vec<RunRecord> {
+            let mut all = runs(&[100.0, 101.0, 99.0], &[100.0, 101.0, 99.0]);
+            for r in all.iter_mut().filter(|r| r.labels.env == "runc") {
+                r.samples.push(Sample::new("sys.device_write_ratio", ratio, "x"));
+                r.setup.insert("runtime.name".into(), runtime.into());
+                r.setup.insert("sys.device".into(), "loop3 (7:3)".into());
+            }
+            all
+        };
+        let absorbed = |all: &[RunRecord]| -> Vec<String> {
+            warnings(&analyze(&p, all), &BTreeMap::new())
+                .into_iter()
+                .filter(|w| w.cause == "absorbed-writes")
+                .map(|w| w.message)
+                .collect()
+        };
+        let gvisor = absorbed(&with_ratio(0.04, "runsc"));
+        assert_eq!(gvisor.len(), 1, "{gvisor:?}");
+        assert!(gvisor[0].starts_with("loop3 (7:3) saw 4% of the bytes"), "{}", gvisor[0]);
+        assert!(gvisor[0].contains("gVisor's own page cache"), "{}", gvisor[0]);
+        assert!(absorbed(&with_ratio(1.3, "runsc")).is_empty(), "a journal's extra writes are no warning");
+        assert!(absorbed(&with_ratio(0.2, "runc"))[0].contains("a cache between the workload and the device"));
     }
 
     #[test]

@@ -104,6 +104,12 @@ pub trait Environment: Send + Sync {
     fn memory_per_sandbox(&self) -> Option<u64> {
         None
     }
+    /// Whether every process that hosts a sandbox is isobench's child, waited for before
+    /// `run_agent` returns, so that its CPU shows in isobench's children's usage (not so for
+    /// an engine's daemonized monitor, or a cluster's pods).
+    fn reaps_sandbox(&self) -> bool {
+        !self.mounts_claims()
+    }
     /// Whether its sandboxes are a cluster's pods, which mount claims (`pvc` volumes) and nothing
     /// on this host.
     fn mounts_claims(&self) -> bool {

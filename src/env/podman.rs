@@ -199,6 +199,11 @@ fn hard_limit(resource: nix::sys::resource::Resource, default: u64) -> u64 {
 }
 
 impl Environment for Engine {
+    fn reaps_sandbox(&self) -> bool {
+        // conmon leaves the engine's process tree and waits for the container itself.
+        false
+    }
+
     fn unavailable(&self) -> Option<String> {
         if let Some(why) = crate::sys::needs_root() {
             return Some(why);

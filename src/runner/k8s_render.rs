@@ -125,6 +125,7 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             scratch_dir: manifest::SCRATCH_DIR.into(),
             serve: None,
             barrier: false,
+            collect: false,
         };
         let served = matches!((&suite.server, &request.workload), (Some(ServerSpec::Managed(_)), Spec::Cql(_)));
         let (claim, pod) = if served { (None, k8s.loader_pods()) } else { (claim, k8s.pod.clone()) };

@@ -411,6 +411,9 @@ fn load_pods(
         scratch_dir: SCRATCH_DIR.into(),
         serve: None,
         barrier: false,
+        // The loaders' reports are combined from their HDR logs: what each pod used is not
+        // the database's, and is not kept.
+        collect: false,
     };
     let loader_pods = k8s.loader_pods();
     let job = JobRun {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
+mod collect;
 pub mod density;
 pub mod k8s_render;
 pub mod k8s_server_cell;
@@ -261,7 +262,13 @@ impl<'a> Runner<'a> {
         std::fs::create_dir_all(&run_dir)?;
         let volume_entry = &self.suite.volumes[cell.volume];
         let attach = volume_entry.attach.as_ref();
-        let place = Place { env: env.as_ref(), attach, ledger: self.ledger, workdir: &self.workdir };
+        let place = Place {
+            env: env.as_ref(),
+            attach,
+            ledger: self.ledger,
+            workdir: &self.workdir,
+            collect: self.suite.collect,
+        };
         let ctx = ProvisionContext {
             ledger: self.ledger,
             run_dir: &run_dir,

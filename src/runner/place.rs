@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 
+use super::collect::HostCounters;
 use crate::agent;
 use crate::env::{Launch, StartGate};
 use crate::ledger::Ledger;
@@ -15,6 +16,8 @@ pub struct Place<'a> {
     pub attach: Option<&'a crate::env::vm::attach::Attach>,
     pub ledger: &'a Ledger,
     pub workdir: &'a std::path::Path,
+    /// The suite's `collect`: record what the sandbox used (`sys.` samples).
+    pub collect: bool,
 }
 
 impl Place<'_> {
@@ -53,11 +56,13 @@ impl Place<'_> {
             scratch_dir: env.scratch_dir(run_dir),
             serve: None,
             barrier: gate.is_some(),
+            collect: self.collect,
         };
         let mut timeout = spec.workload().timeout();
         if gate.is_some() {
             timeout += crate::runner::density::START_TIMEOUT;
         }
+        let counters = self.collect.then(|| HostCounters::start(volume, gate.is_none(), env.reaps_sandbox()));
         let mut report = env.run_agent(Launch {
             request: &request,
             volume,
@@ -71,6 +76,9 @@ impl Place<'_> {
             gate,
             memory,
         })?;
+        if let Some(counters) = counters {
+            counters.finish(&mut report);
+        }
         if let Some(path) = &network {
             report.setup.extend(path.describe());
         }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, anyhow, bail};
 
 use super::Place;
+use super::collect::HostCounters;
 use crate::agent;
 use crate::env::Launch;
 use crate::server::cassandra::Distribution;
@@ -96,6 +97,7 @@ pub fn run(
             scratch_dir: env.scratch_dir(run_dir),
             serve: Some(serve.clone()),
             barrier: false,
+            collect: place.collect,
         })
         .collect();
     let timeout = managed.start_timeout * (nodes as u32 + 1)
@@ -114,6 +116,7 @@ pub fn run(
     // The loaders' logs and HDR files, on the host, with the run's other files.
     let loads = run_dir.join("load");
     std::fs::create_dir_all(&loads)?;
+    let counters = place.collect.then(|| HostCounters::start(volume, true, env.reaps_sandbox()));
     let agents_done = AtomicBool::new(false);
     let ring = (nodes > 1).then_some((&distribution, &layout));
     let (reports, loaded) = std::thread::scope(|scope| {
@@ -145,6 +148,11 @@ pub fn run(
     });
     let mut report = combine(reports)?;
     volume.check_replicas(&mut report.setup, &mut report.notes);
+    // Before the load's samples join: the nodes' CPU spans their whole life (start, ring, load,
+    // stop), so a CPU per operation of the measured phase cannot be made from it.
+    if let Some(counters) = counters {
+        counters.finish(&mut report);
+    }
     record.setup.insert("server.kind".into(), "cassandra".into());
     record.setup.insert("server.heap".into(), managed.heap.clone());
     if let Some(price) = managed.cost_per_hour {
@@ -214,7 +222,10 @@ fn combine(reports: Vec<Result<crate::store::AgentReport>>) -> Result<crate::sto
         };
         for sample in report.samples {
             match into.samples.iter_mut().find(|s| s.metric == sample.metric) {
-                Some(s) if sample.unit == "s" => s.value = s.value.max(sample.value),
+                // Times of the ring (startup, ready) are its slowest node's; what the nodes used adds up.
+                Some(s) if sample.unit == "s" && !sample.metric.starts_with("sys.") => {
+                    s.value = s.value.max(sample.value)
+                }
                 Some(s) => s.value += sample.value,
                 None => into.samples.push(sample),
             }

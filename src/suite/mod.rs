@@ -20,6 +20,8 @@ pub struct Suite {
     pub file: String,
     pub name: String,
     pub repeat: Repeat,
+    /// `collect = false`: no `sys.` figures (what the workload, the runtime and the device used).
+    pub collect: bool,
     pub baseline: Baseline,
     pub envs: Vec<Named<Box<dyn Environment>>>,
     pub volumes: Vec<Named<Box<dyn Volume>>>,
@@ -96,6 +98,7 @@ impl Suite {
         let name = top.required_str("name")?;
         check_name(&top, "name", &name)?;
         let repeat = parse_repeat(&mut top)?;
+        let collect = top.bool("collect")?.unwrap_or(true);
         let baseline_node = top.node("baseline").ok_or_else(|| {
             top.error("the key \"baseline\" is required, e.g. baseline = { env = \"host\", volume = \"tmpfs\" }")
         })?;
@@ -168,6 +171,7 @@ impl Suite {
             file: file.to_string(),
             name,
             repeat,
+            collect,
             baseline,
             envs,
             volumes,

@@ -322,6 +322,7 @@ impl Cql {
             Sample::new("latency_p999", ms(0.999), "us"),
             Sample::new("latency_max", merged.latency.max() as f64 / 1000.0, "us"),
             Sample::new("errors", merged.errors as f64, "errors"),
+            Sample::new("ops", merged.latency.len() as f64, "ops"),
             Sample::new("loaders", f64::from(n), "loaders"),
         ]);
         let rates: Vec<f64> = merged.each.iter().map(|l| l.op_rate).collect();
@@ -457,6 +458,7 @@ pub fn samples(run: &RunResult) -> Vec<Sample> {
         Sample::new("latency_p999", us(s.p999_ms), "us"),
         Sample::new("latency_max", us(s.max_ms), "us"),
         Sample::new("errors", s.errors as f64, "errors"),
+        Sample::new("ops", s.operations as f64, "ops"),
     ]
 }
 

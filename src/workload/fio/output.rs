@@ -12,6 +12,7 @@ use crate::store::{Sample, Series};
 #[derive(Default)]
 struct Direction {
     ios: u64,
+    io_bytes: u64,
     iops: f64,
     bw_bytes: f64,
     clat_n: u64,
@@ -50,6 +51,7 @@ pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
             }
             let agg = dirs.entry(name).or_default();
             agg.ios += ios;
+            agg.io_bytes += d["io_bytes"].as_u64().unwrap_or(0);
             agg.iops += d["iops"].as_f64().unwrap_or(0.0);
             agg.bw_bytes += d["bw_bytes"].as_f64().unwrap_or(0.0);
             let clat = &d["clat_ns"];
@@ -72,10 +74,12 @@ pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
         bail!("fio did no I/O: every job read, wrote and trimmed nothing (total_ios 0)");
     }
     let mut samples = Vec::new();
-    let (mut iops, mut bw) = (0.0, 0.0);
+    let (mut iops, mut bw, mut ios) = (0.0, 0.0, 0);
     for (name, d) in &dirs {
         iops += d.iops;
         bw += d.bw_bytes;
+        ios += d.ios;
+        samples.push(Sample::new(format!("{name}_bytes"), d.io_bytes as f64, "B"));
         samples.push(Sample::new(format!("{name}_iops"), d.iops, "op/s"));
         samples.push(Sample::new(format!("{name}_bw"), d.bw_bytes, "B/s"));
         if d.clat_n == 0 {
@@ -99,6 +103,7 @@ pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
     samples.insert(0, Sample::new("iops", iops, "op/s"));
     samples.push(Sample::new("cpu_usr", usr, "%"));
     samples.push(Sample::new("cpu_sys", sys, "%"));
+    samples.push(Sample::new("ops", ios as f64, "ops"));
     Ok(samples)
 }
 

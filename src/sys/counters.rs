@@ -1,0 +1,172 @@
+//! Counters read before and after a run, their difference recorded: what processes used
+//! (getrusage: CPU, context switches, page faults) and what a block device did
+//! (/proc/diskstats). Reading them costs two system calls or one small file per run, nothing
+//! while the workload runs.
+
+use std::path::Path;
+
+use nix::sys::resource::{UsageWho, getrusage};
+
+/// CPU and scheduling figures of some processes, as the kernel (or a sandbox's kernel) counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Usage {
+    /// User plus system CPU time, in seconds.
+    pub cpu_s: f64,
+    /// Voluntary and involuntary context switches.
+    pub switches: f64,
+    pub minor_faults: f64,
+    pub major_faults: f64,
+}
+
+impl Usage {
+    /// This process and the children it has reaped: the agent and its workload's processes.
+    pub fn own_and_children() -> Usage {
+        Usage::of(UsageWho::RUSAGE_SELF).plus(&Usage::of(UsageWho::RUSAGE_CHILDREN))
+    }
+
+    /// The children this process has reaped, with everything they reaped in turn: every
+    /// process that hosted a sandbox isobench started in the foreground, once it exited.
+    pub fn children() -> Usage {
+        Usage::of(UsageWho::RUSAGE_CHILDREN)
+    }
+
+    fn of(who: UsageWho) -> Usage {
+        let Ok(u) = getrusage(who) else { return Usage::default() };
+        let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+        Usage {
+            cpu_s: seconds(u.user_time()) + seconds(u.system_time()),
+            switches: (u.voluntary_context_switches() + u.involuntary_context_switches()) as f64,
+            minor_faults: u.minor_page_faults() as f64,
+            major_faults: u.major_page_faults() as f64,
+        }
+    }
+
+    fn plus(&self, other: &Usage) -> Usage {
+        Usage {
+            cpu_s: self.cpu_s + other.cpu_s,
+            switches: self.switches + other.switches,
+            minor_faults: self.minor_faults + other.minor_faults,
+            major_faults: self.major_faults + other.major_faults,
+        }
+    }
+
+    /// What was used since `before` was read.
+    pub fn since(&self, before: &Usage) -> Usage {
+        Usage {
+            cpu_s: self.cpu_s - before.cpu_s,
+            switches: self.switches - before.switches,
+            minor_faults: self.minor_faults - before.minor_faults,
+            major_faults: self.major_faults - before.major_faults,
+        }
+    }
+}
+
+/// A block device's cumulative I/O, as /proc/diskstats has it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DiskCounters {
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub writes: u64,
+    pub write_bytes: u64,
+    /// Time the device had I/O in flight, in milliseconds.
+    pub busy_ms: u64,
+}
+
+/// diskstats counts in 512-byte sectors whatever the device's own sector size.
+const SECTOR: u64 = 512;
+
+impl DiskCounters {
+    pub fn read(device: (u32, u32)) -> Option<DiskCounters> {
+        DiskCounters::parse(&std::fs::read_to_string("/proc/diskstats").ok()?, device)
+    }
+
+    /// The line of `device` (major, minor) in diskstats' text.
+    pub fn parse(text: &str, (major, minor): (u32, u32)) -> Option<DiskCounters> {
+        text.lines().find_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 13 || f[0].parse() != Ok(major) || f[1].parse() != Ok(minor) {
+                return None;
+            }
+            let n = |i: usize| f[i].parse::<u64>().ok();
+            Some(DiskCounters {
+                reads: n(3)?,
+                read_bytes: n(5)? * SECTOR,
+                writes: n(7)?,
+                write_bytes: n(9)? * SECTOR,
+                busy_ms: n(12)?,
+            })
+        })
+    }
+
+    pub fn since(&self, before: &DiskCounters) -> DiskCounters {
+        DiskCounters {
+            reads: self.reads.saturating_sub(before.reads),
+            read_bytes: self.read_bytes.saturating_sub(before.read_bytes),
+            writes: self.writes.saturating_sub(before.writes),
+            write_bytes: self.write_bytes.saturating_sub(before.write_bytes),
+            busy_ms: self.busy_ms.saturating_sub(before.busy_ms),
+        }
+    }
+}
+
+/// The block device (major, minor) under `path`: the device itself when `path` is a device
+/// node, else the one its filesystem is on. None for filesystems without one (tmpfs, overlay).
+pub fn device_under(path: &Path) -> Option<(u32, u32)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(path).ok()?;
+    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    (major != 0).then_some((major, minor))
+}
+
+/// The kernel's name of a device ("loop3", "sda1"), for saying which device was counted.
+pub fn device_name((major, minor): (u32, u32)) -> Option<String> {
+    let link = std::fs::read_link(format!("/sys/dev/block/{major}:{minor}")).ok()?;
+    Some(link.file_name()?.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_devices_line_is_read_in_bytes_and_busy_time() {
+        let text = "   7       3 loop3 120 0 2048 31 4000 10 65536 900 0 1500 931 0 0 0 0 0 0\n\
+                    8       0 sda 5 0 8 1 2 0 16 1 0 3 2 0 0 0 0 0 0\n";
+        let loop3 = DiskCounters::parse(text, (7, 3)).unwrap();
+        assert_eq!(
+            loop3,
+            DiskCounters { reads: 120, read_bytes: 2048 * 512, writes: 4000, write_bytes: 65536 * 512, busy_ms: 1500 }
+        );
+        assert_eq!(DiskCounters::parse(text, (7, 30)), None, "minor 30 is not minor 3");
+        let later = DiskCounters { writes: 4100, write_bytes: 70000 * 512, ..loop3 };
+        assert_eq!(later.since(&loop3).write_bytes, (70000 - 65536) * 512);
+    }
+
+    /// This process's CPU as /proc/self/stat counts it, in seconds: an independent reading.
+    fn proc_cpu() -> f64 {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+        let ticks = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        ticks / nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).unwrap().unwrap() as f64
+    }
+
+    #[test]
+    fn this_processs_cpu_is_what_the_kernel_counts_and_tmpfs_has_no_device() {
+        let (before, proc_before) = (Usage::own_and_children(), proc_cpu());
+        let mut x = 0u64;
+        let start = std::time::Instant::now();
+        // Until the kernel has counted 0.3 s of this thread's CPU, however busy the machine is.
+        while proc_cpu() - proc_before < 0.3 && start.elapsed() < std::time::Duration::from_secs(30) {
+            for _ in 0..100_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+        }
+        std::hint::black_box(x);
+        let (used, proc_used) = (Usage::own_and_children().since(&before).cpu_s, proc_cpu() - proc_before);
+        assert!(proc_used >= 0.3, "the loop never got 0.3 s of CPU");
+        assert!((used - proc_used).abs() < 0.05, "getrusage says {used} s, /proc/self/stat {proc_used} s");
+        assert_eq!(device_under(Path::new("/dev/shm")), None);
+        assert_eq!(device_under(Path::new("/proc")), None);
+    }
+}
