@@ -4,9 +4,11 @@
 # in an order that reverses from one round to the next (ABC CBA …), so drift hits all arms alike;
 # each isobench arm is divided by the bare run of its own round, and the ratios' geometric mean
 # is printed with its paired 95 % confidence interval (Student t on the log ratios).
-# Arms: `isobench` as it runs by default (per-second IOPS log on), `no-series` (series = []: no
-# per-second log at all) and, with CLAT=1, `clat-log` (series = ["iops", "clat"]: fio's latency
-# log, which costs a clock read per I/O). The gap between the first two is the time series' cost.
+# Arms: `isobench` as it runs by default (per-second IOPS log and the sys. collectors on),
+# `no-collect` (collect = false: no CPU, switch, fault or device counters), `no-series`
+# (series = []: no per-second log at all) and, with CLAT=1, `clat-log` (series = ["iops",
+# "clat"]: fio's latency log, which costs a clock read per I/O). The gaps to `isobench` are the
+# collectors' and the time series' costs.
 # CPU=1 pins fio's jobs to one CPU (the default: where the scheduler places a single job is this
 # machine's largest noise); CPU= leaves them to the scheduler, e.g. NUMJOBS=4 CPU= .
 # With DENSITY=N the isobench side is a density cell (N sandboxes behind a barrier, results
@@ -30,11 +32,13 @@ mkdir -p "$VOL" && mount -t tmpfs -o size=3g bench-tmpfs "$VOL"
 pin=() args=""
 [ -n "$CPU" ] && pin=("--cpus_allowed=$CPU") && args="\"--cpus_allowed=$CPU\""
 
-# One suite per isobench arm; they differ only in which per-second series fio logs.
+# One suite per isobench arm; they differ only in which per-second series fio logs and whether
+# the collectors run.
 suite() {
   cat <<TOML
 name = "fio-overhead"
 repeat = 1
+collect = ${2:-true}
 baseline = { env = "host", volume = "vol" }
 [[env]]
 name = "host"
@@ -60,9 +64,10 @@ ${DENSITY:+density = $DENSITY}
 TOML
 }
 suite '["iops"]' > "$WORK/isobench.toml"
+suite '["iops"]' false > "$WORK/no-collect.toml"
 suite '[]' > "$WORK/no-series.toml"
 suite '["iops", "clat"]' > "$WORK/clat-log.toml"
-arms=(bare isobench no-series) && [ -n "$CLAT" ] && arms+=(clat-log)
+arms=(bare isobench no-collect no-series) && [ -n "$CLAT" ] && arms+=(clat-log)
 
 # Exactly the options isobench passes to fio for that suite, without the per-second log;
 # with DENSITY, that many at once.
@@ -118,7 +123,7 @@ for line in open(sys.argv[1]):
 bare = [x["bare"] for x in rounds.values()]
 print(f"median IOPS: bare {statistics.median(bare):.0f}")
 status = 0
-for arm in [a for a in ("isobench", "no-series", "clat-log") if a in next(iter(rounds.values()))]:
+for arm in [a for a in ("isobench", "no-collect", "no-series", "clat-log") if a in next(iter(rounds.values()))]:
     logs = [math.log(x[arm] / x["bare"]) for x in rounds.values()]
     n, mean = len(logs), statistics.mean(logs)
     half = t95(n - 1) * statistics.stdev(logs) / math.sqrt(n) if n > 1 else float("inf")
