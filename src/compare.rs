@@ -402,7 +402,16 @@ fn page_cache_warning(cell: &CellResult) -> Option<String> {
 }
 
 /// Below this share of the workload's written bytes reaching the device, a cache absorbed them.
-const ABSORBED_BELOW: f64 = 0.5;
+pub const ABSORBED_BELOW: f64 = 0.5;
+
+/// What took the writes a cell's device did not see.
+pub fn absorbing_cache(cell: &CellResult) -> &'static str {
+    if cell.setup.get("runtime.name").is_some_and(|r| r.contains("runsc")) {
+        "gVisor's own page cache"
+    } else {
+        "a cache between the workload and the device"
+    }
+}
 
 /// A storage benchmark whose writes did not reach the device under the volume: the device's own
 /// counters (`sys.device_write_ratio`) say a cache took them.
@@ -410,14 +419,10 @@ fn absorbed_writes_warning(cell: &CellResult) -> Option<String> {
     let ratio = cell.metric("sys.device_write_ratio")?.summary.median;
     let device = cell.setup.get("sys.device").map(String::as_str).unwrap_or("the volume's device");
     (ratio < ABSORBED_BELOW).then(|| {
-        let cause = if cell.setup.get("runtime.name").is_some_and(|r| r.contains("runsc")) {
-            "gVisor's own page cache absorbed them"
-        } else {
-            "a cache between the workload and the device absorbed them"
-        };
         format!(
-            "{device} saw {:.0}% of the bytes the workload wrote: {cause}, so this measures the cache more than the storage",
-            ratio * 100.0
+            "{device} saw {:.0}% of the bytes the workload wrote: {} absorbed them, so this measures the cache more than the storage",
+            ratio * 100.0,
+            absorbing_cache(cell)
         )
     })
 }

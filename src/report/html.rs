@@ -52,6 +52,15 @@ pub fn render(report: &Report) -> String {
         }
         out.push_str("</ul></section>");
     }
+    let explanations = super::explain::explain(analysis);
+    if !explanations.is_empty() {
+        out.push_str("<h2 id=\"why\">Why</h2><p class=\"meta\">For each cell outside the noise, what its runs' <code>sys.</code> figures say against its baseline's.</p><ul>");
+        for e in &explanations {
+            let lines: Vec<String> = e.lines.iter().map(|l| h(l)).collect();
+            let _ = write!(out, "<li><b>{}</b>: {}</li>", h(&e.cell), lines.join("; "));
+        }
+        out.push_str("</ul>");
+    }
     if !report.warnings.is_empty() {
         let groups = super::grouped_warnings(&report.warnings);
         let _ = write!(out, "<h2 id=\"warnings\">Warnings ({})</h2>", report.warnings.len());
@@ -698,7 +707,7 @@ fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
 mod tests {
     use super::*;
     use crate::compare::Diff;
-    use crate::store::{Baseline, CellRecord, Labels, PlanRecord, Repeat, RunRecord, Sample, Status};
+    use crate::store::{RunRecord, Sample};
 
     fn diff(overhead_pct: f64, verdict: Verdict) -> Diff {
         Diff {
@@ -725,53 +734,18 @@ mod tests {
     }
 
     fn analysis() -> (compare::Analysis, Vec<RunRecord>) {
-        let labels =
-            |env: &str| Labels { env: env.into(), volume: "disk".into(), workload: "cql".into(), params: vec![] };
-        let plan = PlanRecord {
-            suite: "t".into(),
-            baseline: Baseline { env: Some("host".into()), volume: None, workloads: Default::default() },
-            repeat: Repeat::fixed(3),
-            cells: ["host", "runc"]
-                .map(|env| CellRecord {
-                    cell: labels(env).cell_id(),
-                    labels: labels(env),
-                    headline: vec!["op_rate".into()],
-                    env_kind: env.into(),
-                    sandbox: env != "host",
-                    workload_setup: Default::default(),
-                    cost_per_hour: None,
-                    density: None,
-                })
-                .into(),
-            bounds: vec![],
-        };
-        let run = |env: &str, rep: u32, rate: f64| RunRecord {
-            cell: labels(env).cell_id(),
-            labels: labels(env),
-            rep,
-            status: Status::Ok,
-            error: None,
-            started: String::new(),
-            ended: String::new(),
-            seconds: 1.0,
-            samples: [("op_rate", rate, "op/s"), ("latency_p99", 9e6 / rate, "us"), ("latency_p50", 1e6 / rate, "us")]
-                .into_iter()
-                .chain([("latency_p999", 20e6 / rate, "us"), ("latency_max", 50e6 / rate, "us")])
-                .chain([("queue_p5", 1.0, "us")])
-                .map(|(metric, value, unit)| Sample::new(metric, value, unit))
-                .collect(),
-            series: vec![],
-            facts: Default::default(),
-            setup: Default::default(),
-            notes: vec![],
-            raw: vec![],
-            origin: None,
-            sandboxes: vec![],
-        };
-        let runs: Vec<RunRecord> = (1..=3)
-            .flat_map(|rep| [run("host", rep, 1000.0 + rep as f64), run("runc", rep, 800.0 + rep as f64)])
-            .collect();
-        (compare::analyze(&plan, &runs), runs)
+        super::super::fixture::analysis(
+            |env, rep| {
+                let rate = if env == "host" { 1000.0 } else { 800.0 } + rep as f64;
+                [("op_rate", rate, "op/s"), ("latency_p99", 9e6 / rate, "us"), ("latency_p50", 1e6 / rate, "us")]
+                    .into_iter()
+                    .chain([("latency_p999", 20e6 / rate, "us"), ("latency_max", 50e6 / rate, "us")])
+                    .chain([("queue_p5", 1.0, "us")])
+                    .map(|(metric, value, unit)| Sample::new(metric, value, unit))
+                    .collect()
+            },
+            |_| Default::default(),
+        )
     }
 
     #[test]

@@ -46,6 +46,13 @@ pub fn render(report: &Report) -> String {
             out.push_str(&format!("- **{}**: {}\n", line.subject, line.items.join(" · ")));
         }
     }
+    let explanations = super::explain::explain(analysis);
+    if !explanations.is_empty() {
+        out.push_str("\n## Why\n\nFor each cell outside the noise, what its runs' `sys.` figures say against its baseline's.\n\n");
+        for e in &explanations {
+            out.push_str(&format!("- **{}**: {}\n", e.cell, e.lines.join("; ")));
+        }
+    }
     if !report.warnings.is_empty() {
         out.push_str("\n## Warnings\n\n");
         for group in super::grouped_warnings(&report.warnings) {

@@ -1,6 +1,7 @@
 //! Reports people read. Every format renders the same `Report` (analysis, bound checks,
 //! warnings, host facts, runs); this module holds what the formats share.
 
+pub mod explain;
 pub mod export;
 pub mod html;
 pub mod markdown;
@@ -458,5 +459,62 @@ impl Table {
             out.push_str(&format!("| {} |\n", row.iter().map(esc).collect::<Vec<_>>().join(" | ")));
         }
         out
+    }
+}
+
+/// Result sets made in memory for the reports' unit tests.
+#[cfg(test)]
+pub(crate) mod fixture {
+    use std::collections::BTreeMap;
+
+    use crate::compare::{self, Analysis};
+    use crate::store::{Baseline, CellRecord, Labels, PlanRecord, Repeat, RunRecord, Sample, Status};
+
+    /// Three runs each of a "host" cell (the baseline) and a "runc" cell of one CQL setting,
+    /// with the samples `samples(env, rep)` gives and the setup `setup(env)` gives.
+    pub fn analysis(
+        samples: impl Fn(&str, u32) -> Vec<Sample>,
+        setup: impl Fn(&str) -> BTreeMap<String, String>,
+    ) -> (Analysis, Vec<RunRecord>) {
+        let labels =
+            |env: &str| Labels { env: env.into(), volume: "disk".into(), workload: "cql".into(), params: vec![] };
+        let plan = PlanRecord {
+            suite: "t".into(),
+            baseline: Baseline { env: Some("host".into()), volume: None, workloads: Default::default() },
+            repeat: Repeat::fixed(3),
+            cells: ["host", "runc"]
+                .map(|env| CellRecord {
+                    cell: labels(env).cell_id(),
+                    labels: labels(env),
+                    headline: vec!["op_rate".into()],
+                    env_kind: env.into(),
+                    sandbox: env != "host",
+                    workload_setup: Default::default(),
+                    cost_per_hour: None,
+                    density: None,
+                })
+                .into(),
+            bounds: vec![],
+        };
+        let run = |env: &str, rep: u32| RunRecord {
+            cell: labels(env).cell_id(),
+            labels: labels(env),
+            rep,
+            status: Status::Ok,
+            error: None,
+            started: String::new(),
+            ended: String::new(),
+            seconds: 1.0,
+            samples: samples(env, rep),
+            series: vec![],
+            facts: Default::default(),
+            setup: setup(env),
+            notes: vec![],
+            raw: vec![],
+            origin: None,
+            sandboxes: vec![],
+        };
+        let runs: Vec<RunRecord> = (1..=3).flat_map(|rep| [run("host", rep), run("runc", rep)]).collect();
+        (compare::analyze(&plan, &runs), runs)
     }
 }

@@ -79,6 +79,16 @@ pub fn render(report: &Report) -> String {
             ));
         }
     }
+    let explanations = super::explain::explain(analysis);
+    if !explanations.is_empty() {
+        out.push_str("\nwhy (from the sys. figures the runs recorded):\n");
+        for e in &explanations {
+            out.push_str(&format!("  {}\n", e.cell));
+            for line in &e.lines {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
+    }
     // Last, where the eye lands when the run ends: the answer.
     let (lines, against) = super::verdict(analysis);
     if !lines.is_empty() {

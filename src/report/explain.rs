@@ -1,0 +1,168 @@
+//! Why a cell differs from its baseline, in words, from the `sys.` figures its runs recorded:
+//! the CPU the runtime's own processes burned, the CPU per operation, the device I/O the
+//! workload's writes became, and context switches or page faults that moved, named with the
+//! runtime's build. Only for cells whose headline difference is outside the noise.
+
+use crate::compare::{self, Analysis, CellResult, Verdict};
+use crate::units;
+
+pub struct Explanation {
+    pub cell: String,
+    pub lines: Vec<String>,
+}
+
+/// A counter that changed by at least this factor against the baseline is worth a line.
+const MOVED_BY: f64 = 2.0;
+
+pub fn explain(analysis: &Analysis) -> Vec<Explanation> {
+    analysis
+        .cells
+        .iter()
+        .filter(|c| !c.is_baseline && outside_the_noise(c))
+        .filter_map(|cell| {
+            let base = &analysis.cells[cell.baseline?];
+            let lines = lines(cell, base);
+            (!lines.is_empty()).then(|| Explanation { cell: cell.name(), lines })
+        })
+        .collect()
+}
+
+fn outside_the_noise(cell: &CellResult) -> bool {
+    let first = cell.record.headline.iter().find_map(|m| cell.metric(m));
+    first.and_then(|m| m.vs_baseline.as_ref()).is_some_and(|d| matches!(d.verdict, Verdict::Faster | Verdict::Slower))
+}
+
+fn median(cell: &CellResult, metric: &str) -> Option<f64> {
+    cell.metric(metric).map(|m| m.summary.median)
+}
+
+fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
+    let mut out = Vec::new();
+    let runtime = match (cell.setup.get("runtime.name"), cell.setup.get("runtime.version")) {
+        (Some(name), Some(version)) => {
+            let platform = cell.setup.get("runtime.platform").map(|p| format!(", platform {p}")).unwrap_or_default();
+            format!("{name} ({}{platform})", version.lines().next().unwrap_or_default())
+        }
+        (Some(name), None) => name.clone(),
+        _ => cell.setup.get("env.kind").cloned().unwrap_or_else(|| "the environment".into()),
+    };
+    if let (Some(own), Some(host)) = (median(cell, "sys.cpu_runtime"), median(cell, "sys.cpu_host")) {
+        let against = median(base, "sys.cpu_runtime").unwrap_or(0.0);
+        let share = if host > 0.0 { own / host * 100.0 } else { 0.0 };
+        let per_ops = median(cell, "ops")
+            .filter(|n| *n > 0.0)
+            .map(|n| format!(", {} per 100k operations", cpu(own / n * 1e5)))
+            .unwrap_or_default();
+        out.push(format!(
+            "{runtime}: its own processes used {} per run{per_ops}, {share:.0}% of the {} the host spent on the sandbox (the baseline's: {})",
+            cpu(own),
+            cpu(host),
+            cpu(against)
+        ));
+    }
+    if let (Some(per_op), Some(base_per_op)) = (median(cell, "sys.cpu_per_op"), median(base, "sys.cpu_per_op")) {
+        out.push(format!(
+            "CPU per operation: {} against {} ({})",
+            units::human(per_op, "us"),
+            units::human(base_per_op, "us"),
+            times(per_op, base_per_op)
+        ));
+    }
+    if let Some(ratio) = median(cell, "sys.device_write_ratio").filter(|r| *r < compare::ABSORBED_BELOW) {
+        let device = cell.setup.get("sys.device").map(String::as_str).unwrap_or("the volume's device");
+        out.push(format!(
+            "{device} saw {:.0}% of the bytes the workload wrote: {} absorbed them",
+            ratio * 100.0,
+            compare::absorbing_cache(cell)
+        ));
+    }
+    for (metric, what) in [
+        ("sys.context_switches", "context switches"),
+        ("sys.page_faults", "page faults"),
+        ("sys.page_faults_major", "major page faults"),
+        ("sys.device_busy", "the device's busy time"),
+    ] {
+        if let (Some(v), Some(b)) = (median(cell, metric), median(base, metric))
+            && b > 0.0
+            && (v / b >= MOVED_BY || v / b <= 1.0 / MOVED_BY)
+        {
+            out.push(format!("{what}: {} the baseline's", times(v, b)));
+        }
+    }
+    out
+}
+
+fn cpu(seconds: f64) -> String {
+    format!("{} CPU-s", units::sig3(seconds))
+}
+
+fn times(value: f64, base: f64) -> String {
+    if base <= 0.0 {
+        return "no baseline figure".into();
+    }
+    format!("×{}", units::sig3(value / base))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+    use crate::store::Sample;
+
+    #[test]
+    fn a_cell_outside_the_noise_is_explained_by_what_moved_and_a_cell_within_it_is_not() {
+        let samples = |slower: f64| {
+            move |env: &str, rep: u32| -> Vec<Sample> {
+                let sandbox = env != "host";
+                let rate = if sandbox { 1000.0 * slower } else { 1000.0 } + rep as f64;
+                let (host_cpu, runtime) = if sandbox { (5.1, 3.1) } else { (2.05, 0.05) };
+                let mut s = vec![
+                    Sample::new("op_rate", rate, "op/s"),
+                    Sample::new("ops", rate * 10.0, "ops"),
+                    Sample::new("sys.cpu_workload", 2.0, "s"),
+                    Sample::new("sys.cpu_host", host_cpu, "s"),
+                    Sample::new("sys.cpu_runtime", runtime, "s"),
+                    Sample::new("sys.cpu_per_op", host_cpu / (rate * 10.0) * 1e6, "us"),
+                    Sample::new("sys.context_switches", if sandbox { 5000.0 } else { 1000.0 }, "switches"),
+                    Sample::new("sys.page_faults", 300.0, "faults"),
+                ];
+                if sandbox {
+                    s.push(Sample::new("sys.device_write_ratio", 0.04, "x"));
+                }
+                s
+            }
+        };
+        let setup = |env: &str| {
+            let mut s = std::collections::BTreeMap::new();
+            if env != "host" {
+                for (k, v) in [
+                    ("runtime.name", "runsc"),
+                    ("runtime.version", "runsc version release-20260901.0\nspec: 1.2"),
+                    ("runtime.platform", "systrap"),
+                    ("sys.device", "loop3 (7:3)"),
+                ] {
+                    s.insert(k.to_string(), v.to_string());
+                }
+            }
+            s
+        };
+        let (slow, _) = fixture::analysis(samples(0.6), setup);
+        let explained = explain(&slow);
+        assert_eq!(explained.len(), 1, "only the sandbox is explained");
+        let lines = &explained[0].lines;
+        assert_eq!(
+            lines[0],
+            "runsc (runsc version release-20260901.0, platform systrap): its own processes used 3.10 CPU-s per run, 51.5 CPU-s per 100k operations, 61% of the 5.10 CPU-s the host spent on the sandbox (the baseline's: 0.050 CPU-s)"
+        );
+        assert!(lines[1].starts_with("CPU per operation: 847 µs against 205 µs (×4.14)"), "{}", lines[1]);
+        assert_eq!(
+            lines[2],
+            "loop3 (7:3) saw 4% of the bytes the workload wrote: gVisor's own page cache absorbed them"
+        );
+        assert_eq!(lines[3], "context switches: ×5.00 the baseline's");
+        assert_eq!(lines.len(), 4, "page faults did not move: {lines:?}");
+
+        let (same, _) = fixture::analysis(samples(1.0), setup);
+        assert!(explain(&same).is_empty(), "a cell within the noise needs no why");
+    }
+}
