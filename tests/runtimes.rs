@@ -351,3 +351,81 @@ fn an_adhoc_run_compares_environments_and_its_saved_suite_runs_the_same_cells() 
     );
     sb.assert_nothing_left();
 }
+
+/// The value of `metric` in a stored run.
+fn sample(run: &serde_json::Value, metric: &str) -> Option<f64> {
+    run["samples"].as_array()?.iter().find(|s| s["metric"] == metric)?["value"].as_f64()
+}
+
+#[test]
+fn the_runs_say_where_the_cpu_and_the_io_went() {
+    skip_if!(unable());
+    skip_if!(runtime("runsc").is_none(), "runsc", "runsc is not installed (scripts/setup.sh builds it)");
+    skip_if!(runtime("runc").is_none(), "runc", "runc is not installed (scripts/setup.sh installs it)");
+    let sb = Scratch::new();
+    // Fsynced 4k random writes on an ext4 of its own: every write must reach the loop device.
+    let suite = format!(
+        r#"
+name = "why"
+repeat = 1
+baseline = {{ env = "host", volume = "ext4" }}
+[[env]]
+name = "host"
+kind = "host"
+{}{}
+[[volume]]
+name = "ext4"
+kind = "loop"
+fs = "ext4"
+size = "512M"
+[[workload]]
+name = "fio"
+kind = "fio"
+rw = "randwrite"
+bs = "4k"
+size = "64M"
+runtime = "3s"
+fsync = 1
+"#,
+        oci("runc", "runc", ""),
+        oci("runsc", "runsc", "")
+    );
+    let (o, out) = sb.run_suite(&suite, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let figures = |env: &str| {
+        let run = run_record(&out, &format!("{env}.ext4.fio"), 1);
+        assert_eq!(run["status"], "ok", "{env}: {}", run["error"]);
+        let (written, device) = (sample(&run, "write_bytes").unwrap(), sample(&run, "sys.device_write_bytes").unwrap());
+        assert!(
+            device >= written / 2.0,
+            "{env}: the loop device saw {device} B of fio's {written} B of fsynced writes"
+        );
+        assert!(run["setup"]["sys.device"].as_str().unwrap().starts_with("loop"), "{}", run["setup"]["sys.device"]);
+        assert!(sample(&run, "sys.cpu_workload").unwrap() > 0.0, "{env}: the workload's own CPU");
+        run
+    };
+    for env in ["host", "runc"] {
+        let run = figures(env);
+        let (host, workload, runtime) = (
+            sample(&run, "sys.cpu_host").unwrap(),
+            sample(&run, "sys.cpu_workload").unwrap(),
+            sample(&run, "sys.cpu_runtime").unwrap(),
+        );
+        assert!(host >= workload * 0.9, "{env}: the host saw {host} s, the workload used {workload} s");
+        assert!(runtime < 0.25 * host.max(0.4), "{env}: nothing but the agent and runc host fio: {runtime} s");
+        assert!(sample(&run, "sys.cpu_per_op").unwrap() > 0.0, "{env}: CPU per operation");
+    }
+    // gVisor's systrap stubs run the workload's code outside isobench's process tree: the
+    // host's count of the sandbox's CPU is short of what gVisor counted, and the run says so
+    // rather than give a runtime share it cannot know.
+    let runsc = figures("runsc");
+    match sample(&runsc, "sys.cpu_runtime") {
+        Some(runtime) => assert!(runtime > 0.0, "gVisor's sentry and gofer burn CPU of their own"),
+        None => assert!(
+            runsc["notes"].to_string().contains("the runtime's share of the CPU is not known"),
+            "{}",
+            runsc["notes"]
+        ),
+    }
+    sb.assert_nothing_left();
+}

@@ -7,6 +7,10 @@ use crate::store::{AgentReport, Sample};
 use crate::sys::{DiskCounters, Usage, device_name, device_under};
 use crate::volume::Provisioned;
 
+/// Below this share of the workload's own CPU, the host's count missed some of the sandbox's
+/// processes (the two kernels' clocks differ by a little, not by this much).
+const HOST_SAW_AT_LEAST: f64 = 0.9;
+
 /// Counters read as a sandbox starts; `finish` adds the differences to its report.
 pub struct HostCounters {
     /// None when other processes' CPU would be mixed in (sandboxes started together) or the
@@ -27,15 +31,27 @@ impl HostCounters {
         let value = |metric: &str| report.samples.iter().find(|s| s.metric == metric).map(|s| s.value);
         let workload = value("sys.cpu_workload");
         let mut samples = Vec::new();
-        let host = self.usage.map(|before| Usage::children().since(&before).cpu_s);
+        let mut host = self.usage.map(|before| Usage::children().since(&before).cpu_s);
+        if let (Some(seen), Some(own)) = (host, workload)
+            && seen < own * HOST_SAW_AT_LEAST
+        {
+            // Processes that left isobench's tree (gVisor's systrap stubs, which run the
+            // workload's own code) took their CPU with them: the host's count is short.
+            report.notes.push(format!(
+                "the host counted {seen:.2} CPU-s for the sandbox's processes, less than the {own:.2} CPU-s the workload's own kernel counted: some of them were not isobench's children, so the runtime's share of the CPU is not known"
+            ));
+            host = None;
+        }
         if let Some(host) = host {
             samples.push(Sample::new("sys.cpu_host", host, "s"));
             if let Some(workload) = workload {
                 samples.push(Sample::new("sys.cpu_runtime", (host - workload).max(0.0), "s"));
             }
         }
+        // Of everything that hosted the sandbox: the workload's own CPU alone would hide the
+        // runtime's.
         if let Some(ops) = value("ops").filter(|n| *n > 0.0)
-            && let Some(cpu) = host.or(workload)
+            && let Some(cpu) = host
         {
             samples.push(Sample::new("sys.cpu_per_op", cpu / ops * 1e6, "us"));
         }
