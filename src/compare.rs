@@ -81,9 +81,10 @@ pub struct Diff {
 /// Runs each side needs before a difference can be called faster or slower.
 pub const MIN_RUNS_FOR_VERDICT: usize = 3;
 
-/// Whether more of this unit is better (rates) or worse (latencies, CPU use, sizes).
+/// Whether more of this unit is better (rates, operations done in a timed run) or worse
+/// (latencies, CPU use, sizes).
 pub fn higher_is_better(unit: &str) -> bool {
-    matches!(unit, "op/s" | "B/s" | "events/s" | "bit/s" | "pk/s" | "row/s")
+    matches!(unit, "op/s" | "B/s" | "events/s" | "bit/s" | "pk/s" | "row/s" | "ops")
 }
 
 /// `cell` against `baseline`: the difference of medians with its CI, p-value and verdict.
