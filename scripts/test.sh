@@ -18,7 +18,7 @@ status=0
 python3 scripts/layers.py || status=1
 cargo build --profile ci || exit 1
 target/ci/isobench server fetch cassandra || exit 1
-cargo test --profile ci -- --test-threads=2 2>&1 | tee "$work/cargo.log"
+cargo test --profile ci --no-fail-fast -- --test-threads=2 2>&1 | tee "$work/cargo.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 scripts/fuzz.sh --quick 10 || status=1
 

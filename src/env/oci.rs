@@ -67,7 +67,7 @@ impl Runtime {
     }
 
     /// gVisor's platform (systrap, ptrace, kvm): `--platform` among `args`, else the default of
-    /// this build, as `runsc flags` prints it. None for other runtimes.
+    /// this build, as `runsc flags` lists it. None for other runtimes.
     pub fn platform(&self, args: &[String]) -> Option<String> {
         if self.flavour != Flavour::Runsc {
             return None;
@@ -81,8 +81,14 @@ impl Runtime {
             }
         });
         given.or_else(|| {
-            let flags = sys::command_output(&self.path.as_ref()?.to_string_lossy(), &["flags"]).ok()?;
-            default_platform(&flags)
+            // Go's flag package prints the listing on stderr.
+            let options = sys::Options {
+                timeout: Some(std::time::Duration::from_secs(30)),
+                ignore_interrupt: true,
+                ..Default::default()
+            };
+            let listing = sys::run(std::process::Command::new(self.path.as_ref()?).arg("flags"), options).ok()?;
+            default_platform(&format!("{}{}", listing.stdout, listing.stderr))
         })
     }
 
