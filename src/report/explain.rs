@@ -60,6 +60,14 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
             cpu(against)
         ));
     }
+    if median(cell, "sys.cpu_runtime").is_none()
+        && median(cell, "sys.cpu_workload").is_some()
+        && median(base, "sys.cpu_runtime").is_some()
+    {
+        out.push(format!(
+            "{runtime}: its own CPU is not known, since some of its processes left isobench's process tree (see the runs' notes)"
+        ));
+    }
     if let (Some(per_op), Some(base_per_op)) = (median(cell, "sys.cpu_per_op"), median(base, "sys.cpu_per_op")) {
         out.push(format!(
             "CPU per operation: {} against {} ({})",
@@ -161,6 +169,18 @@ mod tests {
         );
         assert_eq!(lines[3], "context switches: ×5.00 the baseline's");
         assert_eq!(lines.len(), 4, "page faults did not move: {lines:?}");
+
+        // gVisor's systrap stubs leave the tree: the host's count is dropped, and the why says so.
+        let uncounted = |env: &str, rep: u32| -> Vec<Sample> {
+            let mut s = samples(0.6)(env, rep);
+            if env != "host" {
+                s.retain(|x| !matches!(x.metric.as_str(), "sys.cpu_host" | "sys.cpu_runtime" | "sys.cpu_per_op"));
+            }
+            s
+        };
+        let (unknown, _) = fixture::analysis(uncounted, setup);
+        let lines = &explain(&unknown)[0].lines;
+        assert!(lines[0].ends_with("its own CPU is not known, since some of its processes left isobench's process tree (see the runs' notes)"), "{lines:?}");
 
         let (same, _) = fixture::analysis(samples(1.0), setup);
         assert!(explain(&same).is_empty(), "a cell within the noise needs no why");
