@@ -466,24 +466,10 @@ mod tests {
     }
 
     fn run(env: &str, rep: u32, iops: f64, lat: f64) -> RunRecord {
-        let labels = labels(env);
         RunRecord {
-            cell: labels.cell_id(),
-            labels,
-            rep,
-            status: Status::Ok,
-            error: None,
-            started: String::new(),
-            ended: String::new(),
             seconds: 1.0,
             samples: vec![Sample::new("iops", iops, "op/s"), Sample::new("read_clat_mean", lat, "us")],
-            series: vec![],
-            facts: Default::default(),
-            setup: Default::default(),
-            notes: vec![],
-            raw: vec![],
-            origin: None,
-            sandboxes: Vec::new(),
+            ..RunRecord::new(labels(env), rep)
         }
     }
 

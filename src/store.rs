@@ -275,6 +275,30 @@ pub struct RunRecord {
     pub sandboxes: Vec<SandboxRecord>,
 }
 
+impl RunRecord {
+    /// Repetition `rep` of the cell `labels` name, ok and with nothing recorded yet.
+    pub fn new(labels: Labels, rep: u32) -> RunRecord {
+        RunRecord {
+            cell: labels.cell_id(),
+            labels,
+            rep,
+            status: Status::Ok,
+            error: None,
+            started: String::new(),
+            ended: String::new(),
+            seconds: 0.0,
+            samples: Vec::new(),
+            series: Vec::new(),
+            facts: Default::default(),
+            setup: Default::default(),
+            notes: Vec::new(),
+            raw: Vec::new(),
+            origin: None,
+            sandboxes: Vec::new(),
+        }
+    }
+}
+
 /// One of the sandboxes a density run started together.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SandboxRecord {

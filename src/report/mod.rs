@@ -468,7 +468,7 @@ pub(crate) mod fixture {
     use std::collections::BTreeMap;
 
     use crate::compare::{self, Analysis};
-    use crate::store::{Baseline, CellRecord, Labels, PlanRecord, Repeat, RunRecord, Sample, Status};
+    use crate::store::{Baseline, CellRecord, Labels, PlanRecord, Repeat, RunRecord, Sample};
 
     /// Three runs each of a "host" cell (the baseline) and a "runc" cell of one CQL setting,
     /// with the samples `samples(env, rep)` gives and the setup `setup(env)` gives.
@@ -497,22 +497,10 @@ pub(crate) mod fixture {
             bounds: vec![],
         };
         let run = |env: &str, rep: u32| RunRecord {
-            cell: labels(env).cell_id(),
-            labels: labels(env),
-            rep,
-            status: Status::Ok,
-            error: None,
-            started: String::new(),
-            ended: String::new(),
             seconds: 1.0,
             samples: samples(env, rep),
-            series: vec![],
-            facts: Default::default(),
             setup: setup(env),
-            notes: vec![],
-            raw: vec![],
-            origin: None,
-            sandboxes: vec![],
+            ..RunRecord::new(labels(env), rep)
         };
         let runs: Vec<RunRecord> = (1..=3).flat_map(|rep| [run("host", rep), run("runc", rep)]).collect();
         (compare::analyze(&plan, &runs), runs)

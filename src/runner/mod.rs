@@ -154,24 +154,8 @@ impl<'a> Runner<'a> {
         let volume = &self.suite.volumes[cell.volume];
         let started = utc_now();
         let clock = Instant::now();
-        let mut record = RunRecord {
-            cell: cell.id.clone(),
-            labels: cell.labels.clone(),
-            rep: slot.rep,
-            status: Status::Ok,
-            error: None,
-            started,
-            ended: String::new(),
-            seconds: 0.0,
-            samples: Vec::new(),
-            series: Vec::new(),
-            facts: Default::default(),
-            setup: env.item.describe(),
-            notes: Vec::new(),
-            raw: Vec::new(),
-            origin: None,
-            sandboxes: Vec::new(),
-        };
+        let mut record =
+            RunRecord { started, setup: env.item.describe(), ..RunRecord::new(cell.labels.clone(), slot.rep) };
         let mut raw = Vec::new();
         let unavailable = skip_reason(env, volume);
         if let Some(why) = unavailable {
