@@ -55,6 +55,7 @@ pub fn release(resource: &Resource) -> Option<Result<()>> {
         | Resource::File { .. }
         | Resource::Mount { .. }
         | Resource::LoopDevice { .. }
-        | Resource::Processes { .. } => return None,
+        | Resource::Processes { .. }
+        | Resource::Cgroup { .. } => return None,
     })
 }

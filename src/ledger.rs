@@ -32,6 +32,9 @@ pub enum Resource {
     },
     /// Every process carrying this token in its environment.
     Processes { token: String },
+    /// A cgroup isobench made to count a sandbox's CPU (`sys::CpuGroup`), by its path from
+    /// the hierarchies' root: removed from each hierarchy a runtime made it in.
+    Cgroup { path: PathBuf },
     /// A container, removed by running `delete` (`runc … delete --force ID`, `podman … rm -f ID`).
     Container { delete: Vec<String> },
     /// A network namespace (`ip netns add NAME`).
@@ -78,6 +81,7 @@ impl Resource {
                 sys::kill_by_token(token);
                 Ok(())
             }
+            Resource::Cgroup { path } => sys::remove_cgroup(path),
             kind_made => crate::kinds::release(kind_made).expect("every other resource is a kind's"),
         }
     }
@@ -94,6 +98,7 @@ impl Resource {
             Resource::Processes { token } => {
                 format!("processes marked {}={token}", sys::TOKEN_VAR)
             }
+            Resource::Cgroup { path } => format!("cgroup {} in every hierarchy", path.display()),
             Resource::Container { delete } => format!("container ({})", delete.join(" ")),
             Resource::NetNs { name } => format!("network namespace {name}"),
             Resource::Link { name } => format!("network link {name}"),

@@ -56,6 +56,10 @@ impl Environment for Host {
         Ok(crate::net::NetPath::Loopback)
     }
 
+    fn cpu_count(&self) -> super::CpuCount {
+        super::CpuCount::Group
+    }
+
     fn run_agent(&self, launch: Launch) -> Result<crate::store::AgentReport> {
         let token = launch.ledger.new_process_token();
         run_agent_process(Command::new(agent_binary()?).args(["agent", "--request", "-"]), launch, &token)
@@ -67,6 +71,9 @@ impl Environment for Host {
 /// `token` marks every process it starts, for teardown and `isobench cleanup`.
 pub fn run_agent_process(cmd: &mut Command, launch: Launch, token: &str) -> Result<crate::store::AgentReport> {
     launch.ledger.record(Resource::Processes { token: token.to_string() })?;
+    if let Some(group) = launch.cpu_group {
+        group.start_in(cmd);
+    }
     let gate = launch.gate;
     let mut on_spawn = |pid: u32| gate.iter().for_each(|g| g.spawned(pid));
     let mut on_stderr_line = |line: &str| gate.iter().for_each(|g| g.saw_line(line));

@@ -50,6 +50,26 @@ pub struct Launch<'a> {
     pub gate: Option<&'a dyn StartGate>,
     /// A memory limit for this one sandbox in place of the environment's (fault injection).
     pub memory: Option<u64>,
+    /// Where the sandbox's processes start, when its CPU is counted (`CpuCount::Group`).
+    pub cpu_group: Option<&'a crate::sys::CpuGroup>,
+}
+
+/// How the CPU of a sandbox's processes (runtime and workload) is counted on the host.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CpuCount {
+    /// They start in `Launch::cpu_group` and stay in it or below it: counted exactly, while
+    /// they run, whatever else runs beside them.
+    Group,
+    /// As `Group`, but the sandbox's kernel does not count its workload's CPU as the host's
+    /// does (gVisor's clock counts the time a call waits on the host): the workload's share is
+    /// that of the processes the runtime's own processes forked (gVisor's systrap stubs, which
+    /// run the workload's code), read while they live.
+    GroupSplitByTree,
+    /// They are isobench's children, reaped before `run_agent` returns: counted once they
+    /// exited, and only when no other sandbox ran meanwhile.
+    Reaped,
+    /// Neither (an engine's daemonized monitor, a cluster's pods).
+    Unknown,
 }
 
 /// Where a server inside an environment listens, and where the host connects to it.
@@ -104,11 +124,9 @@ pub trait Environment: Send + Sync {
     fn memory_per_sandbox(&self) -> Option<u64> {
         None
     }
-    /// Whether every process that hosts a sandbox is isobench's child, waited for before
-    /// `run_agent` returns, so that its CPU shows in isobench's children's usage (not so for
-    /// an engine's daemonized monitor, or a cluster's pods).
-    fn reaps_sandbox(&self) -> bool {
-        !self.mounts_claims()
+    /// How the host can count the CPU of every process that hosts one of its sandboxes.
+    fn cpu_count(&self) -> CpuCount {
+        if self.mounts_claims() { CpuCount::Unknown } else { CpuCount::Reaped }
     }
     /// Whether its sandboxes are a cluster's pods, which mount claims (`pvc` volumes) and nothing
     /// on this host.

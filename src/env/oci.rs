@@ -163,6 +163,8 @@ pub(super) struct Contents<'a> {
     pub network: Option<&'a NetPath>,
     pub memory: Option<u64>,
     pub args: &'a [&'a str],
+    /// Where the container's processes are counted (`CpuCount::Group`).
+    pub cpu_group: Option<&'a sys::CpuGroup>,
 }
 
 /// A container's network: the host's, a namespace isobench made (with a veth pair to the
@@ -249,7 +251,15 @@ impl Oci {
     }
 
     /// Writes the bundle for one container and records everything it mounts.
-    fn bundle(&self, ledger: &Ledger, run_dir: &Path, contents: &Contents, net: Net, token: &str) -> Result<PathBuf> {
+    fn bundle(
+        &self,
+        ledger: &Ledger,
+        run_dir: &Path,
+        contents: &Contents,
+        net: Net,
+        token: &str,
+        id: &str,
+    ) -> Result<PathBuf> {
         let rootfs = overlay_of_host_root(ledger, run_dir)?;
         let bundle = run_dir.join("bundle");
         std::fs::create_dir_all(&bundle)?;
@@ -265,6 +275,9 @@ impl Oci {
             cpus: self.cpus,
             memory: contents.memory,
             net,
+            // Without one, each runtime moves the container to a cgroup of its own, out of
+            // isobench's.
+            cgroups_path: contents.cpu_group.map(|group| group.runtime_path(id)),
         });
         std::fs::write(bundle.join("config.json"), serde_json::to_vec_pretty(&spec)?)?;
         Ok(bundle)
@@ -278,10 +291,14 @@ impl Oci {
         let net = Net::of(self.host_network, contents.network, &netns_file);
         let argv = self.argv(&state_root, net)?;
         let token = ledger.new_process_token();
-        let bundle = self.bundle(ledger, run_dir, contents, net, &token)?;
-        std::fs::create_dir_all(&state_root)?;
         let id =
             format!("isobench-{}", run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        if contents.cpu_group.is_none() {
+            // The runtime's own default, which a container that failed to start leaves behind.
+            ledger.record(Resource::Cgroup { path: PathBuf::from(format!("/{id}")) })?;
+        }
+        let bundle = self.bundle(ledger, run_dir, contents, net, &token, &id)?;
+        std::fs::create_dir_all(&state_root)?;
         let delete = argv.iter().cloned().chain(["delete".into(), "--force".into(), id.clone()]).collect();
         ledger.record(Resource::Container { delete })?;
         let mut cmd = Command::new(&argv[0]);
@@ -291,7 +308,8 @@ impl Oci {
 
     /// Starts `/bin/true` in a container: whether this runtime, with these arguments, works here.
     pub fn smoke_test(&self, ledger: &Ledger, run_dir: &Path) -> Result<()> {
-        let contents = Contents { volume: None, network: None, memory: self.memory, args: &["/bin/true"] };
+        let contents =
+            Contents { volume: None, network: None, memory: self.memory, args: &["/bin/true"], cpu_group: None };
         let (mut cmd, token) = self.prepare(ledger, run_dir, &contents)?;
         ledger.record(Resource::Processes { token: token.clone() })?;
         let options = sys::Options { token: Some(&token), timeout: Some(self.start_timeout), ..Default::default() };
@@ -365,6 +383,16 @@ impl Environment for Oci {
         self.runtime.no_raw_devices()
     }
 
+    fn cpu_count(&self) -> super::CpuCount {
+        // gVisor's systrap stubs run the workload's code and are reaped by no process
+        // isobench waits for: only a cgroup counts them.
+        match (sys::CpuGroup::nests_runtimes(), self.runtime.flavour) {
+            (true, Flavour::Runsc) => super::CpuCount::GroupSplitByTree,
+            (true, _) => super::CpuCount::Group,
+            (false, _) => super::CpuCount::Reaped,
+        }
+    }
+
     fn memory_per_sandbox(&self) -> Option<u64> {
         self.memory
     }
@@ -390,7 +418,13 @@ impl Environment for Oci {
         let netns_file = launch.network.and_then(NetPath::netns_file);
         let used = self.network_facts(Net::of(self.host_network, launch.network, &netns_file));
         let memory = launch.memory.or(self.memory);
-        let contents = Contents { volume: Some(launch.volume), network: launch.network, memory, args: &args };
+        let contents = Contents {
+            volume: Some(launch.volume),
+            network: launch.network,
+            memory,
+            args: &args,
+            cpu_group: launch.cpu_group,
+        };
         let (mut cmd, token) = self.prepare(launch.ledger, launch.run_dir, &contents)?;
         let mut report = run_agent_process(&mut cmd, launch, &token)?;
         report.setup.extend(used);
@@ -476,6 +510,7 @@ struct SpecInput<'a> {
     cpus: Option<f64>,
     memory: Option<u64>,
     net: Net<'a>,
+    cgroups_path: Option<String>,
 }
 
 /// The capabilities Docker gives a container by default, plus IPC_LOCK (databases mlock).
@@ -539,7 +574,7 @@ fn spec(input: &SpecInput) -> Value {
     let nofile = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .map(|(_, hard)| hard.min(1 << 20))
         .unwrap_or(1024);
-    json!({
+    let mut spec = json!({
         "ociVersion": "1.0.2",
         "process": {
             "terminal": false,
@@ -561,7 +596,11 @@ fn spec(input: &SpecInput) -> Value {
             "maskedPaths": ["/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"],
             "readonlyPaths": ["/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
         }
-    })
+    });
+    if let Some(path) = &input.cgroups_path {
+        spec["linux"]["cgroupsPath"] = json!(path);
+    }
+    spec
 }
 
 /// Checks that the spec isobench writes is what the tests rely on.
@@ -600,6 +639,7 @@ mod tests {
             cpus: Some(1.5),
             memory: Some(1 << 30),
             net: Net::None,
+            cgroups_path: Some("/isobench-t/c".into()),
         });
         let mounts = s["mounts"].as_array().unwrap();
         assert!(mounts.iter().any(|m| m["destination"] == "/data" && m["source"] == "/vol"));
@@ -609,6 +649,7 @@ mod tests {
         assert_eq!(s["linux"]["resources"]["memory"]["limit"], 1u64 << 30);
         assert!(s["linux"]["namespaces"].as_array().unwrap().iter().any(|n| n["type"] == "network"));
         assert!(s["process"]["env"].as_array().unwrap().iter().any(|e| e == "ISOBENCH_TOKEN=t"));
+        assert_eq!(s["linux"]["cgroupsPath"], "/isobench-t/c", "the container is counted in isobench's cgroup");
     }
 
     #[test]
@@ -624,6 +665,7 @@ mod tests {
             cpus: None,
             memory: None,
             net: Net::Namespace(netns),
+            cgroups_path: None,
         });
         assert_eq!(s["linux"]["devices"][0]["path"], DEVICE_PATH);
         assert_eq!(

@@ -199,9 +199,9 @@ fn hard_limit(resource: nix::sys::resource::Resource, default: u64) -> u64 {
 }
 
 impl Environment for Engine {
-    fn reaps_sandbox(&self) -> bool {
+    fn cpu_count(&self) -> super::CpuCount {
         // conmon leaves the engine's process tree and waits for the container itself.
-        false
+        super::CpuCount::Unknown
     }
 
     fn unavailable(&self) -> Option<String> {
@@ -289,7 +289,8 @@ impl Environment for Engine {
     }
 
     fn preflight(&self, ledger: &crate::ledger::Ledger, run_dir: &Path, _workdir: &Path) -> Result<()> {
-        let contents = Contents { volume: None, network: None, memory: self.memory, args: &["/bin/true"] };
+        let contents =
+            Contents { volume: None, network: None, memory: self.memory, args: &["/bin/true"], cpu_group: None };
         let (mut cmd, token) = self.command(ledger, run_dir, &contents)?;
         ledger.record(Resource::Processes { token: token.clone() })?;
         let options = sys::Options {
@@ -320,7 +321,9 @@ impl Environment for Engine {
             _ => "none",
         };
         let memory = launch.memory.or(self.memory);
-        let contents = Contents { volume: Some(launch.volume), network: launch.network, memory, args: &args };
+        // conmon and the engine leave isobench's cgroup (`cpu_count` says Unknown).
+        let contents =
+            Contents { volume: Some(launch.volume), network: launch.network, memory, args: &args, cpu_group: None };
         let (mut cmd, token) = self.command(launch.ledger, launch.run_dir, &contents)?;
         let mut report = run_agent_process(&mut cmd, launch, &token)?;
         report.setup.insert("runtime.network".into(), network.into());

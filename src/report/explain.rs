@@ -65,7 +65,7 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
         && median(base, "sys.cpu_runtime").is_some()
     {
         out.push(format!(
-            "{runtime}: its own CPU is not known, since some of its processes left isobench's process tree (see the runs' notes)"
+            "{runtime}: its own CPU is not known, since some of its processes were not counted (see the runs' notes)"
         ));
     }
     if let (Some(per_op), Some(base_per_op)) = (median(cell, "sys.cpu_per_op"), median(base, "sys.cpu_per_op")) {
@@ -90,8 +90,10 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
         ("sys.page_faults_major", "major page faults"),
         ("sys.device_busy", "the device's busy time"),
     ] {
+        // 0 where the sandbox's kernel does not count it (gVisor's switches and faults).
         if let (Some(v), Some(b)) = (median(cell, metric), median(base, metric))
             && b > 0.0
+            && v > 0.0
             && (v / b >= MOVED_BY || v / b <= 1.0 / MOVED_BY)
         {
             out.push(format!("{what}: {} the baseline's", times(v, b)));
@@ -180,7 +182,12 @@ mod tests {
         };
         let (unknown, _) = fixture::analysis(uncounted, setup);
         let lines = &explain(&unknown)[0].lines;
-        assert!(lines[0].ends_with("its own CPU is not known, since some of its processes left isobench's process tree (see the runs' notes)"), "{lines:?}");
+        assert!(
+            lines[0].ends_with(
+                "its own CPU is not known, since some of its processes were not counted (see the runs' notes)"
+            ),
+            "{lines:?}"
+        );
 
         let (same, _) = fixture::analysis(samples(1.0), setup);
         assert!(explain(&same).is_empty(), "a cell within the noise needs no why");

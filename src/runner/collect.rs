@@ -3,8 +3,14 @@
 //! against the CPU the workload's own kernel counted inside (`sys.cpu_workload`, from the
 //! agent); and the I/O of the device under the volume, set against what the workload did.
 
+use anyhow::Result;
+
+use crate::env::CpuCount;
+use crate::ledger::{Ledger, Resource};
 use crate::store::{AgentReport, Sample};
-use crate::sys::{DiskCounters, Usage, device_name, device_under};
+use std::collections::HashMap;
+
+use crate::sys::{CpuGroup, DiskCounters, ProcessCpu, Usage, device_name, device_under, remove_cgroup};
 use crate::volume::Provisioned;
 
 /// Below this share of the workload's own CPU, the host's count missed some of the sandbox's
@@ -13,37 +19,88 @@ const HOST_SAW_AT_LEAST: f64 = 0.9;
 
 /// Counters read as a sandbox starts; `finish` adds the differences to its report.
 pub struct HostCounters {
-    /// None when other processes' CPU would be mixed in (sandboxes started together) or the
-    /// sandbox's processes are not isobench's children.
+    /// A cgroup of the sandbox's own, where its environment starts it (`CpuCount::Group`).
+    group: Option<CpuGroup>,
+    /// The workload's processes in it, where they are told apart by the process tree.
+    tree: Option<TreeSampler>,
+    /// Otherwise the reaped children's usage: None when other processes' CPU would be mixed in
+    /// (sandboxes started together) or the sandbox's processes are not isobench's children.
     usage: Option<Usage>,
     device: Option<((u32, u32), DiskCounters)>,
+    /// Why the CPU is not counted, for the run's notes.
+    not_counted: Option<String>,
 }
 
 impl HostCounters {
-    /// `alone`: no other sandbox of isobench's runs meanwhile; `reaped`: the environment's
-    /// processes are isobench's children (`Environment::reaps_sandbox`).
-    pub fn start(volume: &Provisioned, alone: bool, reaped: bool) -> HostCounters {
+    /// `alone`: no other sandbox of isobench's runs meanwhile; `count`: how the environment's
+    /// processes can be counted.
+    pub fn start(volume: &Provisioned, alone: bool, count: CpuCount, ledger: &Ledger) -> HostCounters {
         let device = device_under(&volume.path).and_then(|d| Some((d, DiskCounters::read(d)?)));
-        HostCounters { usage: (alone && reaped).then(Usage::children), device }
+        let mut counters = HostCounters { group: None, tree: None, usage: None, device, not_counted: None };
+        match count {
+            CpuCount::Group | CpuCount::GroupSplitByTree => match make_group(ledger) {
+                Ok(group) => {
+                    if count == CpuCount::GroupSplitByTree {
+                        counters.tree = group.clone().map(TreeSampler::start);
+                    }
+                    counters.group = group;
+                }
+                Err(e) => counters.not_counted = Some(format!("the sandbox's CPU was not counted: {e:#}")),
+            },
+            CpuCount::Reaped if alone => counters.usage = Some(Usage::children()),
+            CpuCount::Reaped | CpuCount::Unknown => {}
+        }
+        counters
+    }
+
+    /// Where the environment starts the sandbox's processes, when they are counted there.
+    pub fn cpu_group(&self) -> Option<&CpuGroup> {
+        self.group.as_ref()
+    }
+
+    /// CPU seconds the sandbox's processes used so far, while they run (a cgroup only).
+    pub fn cpu_now(&self) -> Option<f64> {
+        self.group.as_ref()?.cpu_s()
     }
 
     pub fn finish(self, report: &mut AgentReport) {
         let value = |metric: &str| report.samples.iter().find(|s| s.metric == metric).map(|s| s.value);
-        let workload = value("sys.cpu_workload");
+        // The sandbox's kernel's count, unless the process tree tells the workload apart.
+        let tree_workload = self.tree.map(TreeSampler::workload_cpu);
+        let workload = tree_workload.or(value("sys.cpu_workload"));
         let mut samples = Vec::new();
-        let mut host = self.usage.map(|before| Usage::children().since(&before).cpu_s);
+        let mut host = match &self.group {
+            Some(group) => group.cpu_s(),
+            None => self.usage.map(|before| Usage::children().since(&before).cpu_s),
+        };
+        if let Some(group) = &self.group {
+            // Left to the ledger if a process in it is still exiting.
+            let _ = remove_cgroup(group.relative());
+        }
+        report.notes.extend(self.not_counted);
+        let counted_by = match (&self.group, tree_workload) {
+            (Some(_), Some(_)) => Some("a cgroup of the sandbox's own, the workload told apart by the process tree"),
+            (Some(_), None) => Some("a cgroup of the sandbox's own"),
+            (None, _) => self.usage.map(|_| "isobench's reaped children"),
+        };
+        if let Some(by) = counted_by.filter(|_| host.is_some()) {
+            report.setup.insert("sys.cpu_counted_by".into(), by.into());
+        }
         if let (Some(seen), Some(own)) = (host, workload)
             && seen < own * HOST_SAW_AT_LEAST
         {
             // Processes that left isobench's tree (gVisor's systrap stubs, which run the
             // workload's own code) took their CPU with them: the host's count is short.
             report.notes.push(format!(
-                "the host counted {seen:.2} CPU-s for the sandbox's processes, less than the {own:.2} CPU-s the workload's own kernel counted: some of them were not isobench's children, so the runtime's share of the CPU is not known"
+                "the host counted {seen:.2} CPU-s for the sandbox's processes, less than the {own:.2} CPU-s the workload's own kernel counted: some of its processes were not counted, so the runtime's share of the CPU is not known"
             ));
             host = None;
         }
         if let Some(host) = host {
             samples.push(Sample::new("sys.cpu_host", host, "s"));
+            if let Some(cpu) = tree_workload {
+                samples.push(Sample::new("sys.cpu_workload_host", cpu, "s"));
+            }
             if let Some(workload) = workload {
                 samples.push(Sample::new("sys.cpu_runtime", (host - workload).max(0.0), "s"));
             }
@@ -69,5 +126,99 @@ impl HostCounters {
             }
         }
         report.samples.extend(samples);
+    }
+}
+
+/// A cgroup for one sandbox, recorded before it is made.
+fn make_group(ledger: &Ledger) -> Result<Option<CpuGroup>> {
+    let name = format!("isobench-{}", ledger.new_process_token());
+    let Some(path) = CpuGroup::planned(&name) else { return Ok(None) };
+    ledger.record(Resource::Cgroup { path })?;
+    Ok(Some(CpuGroup::create(&name)?))
+}
+
+/// The server's CPU during the measured phase, and per operation of the load: its CPU over its
+/// whole life (start, ring, stop) would bury the load's.
+pub fn per_op(measured_cpu: f64, samples: &[Sample]) -> Vec<Sample> {
+    let mut out = vec![Sample::new("sys.cpu_measured", measured_cpu, "s")];
+    if let Some(ops) = samples.iter().find(|s| s.metric == "ops").map(|s| s.value).filter(|n| *n > 0.0) {
+        out.push(Sample::new("sys.cpu_per_op", measured_cpu / ops * 1e6, "us"));
+    }
+    out
+}
+
+/// How often the tree's processes are read: a process's CPU is only readable while it lives,
+/// so each one's last reading misses at most this much of its life (and nothing is read while
+/// the workload runs but a few small files).
+const TREE_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Reads the processes of a sandbox's cgroup on a thread of its own until `workload_cpu`.
+struct TreeSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<HashMap<i32, ProcessCpu>>>,
+}
+
+impl Drop for TreeSampler {
+    /// A run that failed before `finish` stops its sampler too.
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl TreeSampler {
+    fn start(group: CpuGroup) -> TreeSampler {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut last = HashMap::new();
+            loop {
+                let done = stopped.load(std::sync::atomic::Ordering::Relaxed);
+                last.extend(group.processes().into_iter().map(|p| (p.pid, p)));
+                if done {
+                    return last;
+                }
+                std::thread::sleep(TREE_EVERY);
+            }
+        });
+        TreeSampler { stop, thread: Some(thread) }
+    }
+
+    /// The CPU of the processes two or more levels below the first one started in the group:
+    /// below the runtime's command and the processes it started (gVisor's sentry and gofer).
+    fn workload_cpu(mut self) -> f64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let seen = self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default();
+        workload_below(&seen, 2)
+    }
+}
+
+/// The CPU of the processes `depth` or more levels below a process whose parent is not in
+/// `seen`.
+fn workload_below(seen: &HashMap<i32, ProcessCpu>, depth: usize) -> f64 {
+    let level = |mut pid: i32| {
+        let mut level = 0;
+        while let Some(parent) = seen.get(&pid).map(|p| p.parent).filter(|p| seen.contains_key(p)) {
+            (pid, level) = (parent, level + 1);
+            if level > seen.len() {
+                break;
+            }
+        }
+        level
+    };
+    seen.values().filter(|p| level(p.pid) >= depth).map(|p| p.cpu_s).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workload_is_what_the_runtimes_own_processes_forked() {
+        // runsc (1) started the gofer (2) and the sentry (3); the sentry forked stubs (4, 5),
+        // one through an intermediate (6).
+        let tree = [(1, 0, 0.1), (2, 1, 0.3), (3, 1, 2.5), (4, 3, 1.2), (6, 3, 0.0), (5, 6, 0.2)];
+        let seen = tree.iter().map(|&(pid, parent, cpu_s)| (pid, ProcessCpu { pid, parent, cpu_s })).collect();
+        assert!((workload_below(&seen, 2) - 1.4).abs() < 1e-9);
+        assert_eq!(workload_below(&HashMap::new(), 2), 0.0);
     }
 }

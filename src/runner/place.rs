@@ -62,7 +62,7 @@ impl Place<'_> {
         if gate.is_some() {
             timeout += crate::runner::density::START_TIMEOUT;
         }
-        let counters = self.collect.then(|| HostCounters::start(volume, gate.is_none(), env.reaps_sandbox()));
+        let counters = self.collect.then(|| HostCounters::start(volume, gate.is_none(), env.cpu_count(), self.ledger));
         let mut report = env.run_agent(Launch {
             request: &request,
             volume,
@@ -75,6 +75,7 @@ impl Place<'_> {
             network: network.as_ref(),
             gate,
             memory,
+            cpu_group: counters.as_ref().and_then(HostCounters::cpu_group),
         })?;
         if let Some(counters) = counters {
             counters.finish(&mut report);

@@ -116,11 +116,13 @@ pub fn run(
     // The loaders' logs and HDR files, on the host, with the run's other files.
     let loads = run_dir.join("load");
     std::fs::create_dir_all(&loads)?;
-    let counters = place.collect.then(|| HostCounters::start(volume, true, env.reaps_sandbox()));
+    let counters = place.collect.then(|| HostCounters::start(volume, true, env.cpu_count(), place.ledger));
     let agents_done = AtomicBool::new(false);
     let ring = (nodes > 1).then_some((&distribution, &layout));
+    let cpu_group = counters.as_ref().and_then(HostCounters::cpu_group);
+    let cpu_now = || counters.as_ref().and_then(HostCounters::cpu_now);
     let (reports, loaded) = std::thread::scope(|scope| {
-        let loader = scope.spawn(|| drive(&controls, &load, managed, ring, &loads, &agents_done));
+        let loader = scope.spawn(|| drive(&controls, &load, managed, ring, &loads, &agents_done, &cpu_now));
         let agents: Vec<_> = (0..nodes)
             .map(|k| {
                 let (request, forward, run_dir) = (&requests[k], &forwards[k], &run_dirs[k]);
@@ -137,6 +139,7 @@ pub fn run(
                         network: None,
                         gate: None,
                         memory: None,
+                        cpu_group,
                     })
                 })
             })
@@ -192,6 +195,9 @@ pub fn run(
                 ));
             }
             report.samples.extend(loaded.out.samples);
+            if let Some(cpu) = loaded.measured_cpu {
+                report.samples.extend(super::collect::per_op(cpu, &report.samples));
+            }
             report.series.extend(loaded.out.series);
             report.notes.extend(loaded.out.notes);
             report.raw.extend(loaded.out.raw);
@@ -244,6 +250,9 @@ fn combine(reports: Vec<Result<crate::store::AgentReport>>) -> Result<crate::sto
 /// What the host's side of a served cell learned.
 struct Loaded {
     ready: Vec<Ready>,
+    /// CPU seconds the nodes' processes used during the measured phase, where they are counted
+    /// while they run.
+    measured_cpu: Option<f64>,
     ring_after: Option<Duration>,
     out: workload::Output,
     killed: Option<(Kill, Duration)>,
@@ -260,6 +269,7 @@ fn drive(
     ring: Option<(&Distribution, &Layout)>,
     scratch: &std::path::Path,
     agents_done: &AtomicBool,
+    cpu_now: &(dyn Fn() -> Option<f64> + Sync),
 ) -> Result<Loaded> {
     let began = Instant::now();
     let mut connected = Vec::new();
@@ -297,6 +307,7 @@ fn drive(
     let mut out = workload::Output::default();
     let ctx = workload::RunContext { data_dir: scratch, raw: None, read_only: false, scratch_dir: scratch };
     let (cue, cued) = mpsc::channel();
+    let cpu_at_start = std::sync::Mutex::new(None);
     let (result, killed) = std::thread::scope(|scope| {
         let fault = managed.kill.as_ref().map(|kill| {
             let control = &connected[kill.node - 1];
@@ -304,18 +315,20 @@ fn drive(
         });
         let measured = cue.clone();
         let result = load.run_cued(&ctx, &mut out, &|| {
+            *cpu_at_start.lock().unwrap() = cpu_now();
             let _ = measured.send(Cue::Measured(Instant::now()));
         });
         let _ = cue.send(Cue::Done);
         (result, fault.and_then(|f| f.join().ok().flatten()))
     });
+    let measured_cpu = cpu_at_start.into_inner().unwrap().zip(cpu_now()).map(|(start, end)| end - start);
     if result.is_ok() && controls.len() == 1 {
         out.samples.extend(crate::server::stats::after_run(load));
     }
     for control in connected {
         control.stop();
     }
-    Ok(Loaded { ready, ring_after, out, killed, error: result.err().map(|e| format!("{e:#}")) })
+    Ok(Loaded { ready, measured_cpu, ring_after, out, killed, error: result.err().map(|e| format!("{e:#}")) })
 }
 
 enum Cue {
