@@ -133,6 +133,10 @@ pub struct AgentReport {
     pub unfit: bool,
 }
 
+/// The start of the metrics that give the CPU of one of a runtime's own processes, by its name
+/// (`sys.cpu_runtime_by.runsc-gofer`).
+pub const RUNTIME_BY: &str = "sys.cpu_runtime_by.";
+
 /// One measured number.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Sample {

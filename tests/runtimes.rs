@@ -427,6 +427,8 @@ fsync = 1
         assert!(runtime > 0.1 * host, "gVisor's sentry and gofer burn CPU of their own: {runtime} of {host} s");
         assert!(workload > 0.0 && (workload + runtime - host).abs() < 1e-6, "{workload} + {runtime} = {host}");
         assert_eq!(counted_by, "a cgroup of the sandbox's own, the workload told apart by the process tree");
+        let sentry = sample(&runsc, "sys.cpu_runtime_by.runsc-sandbox").unwrap_or_default();
+        assert!(sentry > 0.0, "the sentry's own CPU, by its process's name");
     } else {
         assert!(
             runsc["notes"].to_string().contains("the runtime's share of the CPU is not known"),

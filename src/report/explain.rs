@@ -4,6 +4,7 @@
 //! runtime's build. Only for cells whose headline difference is outside the noise.
 
 use crate::compare::{self, Analysis, CellResult, Verdict};
+use crate::store::RUNTIME_BY;
 use crate::units;
 
 pub struct Explanation {
@@ -32,6 +33,19 @@ fn outside_the_noise(cell: &CellResult) -> bool {
     first.and_then(|m| m.vs_baseline.as_ref()).is_some_and(|d| matches!(d.verdict, Verdict::Faster | Verdict::Slower))
 }
 
+/// The runtime's processes' shares of its CPU, largest first: ` (runsc-sandbox 81%, runsc-gofer 15%)`.
+fn by_process(cell: &CellResult) -> String {
+    let mut shares: Vec<(&str, f64)> =
+        cell.metrics.iter().filter_map(|m| Some((m.metric.strip_prefix(RUNTIME_BY)?, m.summary.median))).collect();
+    let total: f64 = shares.iter().map(|(_, cpu)| cpu).sum();
+    if total <= 0.0 {
+        return String::new();
+    }
+    shares.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let named: Vec<String> = shares.iter().map(|(name, cpu)| format!("{name} {:.0}%", cpu / total * 100.0)).collect();
+    format!(" ({})", named.join(", "))
+}
+
 fn median(cell: &CellResult, metric: &str) -> Option<f64> {
     cell.metric(metric).map(|m| m.summary.median)
 }
@@ -44,7 +58,10 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
             format!("{name} ({}{platform})", version.lines().next().unwrap_or_default())
         }
         (Some(name), None) => name.clone(),
-        _ => cell.setup.get("env.kind").cloned().unwrap_or_else(|| "the environment".into()),
+        _ => match (cell.setup.get("vm.qemu"), cell.setup.get("vm.accel")) {
+            (Some(qemu), Some(accel)) => format!("{qemu} ({accel})"),
+            _ => cell.setup.get("env.kind").cloned().unwrap_or_else(|| "the environment".into()),
+        },
     };
     if let (Some(own), Some(host)) = (median(cell, "sys.cpu_runtime"), median(cell, "sys.cpu_host")) {
         let against = median(base, "sys.cpu_runtime").unwrap_or(0.0);
@@ -54,8 +71,9 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
             .map(|n| format!(", {} per 100k operations", cpu(own / n * 1e5)))
             .unwrap_or_default();
         out.push(format!(
-            "{runtime}: its own processes used {} per run{per_ops}, {share:.0}% of the {} the host spent on the sandbox (the baseline's: {})",
+            "{runtime}: its own processes used {} per run{per_ops}{}, {share:.0}% of the {} the host spent on the sandbox (the baseline's: {})",
             cpu(own),
+            by_process(cell),
             cpu(host),
             cpu(against)
         ));
@@ -138,6 +156,9 @@ mod tests {
                 ];
                 if sandbox {
                     s.push(Sample::new("sys.device_write_ratio", 0.04, "x"));
+                    for (name, cpu) in [("runsc-sandbox", 2.5), ("runsc-gofer", 0.5), ("runsc", 0.1)] {
+                        s.push(Sample::new(format!("{RUNTIME_BY}{name}"), cpu, "s"));
+                    }
                 }
                 s
             }
@@ -162,7 +183,7 @@ mod tests {
         let lines = &explained[0].lines;
         assert_eq!(
             lines[0],
-            "runsc (runsc version release-20260901.0, platform systrap): its own processes used 3.10 CPU-s per run, 51.5 CPU-s per 100k operations, 61% of the 5.10 CPU-s the host spent on the sandbox (the baseline's: 0.050 CPU-s)"
+            "runsc (runsc version release-20260901.0, platform systrap): its own processes used 3.10 CPU-s per run, 51.5 CPU-s per 100k operations (runsc-sandbox 81%, runsc-gofer 16%, runsc 3%), 61% of the 5.10 CPU-s the host spent on the sandbox (the baseline's: 0.050 CPU-s)"
         );
         assert!(lines[1].starts_with("CPU per operation: 847 µs against 205 µs (×4.14)"), "{}", lines[1]);
         assert_eq!(

@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use crate::env::CpuCount;
 use crate::ledger::{Ledger, Resource};
-use crate::store::{AgentReport, Sample};
+use crate::store::{AgentReport, RUNTIME_BY, Sample};
 use std::collections::HashMap;
 
 use crate::sys::{CpuGroup, DiskCounters, ProcessCpu, Usage, device_name, device_under, remove_cgroup};
@@ -66,7 +66,10 @@ impl HostCounters {
     pub fn finish(self, report: &mut AgentReport) {
         let value = |metric: &str| report.samples.iter().find(|s| s.metric == metric).map(|s| s.value);
         // The sandbox's kernel's count, unless the process tree tells the workload apart.
-        let tree_workload = self.tree.map(TreeSampler::workload_cpu);
+        // No process below the runtime's own (gVisor on its KVM platform runs the workload in
+        // the sentry's threads): the tree cannot tell the workload apart.
+        let split = self.tree.map(TreeSampler::split).filter(|split| split.workload > 0.0);
+        let tree_workload = split.as_ref().map(|split| split.workload);
         let workload = tree_workload.or(value("sys.cpu_workload"));
         let mut samples = Vec::new();
         let mut host = match &self.group {
@@ -98,8 +101,11 @@ impl HostCounters {
         }
         if let Some(host) = host {
             samples.push(Sample::new("sys.cpu_host", host, "s"));
-            if let Some(cpu) = tree_workload {
-                samples.push(Sample::new("sys.cpu_workload_host", cpu, "s"));
+            if let Some(split) = &split {
+                samples.push(Sample::new("sys.cpu_workload_host", split.workload, "s"));
+                for (name, cpu) in &split.runtime {
+                    samples.push(Sample::new(format!("{RUNTIME_BY}{name}"), *cpu, "s"));
+                }
             }
             if let Some(workload) = workload {
                 samples.push(Sample::new("sys.cpu_runtime", (host - workload).max(0.0), "s"));
@@ -183,18 +189,27 @@ impl TreeSampler {
         TreeSampler { stop, thread: Some(thread) }
     }
 
-    /// The CPU of the processes two or more levels below the first one started in the group:
-    /// below the runtime's command and the processes it started (gVisor's sentry and gofer).
-    fn workload_cpu(mut self) -> f64 {
+    /// The workload's processes are two or more levels below the first one started in the
+    /// group: below the runtime's command and the processes it started (gVisor's sentry and
+    /// gofer).
+    fn split(mut self) -> TreeSplit {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let seen = self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default();
-        workload_below(&seen, 2)
+        split_at(&seen, 2)
     }
 }
 
+/// A sandbox's processes' CPU, as read last while they lived.
+#[derive(Debug, PartialEq)]
+struct TreeSplit {
+    workload: f64,
+    /// The runtime's processes, by name.
+    runtime: std::collections::BTreeMap<String, f64>,
+}
+
 /// The CPU of the processes `depth` or more levels below a process whose parent is not in
-/// `seen`.
-fn workload_below(seen: &HashMap<i32, ProcessCpu>, depth: usize) -> f64 {
+/// `seen`, and of the others by name.
+fn split_at(seen: &HashMap<i32, ProcessCpu>, depth: usize) -> TreeSplit {
     let level = |mut pid: i32| {
         let mut level = 0;
         while let Some(parent) = seen.get(&pid).map(|p| p.parent).filter(|p| seen.contains_key(p)) {
@@ -205,7 +220,15 @@ fn workload_below(seen: &HashMap<i32, ProcessCpu>, depth: usize) -> f64 {
         }
         level
     };
-    seen.values().filter(|p| level(p.pid) >= depth).map(|p| p.cpu_s).sum()
+    let mut split = TreeSplit { workload: 0.0, runtime: Default::default() };
+    for process in seen.values() {
+        if level(process.pid) >= depth {
+            split.workload += process.cpu_s;
+        } else {
+            *split.runtime.entry(process.name.clone()).or_default() += process.cpu_s;
+        }
+    }
+    split
 }
 
 #[cfg(test)]
@@ -216,9 +239,22 @@ mod tests {
     fn the_workload_is_what_the_runtimes_own_processes_forked() {
         // runsc (1) started the gofer (2) and the sentry (3); the sentry forked stubs (4, 5),
         // one through an intermediate (6).
-        let tree = [(1, 0, 0.1), (2, 1, 0.3), (3, 1, 2.5), (4, 3, 1.2), (6, 3, 0.0), (5, 6, 0.2)];
-        let seen = tree.iter().map(|&(pid, parent, cpu_s)| (pid, ProcessCpu { pid, parent, cpu_s })).collect();
-        assert!((workload_below(&seen, 2) - 1.4).abs() < 1e-9);
-        assert_eq!(workload_below(&HashMap::new(), 2), 0.0);
+        let tree = [
+            (1, 0, 0.1, "runsc"),
+            (2, 1, 0.5, "runsc-gofer"),
+            (3, 1, 2.5, "runsc-sandbox"),
+            (4, 3, 1.2, "runsc-sandbox"),
+            (6, 3, 0.0, "runsc-sandbox"),
+            (5, 6, 0.2, "runsc-sandbox"),
+        ];
+        let seen = tree
+            .iter()
+            .map(|&(pid, parent, cpu_s, name)| (pid, ProcessCpu { pid, parent, cpu_s, name: name.into() }))
+            .collect();
+        let split = split_at(&seen, 2);
+        assert!((split.workload - 1.4).abs() < 1e-9);
+        let runtime: Vec<(&str, f64)> = split.runtime.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+        assert_eq!(runtime, [("runsc", 0.1), ("runsc-gofer", 0.5), ("runsc-sandbox", 2.5)]);
+        assert_eq!(split_at(&HashMap::new(), 2).workload, 0.0);
     }
 }

@@ -95,11 +95,14 @@ impl CpuGroup {
 }
 
 /// A live process in a cgroup, with the CPU it used itself (its reaped children's not added).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ProcessCpu {
     pub pid: i32,
     pub parent: i32,
     pub cpu_s: f64,
+    /// The file name of its argv[0] (gVisor's `runsc-sandbox`, `runsc-gofer`), not its comm,
+    /// which runsc's processes all leave as `exe`.
+    pub name: String,
 }
 
 impl CpuGroup {
@@ -124,7 +127,10 @@ fn process_cpu(pid: i32, ticks: f64) -> Option<ProcessCpu> {
     let stat = read(Path::new(&format!("/proc/{pid}/stat")))?;
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let field = |n: usize| fields.get(n - 3)?.parse::<f64>().ok();
-    Some(ProcessCpu { pid, parent: field(4)? as i32, cpu_s: (field(14)? + field(15)?) / ticks })
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let argv0 = String::from_utf8_lossy(cmdline.split(|b| *b == 0).next().unwrap_or_default()).into_owned();
+    let name = argv0.rsplit('/').next().unwrap_or_default().to_string();
+    Some(ProcessCpu { pid, parent: field(4)? as i32, cpu_s: (field(14)? + field(15)?) / ticks, name })
 }
 
 fn read(path: &Path) -> Option<String> {
@@ -236,6 +242,7 @@ mod tests {
         let me = process_cpu(std::process::id() as i32, 100.0).unwrap();
         assert_eq!(me.parent, nix::unistd::getppid().as_raw());
         assert!(me.cpu_s >= 0.0);
+        assert!(!me.name.is_empty() && !me.name.contains('/'), "{}", me.name);
     }
 
     #[test]
