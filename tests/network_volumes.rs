@@ -214,6 +214,8 @@ fn every_route_reaches_nbd_and_mirror_volumes() {
         assert!(iops(&run) > 0.0, "{cell}");
         let access = run["setup"]["volume.access"].as_str().unwrap();
         assert!(access.starts_with(route), "{cell} took {access}, not {route}");
+        // Every write went through nbdkit (and qemu-storage-daemon): their CPU is the volume's.
+        assert!(sample(&run, "sys.cpu_volume") > 0.0, "{cell}: the volume's daemons' CPU");
     }
     let netns = run_record(&out, "host.nbd-netns.fio", 1);
     assert!(netns["setup"]["volume.node.0"].as_str().unwrap().contains("in namespace isobench-"));

@@ -94,6 +94,16 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
             times(per_op, base_per_op)
         ));
     }
+    if let Some(own) = median(cell, "sys.cpu_volume") {
+        let against = median(base, "sys.cpu_volume").unwrap_or(0.0);
+        if against <= 0.0 || own / against >= MOVED_BY || own / against <= 1.0 / MOVED_BY {
+            out.push(format!(
+                "the volume's daemons (nbdkit, qemu-storage-daemon) used {} per run (the baseline's: {})",
+                cpu(own),
+                cpu(against)
+            ));
+        }
+    }
     if let Some(ratio) = median(cell, "sys.device_write_ratio").filter(|r| *r < compare::ABSORBED_BELOW) {
         let device = cell.setup.get("sys.device").map(String::as_str).unwrap_or("the volume's device");
         out.push(format!(
@@ -153,6 +163,7 @@ mod tests {
                     Sample::new("sys.cpu_per_op", host_cpu / (rate * 10.0) * 1e6, "us"),
                     Sample::new("sys.context_switches", if sandbox { 5000.0 } else { 1000.0 }, "switches"),
                     Sample::new("sys.page_faults", 300.0, "faults"),
+                    Sample::new("sys.cpu_volume", if sandbox { 1.5 } else { 0.5 }, "s"),
                 ];
                 if sandbox {
                     s.push(Sample::new("sys.device_write_ratio", 0.04, "x"));
@@ -188,10 +199,14 @@ mod tests {
         assert!(lines[1].starts_with("CPU per operation: 847 µs against 205 µs (×4.14)"), "{}", lines[1]);
         assert_eq!(
             lines[2],
+            "the volume's daemons (nbdkit, qemu-storage-daemon) used 1.50 CPU-s per run (the baseline's: 0.500 CPU-s)"
+        );
+        assert_eq!(
+            lines[3],
             "loop3 (7:3) saw 4% of the bytes the workload wrote: gVisor's own page cache absorbed them"
         );
-        assert_eq!(lines[3], "context switches: ×5.00 the baseline's");
-        assert_eq!(lines.len(), 4, "page faults did not move: {lines:?}");
+        assert_eq!(lines[4], "context switches: ×5.00 the baseline's");
+        assert_eq!(lines.len(), 5, "page faults did not move: {lines:?}");
 
         // gVisor's systrap stubs leave the tree: the host's count is dropped, and the why says so.
         let uncounted = |env: &str, rep: u32| -> Vec<Sample> {

@@ -10,8 +10,13 @@ use crate::ledger::{Ledger, Resource};
 use crate::store::{AgentReport, RUNTIME_BY, Sample};
 use std::collections::HashMap;
 
-use crate::sys::{CpuGroup, DiskCounters, ProcessCpu, Usage, device_name, device_under, remove_cgroup};
+use crate::sys::{
+    CpuGroup, DiskCounters, ProcessCpu, Usage, device_name, device_under, named_processes_cpu, remove_cgroup,
+};
 use crate::volume::Provisioned;
+
+/// The processes that serve a network volume (`volume::nbd_export`), by argv[0]'s file name.
+const VOLUME_DAEMONS: &[&str] = &["nbdkit", "qemu-storage-daemon"];
 
 /// Below this share of the workload's own CPU, the host's count missed some of the sandbox's
 /// processes (the two kernels' clocks differ by a little, not by this much).
@@ -27,6 +32,8 @@ pub struct HostCounters {
     /// (sandboxes started together) or the sandbox's processes are not isobench's children.
     usage: Option<Usage>,
     device: Option<((u32, u32), DiskCounters)>,
+    /// The run's volume daemons' CPU so far, with the token that marks them.
+    volume_daemons: Option<(String, f64)>,
     /// Why the CPU is not counted, for the run's notes.
     not_counted: Option<String>,
 }
@@ -36,7 +43,12 @@ impl HostCounters {
     /// processes can be counted.
     pub fn start(volume: &Provisioned, alone: bool, count: CpuCount, ledger: &Ledger) -> HostCounters {
         let device = device_under(&volume.path).and_then(|d| Some((d, DiskCounters::read(d)?)));
-        let mut counters = HostCounters { group: None, tree: None, usage: None, device, not_counted: None };
+        // Alone only: a daemon serves one volume, but other sandboxes' volumes would mix in.
+        let token = ledger.token().to_string();
+        let volume_daemons =
+            alone.then(|| named_processes_cpu(&token, VOLUME_DAEMONS).map(|cpu| (token, cpu))).flatten();
+        let mut counters =
+            HostCounters { group: None, tree: None, usage: None, device, volume_daemons, not_counted: None };
         match count {
             CpuCount::Group | CpuCount::GroupSplitByTree => match make_group(ledger) {
                 Ok(group) => {
@@ -117,6 +129,11 @@ impl HostCounters {
             && let Some(cpu) = host
         {
             samples.push(Sample::new("sys.cpu_per_op", cpu / ops * 1e6, "us"));
+        }
+        if let Some((token, before)) = &self.volume_daemons
+            && let Some(now) = named_processes_cpu(token, VOLUME_DAEMONS)
+        {
+            samples.push(Sample::new("sys.cpu_volume", now - before, "s"));
         }
         if let Some((device, before)) = self.device
             && let Some(after) = DiskCounters::read(device)

@@ -10,6 +10,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
+use super::{ProcessCpu, clock_ticks, process_cpu};
+
 /// One cgroup isobench made for a sandbox, under this process's own.
 #[derive(Clone, Debug)]
 pub struct CpuGroup {
@@ -94,21 +96,10 @@ impl CpuGroup {
     }
 }
 
-/// A live process in a cgroup, with the CPU it used itself (its reaped children's not added).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProcessCpu {
-    pub pid: i32,
-    pub parent: i32,
-    pub cpu_s: f64,
-    /// The file name of its argv[0] (gVisor's `runsc-sandbox`, `runsc-gofer`), not its comm,
-    /// which runsc's processes all leave as `exe`.
-    pub name: String,
-}
-
 impl CpuGroup {
     /// The processes in it and in the cgroups below it, now.
     pub fn processes(&self) -> Vec<ProcessCpu> {
-        let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as f64;
+        let ticks = clock_ticks();
         let mut dirs = vec![self.dir.clone()];
         let mut out = Vec::new();
         while let Some(dir) = dirs.pop() {
@@ -119,18 +110,6 @@ impl CpuGroup {
         }
         out
     }
-}
-
-/// From /proc/PID/stat: the fields after the command's closing parenthesis are the state (3),
-/// the parent (4), …, user and system time in clock ticks (14, 15).
-fn process_cpu(pid: i32, ticks: f64) -> Option<ProcessCpu> {
-    let stat = read(Path::new(&format!("/proc/{pid}/stat")))?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3)?.parse::<f64>().ok();
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let argv0 = String::from_utf8_lossy(cmdline.split(|b| *b == 0).next().unwrap_or_default()).into_owned();
-    let name = argv0.rsplit('/').next().unwrap_or_default().to_string();
-    Some(ProcessCpu { pid, parent: field(4)? as i32, cpu_s: (field(14)? + field(15)?) / ticks, name })
 }
 
 fn read(path: &Path) -> Option<String> {
@@ -235,14 +214,6 @@ mod tests {
         let joined = HYBRID.replace("rw,cpuacct", "rw,cpu,cpuacct");
         let own = "1:cpu,cpuacct:/\n";
         assert_eq!(hierarchy(&joined, own), Some((cpuacct, PathBuf::from("/"))));
-    }
-
-    #[test]
-    fn this_process_is_read_from_proc() {
-        let me = process_cpu(std::process::id() as i32, 100.0).unwrap();
-        assert_eq!(me.parent, nix::unistd::getppid().as_raw());
-        assert!(me.cpu_s >= 0.0);
-        assert!(!me.name.is_empty() && !me.name.contains('/'), "{}", me.name);
     }
 
     #[test]

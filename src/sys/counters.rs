@@ -61,6 +61,54 @@ impl Usage {
     }
 }
 
+/// A live process, with the CPU it used itself (its reaped children's not added).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessCpu {
+    pub pid: i32,
+    pub parent: i32,
+    pub cpu_s: f64,
+    /// The file name of its argv[0] (gVisor's `runsc-sandbox`, `runsc-gofer`), not its comm,
+    /// which runsc's processes all leave as `exe`.
+    pub name: String,
+}
+
+/// From /proc/PID/stat: the fields after the command's closing parenthesis are the state (3),
+/// the parent (4), …, user and system time in clock ticks (14, 15).
+pub fn process_cpu(pid: i32, ticks: f64) -> Option<ProcessCpu> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3)?.parse::<f64>().ok();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let argv0 = String::from_utf8_lossy(cmdline.split(|b| *b == 0).next().unwrap_or_default()).into_owned();
+    let name = argv0.rsplit('/').next().unwrap_or_default().to_string();
+    Some(ProcessCpu { pid, parent: field(4)? as i32, cpu_s: (field(14)? + field(15)?) / ticks, name })
+}
+
+/// The kernel's clock ticks per second, the unit of /proc/PID/stat's times.
+pub fn clock_ticks() -> f64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as f64
+}
+
+/// CPU seconds used so far by the live processes named `names` (argv[0]'s file name) marked
+/// with a token starting `token_prefix`: a run's volume daemons (nbdkit, qemu-storage-daemon),
+/// their threads included.
+pub fn named_processes_cpu(token_prefix: &str, names: &[&str]) -> Option<f64> {
+    let ticks = clock_ticks();
+    let mark = format!("{}={token_prefix}", super::TOKEN_VAR);
+    let found: Vec<f64> = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv.starts_with(mark.as_bytes())))
+        })
+        .filter_map(|pid| process_cpu(pid, ticks))
+        .filter(|p| names.contains(&p.name.as_str()))
+        .map(|p| p.cpu_s)
+        .collect();
+    (!found.is_empty()).then(|| found.iter().sum())
+}
+
 /// A block device's cumulative I/O, as /proc/diskstats has it.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct DiskCounters {
@@ -128,6 +176,14 @@ pub fn device_name((major, minor): (u32, u32)) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn this_process_is_read_from_proc() {
+        let me = process_cpu(std::process::id() as i32, 100.0).unwrap();
+        assert_eq!(me.parent, nix::unistd::getppid().as_raw());
+        assert!(me.cpu_s >= 0.0);
+        assert!(!me.name.is_empty() && !me.name.contains('/'), "{}", me.name);
+    }
 
     #[test]
     fn a_devices_line_is_read_in_bytes_and_busy_time() {
