@@ -3,13 +3,13 @@
 //! against the CPU the workload's own kernel counted inside (`sys.cpu_workload`, from the
 //! agent); and the I/O of the device under the volume, set against what the workload did.
 
+use std::collections::HashMap;
+
 use anyhow::Result;
 
 use crate::env::CpuCount;
 use crate::ledger::{Ledger, Resource};
 use crate::store::{AgentReport, RUNTIME_BY, Sample};
-use std::collections::HashMap;
-
 use crate::sys::{
     CpuGroup, DiskCounters, ProcessCpu, Usage, device_name, device_under, named_processes_cpu, remove_cgroup,
 };
@@ -77,9 +77,9 @@ impl HostCounters {
 
     pub fn finish(self, report: &mut AgentReport) {
         let value = |metric: &str| report.samples.iter().find(|s| s.metric == metric).map(|s| s.value);
-        // The sandbox's kernel's count, unless the process tree tells the workload apart.
-        // No process below the runtime's own (gVisor on its KVM platform runs the workload in
-        // the sentry's threads): the tree cannot tell the workload apart.
+        // The sandbox's kernel's count, unless the process tree tells the workload apart: it
+        // cannot when no process is below the runtime's own (gVisor's KVM platform runs the
+        // workload in the sentry's threads).
         let split = self.tree.map(TreeSampler::split).filter(|split| split.workload > 0.0);
         let tree_workload = split.as_ref().map(|split| split.workload);
         let workload = tree_workload.or(value("sys.cpu_workload"));
@@ -175,7 +175,7 @@ pub fn per_op(measured_cpu: f64, samples: &[Sample]) -> Vec<Sample> {
 /// the workload runs but a few small files).
 const TREE_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Reads the processes of a sandbox's cgroup on a thread of its own until `workload_cpu`.
+/// Reads the processes of a sandbox's cgroup on a thread of its own until `split`.
 struct TreeSampler {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<HashMap<i32, ProcessCpu>>>,

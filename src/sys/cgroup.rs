@@ -94,9 +94,7 @@ impl CpuGroup {
             }
         }
     }
-}
 
-impl CpuGroup {
     /// The processes in it and in the cgroups below it, now.
     pub fn processes(&self) -> Vec<ProcessCpu> {
         let ticks = clock_ticks();
