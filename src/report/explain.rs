@@ -23,7 +23,9 @@ pub fn explain(analysis: &Analysis) -> Vec<Explanation> {
         .filter_map(|cell| {
             let base = &analysis.cells[cell.baseline?];
             let lines = lines(cell, base);
-            (!lines.is_empty()).then(|| Explanation { cell: cell.name(), lines })
+            // Named with its workload: one sandbox runs several workloads' cells.
+            let name = format!("{} {}", cell.name(), cell.record.labels.workload);
+            (!lines.is_empty()).then_some(Explanation { cell: name, lines })
         })
         .collect()
 }

@@ -225,7 +225,6 @@ impl Scratch {
         let left: Vec<_> =
             std::fs::read_dir(&run).map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect()).unwrap_or_default();
         assert!(left.is_empty(), "run directories left: {left:?}");
-        assert_eq!(cgroups_left(), Vec::<String>::new(), "cgroups left behind");
         // The runtimes' shared roots also hold the containers of tests running at the same time
         // (podman's): theirs go when their runs end, a leftover stays.
         for (program, root) in [("runc", "/run/runc"), ("runsc", "/var/run/runsc")] {
@@ -324,20 +323,4 @@ pub fn samples(dir: &Path) -> Vec<Vec<String>> {
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("cell,env,volume,workload,params,rep,metric,value,unit"));
     lines.map(|l| l.split(',').map(str::to_string).collect()).collect()
-}
-
-/// cgroups isobench made (`isobench-PID-…`, at a hierarchy's root, where a test's isobench
-/// makes them) whose isobench is gone.
-pub fn cgroups_left() -> Vec<String> {
-    let mut left = Vec::new();
-    for hierarchy in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
-        for entry in std::fs::read_dir(hierarchy.path()).into_iter().flatten().flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(pid) = name.strip_prefix("isobench-").and_then(|r| r.split('-').next()) else { continue };
-            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                left.push(entry.path().display().to_string());
-            }
-        }
-    }
-    left
 }
