@@ -98,7 +98,7 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
     }
     if let Some(own) = median(cell, "sys.cpu_volume") {
         let against = median(base, "sys.cpu_volume").unwrap_or(0.0);
-        if against <= 0.0 || own / against >= MOVED_BY || own / against <= 1.0 / MOVED_BY {
+        if against <= 0.0 || moved(own, against) {
             out.push(format!(
                 "the volume's daemons (nbdkit, qemu-storage-daemon) used {} per run (the baseline's: {})",
                 cpu(own),
@@ -124,12 +124,17 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
         if let (Some(v), Some(b)) = (median(cell, metric), median(base, metric))
             && b > 0.0
             && v > 0.0
-            && (v / b >= MOVED_BY || v / b <= 1.0 / MOVED_BY)
+            && moved(v, b)
         {
             out.push(format!("{what}: {} the baseline's", times(v, b)));
         }
     }
     out
+}
+
+/// Whether `value` is at least `MOVED_BY` times `base`, or at most its `MOVED_BY`th.
+fn moved(value: f64, base: f64) -> bool {
+    value / base >= MOVED_BY || value / base <= 1.0 / MOVED_BY
 }
 
 fn cpu(seconds: f64) -> String {

@@ -161,9 +161,10 @@ impl HostCounters {
 /// A cgroup for one sandbox, recorded before it is made.
 fn make_group(ledger: &Ledger) -> Result<Option<CpuGroup>> {
     let name = format!("isobench-{}", ledger.new_process_token());
-    let Some(path) = CpuGroup::planned(&name) else { return Ok(None) };
-    ledger.record(Resource::Cgroup { path })?;
-    Ok(Some(CpuGroup::create(&name)?))
+    let Some(group) = CpuGroup::locate(&name) else { return Ok(None) };
+    ledger.record(Resource::Cgroup { path: group.relative().to_path_buf() })?;
+    group.create()?;
+    Ok(Some(group))
 }
 
 /// The server's CPU during the measured phase, and per operation of the load: its CPU over its

@@ -28,19 +28,17 @@ enum Version {
 }
 
 impl CpuGroup {
-    /// Where `name` would be made, from the hierarchy's root (for the ledger, before `create`);
-    /// None where no hierarchy counts CPU.
-    pub fn planned(name: &str) -> Option<PathBuf> {
-        Some(own_cgroup()?.1.join(name))
-    }
-
-    /// Makes `name` under this process's cgroup.
-    pub fn create(name: &str) -> Result<CpuGroup> {
-        let ((mount, version), own) = own_cgroup().context("no cgroup hierarchy counts CPU here")?;
+    /// Where `name` goes, under this process's cgroup (made by `create`, once the ledger has
+    /// it); None where no hierarchy counts CPU.
+    pub fn locate(name: &str) -> Option<CpuGroup> {
+        let ((mount, version), own) = own_cgroup()?;
         let relative = own.join(name);
         let dir = mount.join(relative.strip_prefix("/").unwrap_or(&relative));
-        std::fs::create_dir(&dir).with_context(|| format!("making the cgroup {}", dir.display()))?;
-        Ok(CpuGroup { dir, relative, version })
+        Some(CpuGroup { dir, relative, version })
+    }
+
+    pub fn create(&self) -> Result<()> {
+        std::fs::create_dir(&self.dir).with_context(|| format!("making the cgroup {}", self.dir.display()))
     }
 
     /// Whether runtimes can be told to make their container's cgroup below this one: v1,

@@ -95,13 +95,8 @@ pub fn clock_ticks() -> f64 {
 pub fn named_processes_cpu(token_prefix: &str, names: &[&str]) -> Option<f64> {
     let ticks = clock_ticks();
     let mark = format!("{}={token_prefix}", super::TOKEN_VAR);
-    let found: Vec<f64> = std::fs::read_dir("/proc")
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv.starts_with(mark.as_bytes())))
-        })
+    let found: Vec<f64> = super::pids_whose_env(|kv| kv.starts_with(mark.as_bytes()))
+        .into_iter()
         .filter_map(|pid| process_cpu(pid, ticks))
         .filter(|p| names.contains(&p.name.as_str()))
         .map(|p| p.cpu_s)

@@ -318,6 +318,11 @@ pub fn kill_by_token(token: &str) -> usize {
 
 /// Pids (other than our own) whose environment holds exactly `entry` ("NAME=value").
 pub fn pids_with_env(entry: &str) -> Vec<i32> {
+    pids_whose_env(|kv| kv == entry.as_bytes())
+}
+
+/// Pids (other than our own) whose environment has an entry ("NAME=value") that `matches`.
+pub fn pids_whose_env(matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
     let me = std::process::id() as i32;
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -325,8 +330,7 @@ pub fn pids_with_env(entry: &str) -> Vec<i32> {
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| *pid != me)
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == entry.as_bytes()))
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| env.split(|b| *b == 0).any(&matches))
         })
         .collect()
 }
