@@ -470,7 +470,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         eprintln!("isobench: {} of the runs failed:", failed.len());
         for run in &failed {
             let why = run.error.as_deref().unwrap_or("(no reason recorded)");
-            eprintln!("  {} #{}: {}", run.cell, run.rep, crate::secrets::scrub(why.lines().next().unwrap_or(why)));
+            eprintln!("  {} #{}: {}", run.cell, run.rep, crate::secrets::scrub(&crate::store::error_headline(why)));
         }
         return Ok(ExitCode::from(RUN_FAILED));
     }

@@ -537,6 +537,23 @@ impl ResultSet {
     }
 }
 
+/// A run's error on one line, for tables and summaries: its first line and, while a line ends
+/// with ':' (it introduces what follows: a pod's or a tool's own last words), the next one, so
+/// that the line says what went wrong and not only where.
+pub fn error_headline(error: &str) -> String {
+    let mut out = String::new();
+    for line in error.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(line);
+        if !line.ends_with(':') {
+            break;
+        }
+    }
+    out
+}
+
 /// A number as CSV wants it: no exponent for ordinary magnitudes, no trailing noise.
 pub fn format_value(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 { format!("{v:.0}") } else { format!("{v}") }
@@ -580,6 +597,17 @@ mod tests {
     use super::*;
     use crate::stats::Rng;
     use std::time::Duration;
+
+    #[test]
+    fn an_error_headline_reads_past_lines_that_introduce_what_follows() {
+        let error = "the database did not start: pod p-1 exited with 1 (Error):\nisobench: error: Cassandra exited before it accepted CQL clients. Its errors:\nThe seed provider lists no seeds.\nThe end of its log:\n...";
+        assert_eq!(
+            error_headline(error),
+            "the database did not start: pod p-1 exited with 1 (Error): isobench: error: Cassandra exited before it accepted CQL clients. Its errors: The seed provider lists no seeds."
+        );
+        assert_eq!(error_headline("fio failed\nmore"), "fio failed");
+        assert_eq!(error_headline(""), "");
+    }
 
     #[test]
     fn utc_dates_are_civil_dates() {

@@ -638,7 +638,7 @@ fn raw_links(report: &Report) -> String {
         }
         let status = match run.status {
             crate::store::Status::Ok => "ok".to_string(),
-            _ => format!("{:?}: {}", run.status, run.error.as_deref().unwrap_or("").lines().next().unwrap_or(""))
+            _ => format!("{:?}: {}", run.status, crate::store::error_headline(run.error.as_deref().unwrap_or("")))
                 .to_lowercase(),
         };
         let _ = write!(

@@ -221,7 +221,7 @@ pub fn status_text(cell: &CellResult) -> Option<String> {
         return Some(format!("skipped: {why}"));
     }
     match cell.errors.first() {
-        Some(e) => Some(format!("failed: {}", e.lines().next().unwrap_or(e))),
+        Some(e) => Some(format!("failed: {}", crate::store::error_headline(e))),
         None => Some("not run".into()),
     }
 }
@@ -377,7 +377,7 @@ pub fn density_table(report: &Report) -> Option<(Table, Vec<String>)> {
             });
             for run in &runs {
                 for s in run.sandboxes.iter().filter(|s| s.status != crate::store::Status::Ok) {
-                    let why = s.error.as_deref().and_then(|e| e.lines().next()).unwrap_or("");
+                    let why = crate::store::error_headline(s.error.as_deref().unwrap_or(""));
                     failures.push(format!("{} #{}: sandbox {}: {why}", c.record.cell, run.rep, s.index));
                 }
             }

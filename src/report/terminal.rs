@@ -33,7 +33,7 @@ pub fn render(report: &Report) -> String {
                     "  {}: {} run(s) failed: {}\n",
                     c.name(),
                     c.runs_failed,
-                    c.errors[0].lines().next().unwrap_or("")
+                    crate::store::error_headline(&c.errors[0])
                 ));
             }
             for note in &c.notes {

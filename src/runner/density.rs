@@ -234,8 +234,8 @@ fn report(
         }
     }
     for rec in records.iter().filter(|r| r.status == Status::Failed) {
-        let first_line = rec.error.as_deref().and_then(|e| e.lines().next()).unwrap_or("");
-        report.notes.push(format!("sandbox {} of {n} failed: {first_line}", rec.index));
+        let why = crate::store::error_headline(rec.error.as_deref().unwrap_or(""));
+        report.notes.push(format!("sandbox {} of {n} failed: {why}", rec.index));
     }
     if ok.is_empty() {
         let first = records.iter().find_map(|r| r.error.clone()).unwrap_or_default();

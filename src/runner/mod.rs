@@ -409,7 +409,7 @@ fn progress_line(i: u64, total: u64, r: &RunRecord, headline: &[String]) -> Stri
                 .collect();
             format!("{head}  {}  ({:.1} s)", shown.join("  "), r.seconds)
         }
-        Status::Failed => format!("{head}  FAILED: {}", r.error.as_deref().unwrap_or("").lines().next().unwrap_or("")),
+        Status::Failed => format!("{head}  FAILED: {}", crate::store::error_headline(r.error.as_deref().unwrap_or(""))),
         Status::Skipped => format!("{head}  skipped: {}", r.error.as_deref().unwrap_or("")),
     }
 }

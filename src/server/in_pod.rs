@@ -134,15 +134,18 @@ pub fn run(spec: &DbPod) -> Result<()> {
     let ip = pod_ip()?;
     let dist = spec.distribution()?;
     // The first pod seeds itself (its own name may not resolve yet); the others wait until the
-    // seed's name does, as Cassandra refuses to start with no seed it can resolve.
-    let seed = if pod_name() == spec.seed_pod {
-        ip.clone()
-    } else {
-        wait_resolvable(&spec.seed, spec.start_timeout)?;
-        spec.seed.clone()
-    };
+    // seed's name resolves and give Cassandra its address, not the name: Cassandra resolves a
+    // seed once, at start, and gives up with "no seeds" if the cluster's DNS misses that one
+    // answer (seen here: a lookup that timed out after 20 s while a ring of three started, just
+    // after the same name had resolved in this pod).
+    let seed = if pod_name() == spec.seed_pod { ip.clone() } else { resolve(&spec.seed, spec.start_timeout)? };
     let config = spec.config(&ip, vec![format!("{seed}:{STORAGE_PORT}")]);
-    println!("isobench: starting Cassandra {} on {ip} (seed {seed}), data in {}", spec.version, config.data.display());
+    println!(
+        "isobench: starting Cassandra {} on {ip} (seed {} at {seed}), data in {}",
+        spec.version,
+        if seed == ip { "itself" } else { &spec.seed },
+        config.data.display()
+    );
     // The image carries its archive (scripts/k8s-image.sh makes it); one made here would go
     // with the container.
     let how = Start { token: None, detached: false, timeout: spec.start_timeout, make_archive: false };
@@ -169,12 +172,13 @@ pub fn run(spec: &DbPod) -> Result<()> {
     Ok(())
 }
 
-fn wait_resolvable(name: &str, timeout: Duration) -> Result<()> {
+/// The address `name` resolves to, waiting for the cluster's DNS to have it.
+fn resolve(name: &str, timeout: Duration) -> Result<String> {
     use std::net::ToSocketAddrs;
     let began = Instant::now();
     loop {
-        if (name, STORAGE_PORT).to_socket_addrs().is_ok_and(|mut a| a.next().is_some()) {
-            return Ok(());
+        if let Some(address) = (name, STORAGE_PORT).to_socket_addrs().ok().and_then(|mut a| a.next()) {
+            return Ok(address.ip().to_string());
         }
         if began.elapsed() > timeout {
             bail!(
