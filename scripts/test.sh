@@ -4,7 +4,8 @@
 # "passed"), the skipped tests and parts grouped by the capability they lacked. With CI=true (CI
 # sets it), a skip of a capability tests/capabilities.txt marks required on this machine kind
 # fails the run, naming the tests. cargo's own lines, its closing ones included, pass through
-# untouched.
+# untouched. Arguments select the tests as cargo test's do (`scripts/test.sh --test server`): the
+# same checks and summary over fewer tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -18,7 +19,7 @@ status=0
 python3 scripts/layers.py || status=1
 cargo build --profile ci || exit 1
 target/ci/isobench server fetch cassandra || exit 1
-cargo test --profile ci --no-fail-fast -- --test-threads=2 2>&1 | tee "$work/cargo.log"
+cargo test --profile ci --no-fail-fast "$@" -- --test-threads=2 2>&1 | tee "$work/cargo.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 scripts/fuzz.sh --quick 10 || status=1
 
