@@ -143,8 +143,16 @@ impl Db<'_> {
                         Err(e) => format!("{}: {e:#}", self.pod(k)),
                     })
                     .collect();
+                // A node missing from every view, its own included, has left the token map (two
+                // nodes claiming one token): what gossip says of each is the evidence.
+                let mut gossip = String::new();
+                for k in 0..self.pods.len() {
+                    if let Ok(text) = self.call(client, k, &["nodetool", "gossipinfo"]).await {
+                        gossip.push_str(&format!("\n{} gossip:{}", self.pod(k), gossip_states(&text)));
+                    }
+                }
                 bail!(
-                    "the {} pods did not all see one another Up and Normal within {} s: {}",
+                    "the {} pods did not all see one another Up and Normal within {} s: {}{gossip}",
                     self.pods.len(),
                     timeout.as_secs(),
                     seen.join("; ")
@@ -153,6 +161,19 @@ impl Db<'_> {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
+}
+
+/// Each endpoint of `nodetool gossipinfo` with its generation, status and host id, one line each.
+fn gossip_states(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('/') {
+            out.push_str(&format!("\n  {line}"));
+        } else if ["generation:", "STATUS_WITH_PORT:", "HOST_ID:"].iter().any(|key| line.starts_with(key)) {
+            out.push_str(&format!(" {line}"));
+        }
+    }
+    out
 }
 
 /// Runs one repetition of a served CQL cell in a k8s environment.
@@ -651,6 +672,15 @@ mod tests {
 
     const TABLESTATS: &str = "Total number of tables: 1\n----------------\nKeyspace : keyspace1\n\tRead Count: 0\n\tWrite Count: 4000\n\t\tTable: standard1\n\t\tSSTable count: 2\n\t\tOld SSTable count: 0\n\t\tSpace used (live): 1048576\n\t\tSpace used (total): 1048576\n\t\tLocal write count: 4000\n\t\tLocal write latency: 0.021 ms\n";
     const HISTOGRAMS: &str = "keyspace1/standard1 histograms\nPercentile      Read Latency     Write Latency          SSTables    Partition Size        Cell Count\n                    (micros)          (micros)                             (bytes)                  \n50%                     0.00             17.08              0.00               258                 5\n75%                     0.00             24.60              0.00               258                 5\n99%                     0.00             88.15              0.00               258                 5\nMin                     0.00              2.30              0.00               216                 5\nMax                     0.00           6866.96              0.00               258                 5\n";
+
+    #[test]
+    fn gossip_states_keep_each_endpoint_with_its_generation_status_and_host_id() {
+        let text = "/10.244.77.50:7000\n  generation:1764122700\n  heartbeat:310\n  STATUS:18:NORMAL,-9\n  LOAD:300:1.0E5\n  STATUS_WITH_PORT:19:NORMAL,-9\n  HOST_ID:12:7a3f\n/10.244.77.52:7000\n  generation:1764122750\n  STATUS_WITH_PORT:21:BOOT,5\n";
+        assert_eq!(
+            gossip_states(text),
+            "\n  /10.244.77.50:7000 generation:1764122700 STATUS_WITH_PORT:19:NORMAL,-9 HOST_ID:12:7a3f\n  /10.244.77.52:7000 generation:1764122750 STATUS_WITH_PORT:21:BOOT,5"
+        );
+    }
 
     #[test]
     fn nodetool_figures_are_read_and_a_cluster_sums_sizes_and_keeps_the_worst_latency() {
