@@ -354,7 +354,12 @@ while True:
   stop apiserver
   stop etcd
   stop coredns
-  grep -o " $dir/[^ ]*" /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  { grep -o " $dir/[^ ]*" /proc/self/mountinfo || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  # gVisor's shim mounts a placeholder network namespace under /run/containerd, outside DIR: it
+  # is this cluster's to remove once no other containerd runs.
+  if ! pgrep -x containerd >/dev/null; then
+    { grep -o " /run/containerd/runsc/[^ ]*/null-netns" /proc/self/mountinfo || true; } | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  fi
   # The loop devices of isobench-loop (they detach once their lazily unmounted filesystems let go).
   for image in "$dir"/loop/*.img "$dir"/block/*.img; do
     [ -e "$image" ] || continue
