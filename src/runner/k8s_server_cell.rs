@@ -143,8 +143,8 @@ impl Db<'_> {
                         Err(e) => format!("{}: {e:#}", self.pod(k)),
                     })
                     .collect();
-                // A node missing from every view, its own included, has left the token map (two
-                // nodes claiming one token): what gossip says of each is the evidence.
+                // A node missing from every view, its own included, is out of the token map (as
+                // when two nodes claim one token): what gossip says of each endpoint tells why.
                 let mut gossip = String::new();
                 for k in 0..self.pods.len() {
                     if let Ok(text) = self.call(client, k, &["nodetool", "gossipinfo"]).await {
