@@ -311,6 +311,12 @@ pause_image() {
   echo "$out"
 }
 
+# unmount_matching PATTERN: every mount point that grep's PATTERN finds in mountinfo, innermost
+# first (none found is not an error).
+unmount_matching() {
+  { grep -o "$1" /proc/self/mountinfo || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+}
+
 down() {
   if [ -f "$dir/apiserver.pid" ] && api GET /readyz >/dev/null 2>&1; then
     # Pods first, through the API, so the kubelet tears their sandboxes down itself.
@@ -354,12 +360,10 @@ while True:
   stop apiserver
   stop etcd
   stop coredns
-  { grep -o " $dir/[^ ]*" /proc/self/mountinfo || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  unmount_matching " $dir/[^ ]*"
   # gVisor's shim mounts a placeholder network namespace under /run/containerd, outside DIR: it
   # is this cluster's to remove once no other containerd runs.
-  if ! pgrep -x containerd >/dev/null; then
-    { grep -o " /run/containerd/runsc/[^ ]*/null-netns" /proc/self/mountinfo || true; } | while read -r m; do umount -l "$m" 2>/dev/null || true; done
-  fi
+  pgrep -x containerd >/dev/null || unmount_matching " /run/containerd/runsc/[^ ]*/null-netns"
   # The loop devices of isobench-loop (they detach once their lazily unmounted filesystems let go).
   for image in "$dir"/loop/*.img "$dir"/block/*.img; do
     [ -e "$image" ] || continue

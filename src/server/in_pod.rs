@@ -138,12 +138,15 @@ pub fn run(spec: &DbPod) -> Result<()> {
     // seed once, at start, and gives up with "no seeds" if the cluster's DNS misses that one
     // answer (seen here: a lookup that timed out after 20 s while a ring of three started, just
     // after the same name had resolved in this pod).
-    let seed = if pod_name() == spec.seed_pod { ip.clone() } else { resolve(&spec.seed, spec.start_timeout)? };
+    let (seed_name, seed) = if pod_name() == spec.seed_pod {
+        ("itself", ip.clone())
+    } else {
+        (spec.seed.as_str(), resolve(&spec.seed, spec.start_timeout)?)
+    };
     let config = spec.config(&ip, vec![format!("{seed}:{STORAGE_PORT}")]);
     println!(
-        "isobench: starting Cassandra {} on {ip} (seed {} at {seed}), data in {}",
+        "isobench: starting Cassandra {} on {ip} (seed {seed_name} at {seed}), data in {}",
         spec.version,
-        if seed == ip { "itself" } else { &spec.seed },
         config.data.display()
     );
     // The image carries its archive (scripts/k8s-image.sh makes it); one made here would go
