@@ -77,7 +77,7 @@ pub fn run(
             start_timeout: managed.start_timeout,
             auth: managed.login.is_some(),
             seeds: if nodes > 1 { layout.seeds() } else { Vec::new() },
-            token_rf: layout.token_rf(),
+            ring: layout.slot(k),
             connect_window: CONNECT_WINDOW + managed.start_timeout * k as u32,
             directory: if nodes > 1 { format!("cassandra/node{}", k + 1) } else { "cassandra".into() },
         })

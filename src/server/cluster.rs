@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::cassandra::{Distribution, NodeConfig};
+use super::cassandra::{Distribution, NodeConfig, RingSlot};
 use crate::sys;
 use crate::units;
 
@@ -73,10 +73,9 @@ impl Layout {
         vec![format!("{}:{}", self.addresses[0], self.storage_port)]
     }
 
-    /// The replication factor the token allocator balances for: that of the study's keyspaces
-    /// (3), or every node when there are fewer.
-    pub fn token_rf(&self) -> u32 {
-        self.len().min(3) as u32
+    /// Node k's place in the ring.
+    pub fn slot(&self, k: usize) -> RingSlot {
+        RingSlot { index: k, nodes: self.len() }
     }
 
     /// Node k's configuration, beside `base` (heap, JIT, JVM options, logins).
@@ -88,7 +87,7 @@ impl Layout {
             storage_port: self.storage_port,
             jmx_port: self.jmx_ports[k],
             seeds: self.seeds(),
-            token_rf: self.token_rf(),
+            ring: self.slot(k),
             ..base.clone()
         }
     }
@@ -274,7 +273,7 @@ mod tests {
         assert_eq!(third.address, "127.0.0.3");
         assert_eq!(third.native_port, layout.native_port);
         assert_eq!(third.seeds, [format!("127.0.0.1:{}", layout.storage_port)]);
-        assert_eq!(third.token_rf, 3);
+        assert_eq!(third.ring, RingSlot { index: 2, nodes: 3 });
         assert_ne!(layout.jmx_ports[0], layout.jmx_ports[2]);
     }
 }

@@ -17,7 +17,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 use super::STOP_TIMEOUT;
-use super::cassandra::{self, Distribution, Node, NodeConfig, Start};
+use super::cassandra::{self, Distribution, Node, NodeConfig, RingSlot, Start};
 use crate::facts::Facts;
 
 /// Where the pod finds its spec (the run's Secret, mounted).
@@ -92,8 +92,23 @@ impl DbPod {
         })
     }
 
-    /// The node's configuration in this pod.
-    fn config(&self, pod_ip: &str, seeds: Vec<String>) -> NodeConfig {
+    /// The pod's ordinal in its StatefulSet (`<set>-N`), the node's place in the ring.
+    fn ordinal(&self, pod: &str) -> Result<usize> {
+        let set = self.seed_pod.strip_suffix("-0").unwrap_or(&self.seed_pod);
+        pod.strip_prefix(set)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .and_then(|n| n.parse().ok())
+            .filter(|&n| n < self.nodes.max(1) as usize)
+            .ok_or_else(|| {
+                anyhow!(
+                    "this pod's name {pod:?} is not {set}-N with N below {}: run it in the StatefulSet isobench made",
+                    self.nodes
+                )
+            })
+    }
+
+    /// The node's configuration in this pod, but for its place in the ring.
+    fn config(&self, pod_ip: &str) -> NodeConfig {
         NodeConfig {
             data: node_dir(),
             heap: self.heap.clone(),
@@ -104,8 +119,8 @@ impl DbPod {
             quick_jit: self.quick_jit,
             jvm_args: self.jvm_args.clone(),
             auth: self.auth,
-            seeds,
-            token_rf: self.nodes.clamp(1, 3),
+            seeds: Vec::new(),
+            ring: RingSlot::default(),
             tls: self.tls,
             // Pods reach one another over a network, gVisor's through its own stack, on a
             // loaded machine: 100 ms to hear from the seed is not enough there.
@@ -138,12 +153,17 @@ pub fn run(spec: &DbPod) -> Result<()> {
     // seed once, at start, and gives up with "no seeds" if the cluster's DNS misses that one
     // answer (seen here: a lookup that timed out after 20 s while a ring of three started, just
     // after the same name had resolved in this pod).
-    let (seed_name, seed) = if pod_name() == spec.seed_pod {
+    let index = spec.ordinal(&pod_name())?;
+    let (seed_name, seed) = if index == 0 {
         ("itself", ip.clone())
     } else {
         (spec.seed.as_str(), resolve(&spec.seed, spec.start_timeout)?)
     };
-    let config = spec.config(&ip, vec![format!("{seed}:{STORAGE_PORT}")]);
+    let config = NodeConfig {
+        seeds: vec![format!("{seed}:{STORAGE_PORT}")],
+        ring: RingSlot { index, nodes: spec.nodes.max(1) as usize },
+        ..spec.config(&ip)
+    };
     println!(
         "isobench: starting Cassandra {} on {ip} (seed {seed_name} at {seed}), data in {}",
         spec.version,
@@ -210,7 +230,7 @@ pub fn facts(spec: &DbPod) -> Result<String> {
         .ok_or_else(|| anyhow!("the node in this pod has not answered CQL yet"))?;
     out.facts = crate::facts::sandbox_facts(Some(Path::new(DATA_DIR)));
     if spec.tls {
-        let config = spec.config(&pod_ip()?, Vec::new());
+        let config = spec.config(&pod_ip()?);
         out.certificate = Some(
             std::fs::read_to_string(config.certificate())
                 .with_context(|| format!("reading {}", config.certificate().display()))?,
@@ -229,7 +249,7 @@ pub fn nodetool(spec: &DbPod, args: &[String]) -> Result<String> {
 /// them as the keyspaces of the study are (3), so a login survives a node's loss.
 pub fn create_role(spec: &DbPod, user: &str) -> Result<()> {
     let password = std::env::var(PASSWORD_VAR).map_err(|_| anyhow!("{PASSWORD_VAR} is not set in this pod"))?;
-    let config = spec.config(&pod_ip()?, Vec::new());
+    let config = spec.config(&pod_ip()?);
     let trust = spec.tls.then(|| config.certificate());
     cassandra::create_role(
         &format!("{}:{NATIVE_PORT}", config.address),
@@ -238,4 +258,32 @@ pub fn create_role(spec: &DbPod, user: &str) -> Result<()> {
         spec.nodes.clamp(1, 3),
         trust.as_deref(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_takes_its_place_in_the_ring_from_its_ordinal() {
+        let spec = DbPod {
+            isobench: env!("CARGO_PKG_VERSION").into(),
+            version: "5.0.9".into(),
+            heap: "1G".into(),
+            quick_jit: false,
+            jvm_args: Vec::new(),
+            auth: false,
+            tls: false,
+            nodes: 3,
+            seed_pod: "isobench-db-ab12-0".into(),
+            seed: "isobench-db-ab12-0.isobench-db-ab12".into(),
+            start_timeout: Duration::from_secs(60),
+        };
+        assert_eq!(spec.ordinal("isobench-db-ab12-0").unwrap(), 0);
+        assert_eq!(spec.ordinal("isobench-db-ab12-2").unwrap(), 2);
+        for stranger in ["isobench-db-ab12-3", "isobench-db-ab1-2", "isobench-db-ab12", "other-1"] {
+            let e = spec.ordinal(stranger).unwrap_err().to_string();
+            assert!(e.contains("is not isobench-db-ab12-N with N below 3"), "{stranger}: {e}");
+        }
+    }
 }

@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::STOP_TIMEOUT;
-use super::cassandra::{Distribution, Node, NodeConfig, Start};
+use super::cassandra::{Distribution, Node, NodeConfig, RingSlot, Start};
 use crate::store::Sample;
 use crate::workload::Output;
 
@@ -45,7 +45,7 @@ pub struct Serve {
     #[serde(default)]
     pub seeds: Vec<String>,
     #[serde(default)]
-    pub token_rf: u32,
+    pub ring: RingSlot,
     /// How long the host may take to connect: a cluster's nodes start one after another, so a
     /// later node waits for the earlier ones.
     pub connect_window: Duration,
@@ -99,7 +99,7 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
         jvm_args: s.jvm_args.clone(),
         auth: s.auth,
         seeds: s.seeds.clone(),
-        token_rf: s.token_rf.max(1),
+        ring: s.ring,
         tls: false,
         ring_delay: super::cassandra::QUICK_RING,
     };

@@ -35,9 +35,9 @@ pub struct NodeConfig {
     /// The cluster's seeds ("address:storage_port"); a node alone is its own seed.
     #[serde(default)]
     pub seeds: Vec<String>,
-    /// The replication factor the token allocator balances the ring for.
-    #[serde(default = "one")]
-    pub token_rf: u32,
+    /// Its place in the ring, from which its tokens are set.
+    #[serde(default)]
+    pub ring: RingSlot,
     /// Clients must speak TLS (`client_encryption_options`): the node's key is made with
     /// keytool on its first start; clients trust [`NodeConfig::certificate`].
     #[serde(default)]
@@ -48,8 +48,35 @@ pub struct NodeConfig {
     pub ring_delay: Duration,
 }
 
-pub(super) fn one() -> u32 {
-    1
+/// A node's place in its ring: node `index` (from 0) of `nodes`. Its tokens are set from it
+/// rather than allocated: Cassandra's allocator gives the same tokens to nodes that join
+/// (with `auto_bootstrap: false`) before they see one another's, and the later node then takes
+/// all of the earlier one's, which drops out of every `nodetool status` (CASSANDRA-16364; what
+/// a k8s ring of three showed here once: a node missing from every status, its own included,
+/// while its pod ran on).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+pub struct RingSlot {
+    pub index: usize,
+    pub nodes: usize,
+}
+
+impl Default for RingSlot {
+    fn default() -> Self {
+        RingSlot { index: 0, nodes: 1 }
+    }
+}
+
+impl RingSlot {
+    pub const VNODES: usize = 16;
+
+    /// The node's vnode tokens (Murmur3's range), interleaved with every other node's at even
+    /// spacing, so each node owns 1/nodes of the ring and each of its ranges' replicas lie on
+    /// the nodes that follow it.
+    pub fn tokens(self) -> Vec<i64> {
+        let nodes = self.nodes.max(1);
+        let step = (1i128 << 64) / (Self::VNODES * nodes) as i128;
+        (0..Self::VNODES).map(|v| (i64::MIN as i128 + (v * nodes + self.index) as i128 * step) as i64).collect()
+    }
 }
 
 /// Nodes on one machine's loopback answer one another at once.
@@ -80,7 +107,7 @@ impl NodeConfig {
             jvm_args: Vec::new(),
             auth: false,
             seeds: Vec::new(),
-            token_rf: 1,
+            ring: RingSlot::default(),
             tls: false,
             ring_delay: QUICK_RING,
         })
@@ -176,8 +203,8 @@ impl NodeConfig {
         let d = self.data.display();
         Ok(format!(
             "cluster_name: isobench
-num_tokens: 16
-allocate_tokens_for_local_replication_factor: {token_rf}
+num_tokens: {vnodes}
+initial_token: {tokens}
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 authenticator: {authenticator}
 authorizer: AllowAllAuthorizer
@@ -215,7 +242,8 @@ disk_access_mode: mmap_index_only
             s = self.storage_port,
             n = self.native_port,
             authenticator = if self.auth { "PasswordAuthenticator" } else { "AllowAllAuthenticator" },
-            token_rf = self.token_rf,
+            vnodes = RingSlot::VNODES,
+            tokens = self.ring.tokens().iter().map(i64::to_string).collect::<Vec<_>>().join(","),
             client_encryption = self.client_encryption()?,
             seeds = if self.seeds.is_empty() {
                 format!("{}:{}", self.local_address(), self.storage_port)
@@ -258,5 +286,27 @@ disk_access_mode: mmap_index_only
             .write_all(yaml.as_bytes())?;
         fs::write(conf.join("logback.xml"), self.logback())?;
         Ok(conf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nodes_of_a_ring_take_turns_around_it_with_no_token_twice() {
+        let ring: Vec<Vec<i64>> = (0..3).map(|index| RingSlot { index, nodes: 3 }.tokens()).collect();
+        let mut all: Vec<(i64, usize)> =
+            ring.iter().enumerate().flat_map(|(node, t)| t.iter().map(move |&t| (t, node))).collect();
+        all.sort();
+        assert_eq!(all.len(), 48);
+        assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "a token twice");
+        assert!(all.iter().enumerate().all(|(k, &(_, node))| node == k % 3), "{all:?}");
+        assert_eq!(all[0].0, i64::MIN);
+        let step = all[1].0 as i128 - all[0].0 as i128;
+        assert!(all.windows(2).all(|w| w[1].0 as i128 - w[0].0 as i128 == step), "uneven spacing");
+        let last = i64::MAX as i128 + 1 - all[47].0 as i128;
+        assert!((step..step + 48).contains(&last), "the range that wraps is {last}, the others {step}");
+        assert_eq!(RingSlot::default().tokens().len(), RingSlot::VNODES);
     }
 }
