@@ -39,8 +39,9 @@ check_rust() {
 core() {
   # fio is the disk workload; e2fsprogs/xfsprogs/util-linux make and mount loop volumes;
   # sysbench and iperf3 are the CPU/memory and network engines; iproute2 makes the sandboxes'
-  # network namespaces; time measures client CPU in bench/.
-  apt_install fio e2fsprogs xfsprogs util-linux mount sysbench iperf3 iproute2 time procps
+  # network namespaces; time measures client CPU in bench/; linux-perf counts the machine's
+  # events beside each run.
+  apt_install fio e2fsprogs xfsprogs util-linux mount sysbench iperf3 iproute2 time procps linux-perf
 }
 
 network_volumes() {

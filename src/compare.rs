@@ -84,7 +84,7 @@ pub const MIN_RUNS_FOR_VERDICT: usize = 3;
 /// Whether more of this unit is better (rates, operations done in a timed run) or worse
 /// (latencies, CPU use, sizes).
 pub fn higher_is_better(unit: &str) -> bool {
-    matches!(unit, "op/s" | "B/s" | "events/s" | "bit/s" | "pk/s" | "row/s" | "ops")
+    matches!(unit, "op/s" | "B/s" | "events/s" | "bit/s" | "pk/s" | "row/s" | "ops" | crate::store::IPC_UNIT)
 }
 
 /// `cell` against `baseline`: the difference of medians with its CI, p-value and verdict.

@@ -137,6 +137,13 @@ pub struct AgentReport {
 /// (`sys.cpu_runtime_by.runsc-gofer`).
 pub const RUNTIME_BY: &str = "sys.cpu_runtime_by.";
 
+/// The prefix of the machine's perf counters (`sys.perf.context_switches`), and the setup
+/// entry that says what they count.
+pub const PERF: &str = "sys.perf";
+
+/// Instructions per cycle (`sys.perf.ipc`): more is better.
+pub const IPC_UNIT: &str = "insn/cycle";
+
 /// One measured number.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Sample {

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Missing, Scratch, missing, need_program, need_root, run_record, text};
+use common::{Missing, Scratch, missing, need_program, need_root, run_record, skip_part, text};
 
 fn unable() -> Option<Missing> {
     need_root("containers, mounts").or_else(|| need_program("fio", "fio"))
@@ -402,6 +402,17 @@ fsync = 1
         );
         assert!(run["setup"]["sys.device"].as_str().unwrap().starts_with("loop"), "{}", run["setup"]["sys.device"]);
         assert!(sample(&run, "sys.cpu_workload").unwrap() > 0.0, "{env}: the workload's own CPU");
+        if let Some(missing) = need_program("perf", "linux-perf") {
+            skip_part("the machine's perf counters", &missing);
+        } else {
+            let machine = sample(&run, "sys.perf.context_switches");
+            let machine =
+                machine.unwrap_or_else(|| panic!("{env}: perf counted nothing: {}", run["setup"]["sys.perf"]));
+            // The whole machine's count holds the workload's own, where its kernel is Linux.
+            let own = sample(&run, "sys.context_switches").unwrap_or_default();
+            assert!(machine >= own && machine > 0.0, "{env}: the machine switched {machine} times, fio {own}");
+            assert!(run["setup"]["sys.perf"].as_str().unwrap().contains("every process of the machine"));
+        }
         run
     };
     for env in ["host", "runc"] {

@@ -15,6 +15,10 @@ pub struct Explanation {
 /// A counter that changed by at least this factor against the baseline is worth a line.
 const MOVED_BY: f64 = 2.0;
 
+/// Instructions per cycle move little: a tenth is a different machine behaviour (exits to a
+/// hypervisor, cache-hostile copies).
+const IPC_MOVED_BY: f64 = 0.1;
+
 pub fn explain(analysis: &Analysis) -> Vec<Explanation> {
     analysis
         .cells
@@ -119,6 +123,9 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
         ("sys.page_faults", "page faults"),
         ("sys.page_faults_major", "major page faults"),
         ("sys.device_busy", "the device's busy time"),
+        ("sys.perf.context_switches", "context switches of the whole machine"),
+        ("sys.perf.cpu_migrations", "CPU migrations of the whole machine"),
+        ("sys.perf.cache_misses", "cache misses of the whole machine"),
     ] {
         // 0 where the sandbox's kernel does not count it (gVisor's switches and faults).
         if let (Some(v), Some(b)) = (median(cell, metric), median(base, metric))
@@ -128,6 +135,16 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
         {
             out.push(format!("{what}: {} the baseline's", times(v, b)));
         }
+    }
+    if let (Some(ipc), Some(base_ipc)) = (median(cell, "sys.perf.ipc"), median(base, "sys.perf.ipc"))
+        && (ipc / base_ipc - 1.0).abs() >= IPC_MOVED_BY
+    {
+        out.push(format!(
+            "the machine's CPUs did {} instructions per cycle against {} ({})",
+            units::sig3(ipc),
+            units::sig3(base_ipc),
+            times(ipc, base_ipc)
+        ));
     }
     out
 }
@@ -171,6 +188,8 @@ mod tests {
                     Sample::new("sys.context_switches", if sandbox { 5000.0 } else { 1000.0 }, "switches"),
                     Sample::new("sys.page_faults", 300.0, "faults"),
                     Sample::new("sys.cpu_volume", if sandbox { 1.5 } else { 0.5 }, "s"),
+                    Sample::new("sys.perf.cpu_migrations", 40.0, "events"),
+                    Sample::new("sys.perf.ipc", if sandbox { 0.9 } else { 1.5 }, crate::store::IPC_UNIT),
                 ];
                 if sandbox {
                     s.push(Sample::new("sys.device_write_ratio", 0.04, "x"));
@@ -213,7 +232,8 @@ mod tests {
             "loop3 (7:3) saw 4% of the bytes the workload wrote: gVisor's own page cache absorbed them"
         );
         assert_eq!(lines[4], "context switches: ×5.00 the baseline's");
-        assert_eq!(lines.len(), 5, "page faults did not move: {lines:?}");
+        assert_eq!(lines[5], "the machine's CPUs did 0.900 instructions per cycle against 1.50 (×0.600)");
+        assert_eq!(lines.len(), 6, "page faults and migrations did not move: {lines:?}");
 
         // gVisor's systrap stubs leave the tree: the host's count is dropped, and the why says so.
         let uncounted = |env: &str, rep: u32| -> Vec<Sample> {

@@ -9,9 +9,10 @@ use anyhow::Result;
 
 use crate::env::CpuCount;
 use crate::ledger::{Ledger, Resource};
-use crate::store::{AgentReport, RUNTIME_BY, Sample};
+use crate::store::{AgentReport, IPC_UNIT, PERF, RUNTIME_BY, Sample};
 use crate::sys::{
-    CpuGroup, DiskCounters, ProcessCpu, Usage, device_name, device_under, named_processes_cpu, remove_cgroup,
+    CpuGroup, DiskCounters, MachineCounters, ProcessCpu, Usage, device_name, device_under, named_processes_cpu,
+    remove_cgroup,
 };
 use crate::volume::Provisioned;
 
@@ -34,6 +35,8 @@ pub struct HostCounters {
     device: Option<((u32, u32), DiskCounters)>,
     /// The run's volume daemons' CPU so far, with the token that marks them.
     volume_daemons: Option<(String, f64)>,
+    /// The whole machine's perf counters, for a sandbox alone.
+    machine: Option<Result<MachineCounters>>,
     /// Why the CPU is not counted, for the run's notes.
     not_counted: Option<String>,
 }
@@ -47,8 +50,9 @@ impl HostCounters {
         let token = ledger.token().to_string();
         let volume_daemons =
             alone.then(|| named_processes_cpu(&token, VOLUME_DAEMONS).map(|cpu| (token, cpu))).flatten();
+        let machine = alone.then(MachineCounters::start);
         let mut counters =
-            HostCounters { group: None, tree: None, usage: None, device, volume_daemons, not_counted: None };
+            HostCounters { group: None, tree: None, usage: None, device, volume_daemons, machine, not_counted: None };
         match count {
             CpuCount::Group | CpuCount::GroupSplitByTree => match make_group(ledger) {
                 Ok(group) => {
@@ -148,6 +152,9 @@ impl HostCounters {
                 samples.push(Sample::new("sys.device_write_ratio", io.write_bytes as f64 / written, "x"));
             }
         }
+        if let Some(machine) = self.machine {
+            perf_samples(machine.and_then(MachineCounters::finish), &mut samples, report);
+        }
         if split.is_some() {
             // gVisor's kernel counts its tasks' switches and faults in its own way (72 switches
             // for 20 s of Cassandra): set against Linux's, they would only mislead.
@@ -156,6 +163,31 @@ impl HostCounters {
         }
         report.samples.extend(samples);
     }
+}
+
+/// `sys.perf.EVENT` for each event perf counted (`cache-misses` as `cache_misses`) and the
+/// instructions per cycle, with what perf could not count in the setup.
+fn perf_samples(counted: Result<crate::sys::PerfCounts>, samples: &mut Vec<Sample>, report: &mut AgentReport) {
+    let counts = match counted {
+        Ok(counts) => counts,
+        Err(e) => {
+            report.setup.insert(PERF.into(), format!("not counted: {e:#}"));
+            return;
+        }
+    };
+    for (event, count) in &counts.counted {
+        samples.push(Sample::new(format!("{PERF}.{}", event.replace('-', "_")), *count, "events"));
+    }
+    if let (Some(instructions), Some(cycles)) = (counts.get("instructions"), counts.get("cycles"))
+        && cycles > 0.0
+    {
+        samples.push(Sample::new(format!("{PERF}.ipc"), instructions / cycles, IPC_UNIT));
+    }
+    let mut scope = "perf stat --all-cpus: every process of the machine while this run ran alone".to_string();
+    if !counts.not_supported.is_empty() {
+        scope += &format!("; this machine does not expose {}", counts.not_supported.join(", "));
+    }
+    report.setup.insert(PERF.into(), scope);
 }
 
 /// A cgroup for one sandbox, recorded before it is made.

@@ -1,15 +1,17 @@
 //! The bottom layer: what every other module may use and which names none of them — child
-//! processes, signals and pids, free ports, atomic writes, usage and device counters, and a
-//! cgroup that counts a sandbox's CPU.
+//! processes, signals and pids, free ports, atomic writes, usage and device counters, the
+//! machine's perf counters, and a cgroup that counts a sandbox's CPU.
 
 mod cgroup;
 mod counters;
 mod files;
+mod perf;
 mod ports;
 mod process;
 
 pub use cgroup::*;
 pub use counters::*;
 pub use files::*;
+pub use perf::*;
 pub use ports::*;
 pub use process::*;

@@ -1,0 +1,123 @@
+//! The machine's own event counters over one run, as `perf stat -a` counts them: the kernel's
+//! software events (context switches, CPU migrations, page faults) of every process, and the
+//! CPU's hardware events (cycles, instructions, cache and branch misses) where the machine
+//! exposes its PMU (a VM's guest often has none). Whole-machine counts: the only ones that see
+//! every process a sandbox hides its work in, and meaningful for a run only while it runs
+//! alone. perf counts in the kernel and is read once, when it stops.
+
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+/// The events asked for; perf reports those this machine cannot count as `<not supported>`.
+pub const PERF_EVENTS: &[&str] =
+    &["context-switches", "cpu-migrations", "page-faults", "cycles", "instructions", "cache-misses", "branch-misses"];
+
+/// `perf stat -a` running until `finish`.
+pub struct MachineCounters {
+    child: Option<Child>,
+}
+
+/// A run that failed before `finish` stops its perf too.
+impl Drop for MachineCounters {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.take() {
+            let _ = stop(child);
+        }
+    }
+}
+
+/// Interrupts perf, which then prints its counts, and waits for them.
+fn stop(child: Child) -> Result<std::process::Output> {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+    Ok(child.wait_with_output()?)
+}
+
+/// What perf counted, and what it could not.
+#[derive(Debug, Default, PartialEq)]
+pub struct PerfCounts {
+    /// (event, count), in `PERF_EVENTS`' order.
+    pub counted: Vec<(String, f64)>,
+    pub not_supported: Vec<String>,
+}
+
+impl PerfCounts {
+    pub fn get(&self, event: &str) -> Option<f64> {
+        self.counted.iter().find(|(e, _)| e == event).map(|(_, n)| *n)
+    }
+}
+
+impl MachineCounters {
+    /// Starts counting. Fails where perf is not installed.
+    pub fn start() -> Result<MachineCounters> {
+        let mut cmd = Command::new("perf");
+        // The counts go to stderr, with perf's complaints, when it stops.
+        cmd.args(["stat", "--all-cpus", "--field-separator", ",", "--event", &PERF_EVENTS.join(",")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // SAFETY: prctl is async-signal-safe and touches only the child. perf counts until it
+        // is interrupted: if isobench dies first, so does it, writing its counts to no one.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().context("cannot start perf (Debian's linux-perf package)")?;
+        Ok(MachineCounters { child: Some(child) })
+    }
+
+    /// Stops perf and reads its counts.
+    pub fn finish(mut self) -> Result<PerfCounts> {
+        let out = stop(self.child.take().expect("perf runs until finish"))?;
+        let said = String::from_utf8_lossy(&out.stderr);
+        let counts = parse(&said);
+        if counts.counted.is_empty() && counts.not_supported.is_empty() {
+            let said: Vec<&str> = said.lines().map(str::trim).filter(|l| !l.is_empty()).take(2).collect();
+            let said = if said.is_empty() { "it printed nothing".into() } else { said.join(" ") };
+            bail!("perf stat counted nothing ({}): {said}", out.status);
+        }
+        Ok(counts)
+    }
+}
+
+/// `perf stat -x,`'s lines: `count,unit,event,running time,share of it counted,…`; comments
+/// start with '#'. A count perf had to multiplex (share below 100) is its estimate for the
+/// whole time.
+fn parse(text: &str) -> PerfCounts {
+    let mut counts = PerfCounts::default();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let fields: Vec<&str> = line.split(',').collect();
+        let (Some(count), Some(event)) = (fields.first(), fields.get(2)) else { continue };
+        if event.is_empty() {
+            continue;
+        }
+        match count.parse::<f64>() {
+            Ok(n) => counts.counted.push((event.to_string(), n)),
+            Err(_) if count.contains("not supported") => counts.not_supported.push(event.to_string()),
+            // `<not counted>`: the event could be counted but was not, this time.
+            Err(_) => {}
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_read_and_the_events_the_machine_lacks_are_named() {
+        let text = "# started on Thu Nov 26 03:56:45 2026\n\n27943,,context-switches,2229904583,100.00,,\n20528,,page-faults,2229903151,100.00,,\n<not supported>,,cycles,0,100.00,,\n<not counted>,,instructions,0,0.00,,\n812345.5,,cache-misses,1000,50.00,,\n";
+        let counts = parse(text);
+        assert_eq!(counts.get("context-switches"), Some(27943.0));
+        assert_eq!(counts.get("page-faults"), Some(20528.0));
+        assert_eq!(counts.get("cache-misses"), Some(812345.5));
+        assert_eq!(counts.get("instructions"), None);
+        assert_eq!(counts.not_supported, ["cycles"]);
+        assert_eq!(parse(""), PerfCounts::default());
+    }
+}
