@@ -125,6 +125,13 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
         assert_eq!(r["setup"]["server.version"], "5.0.9");
         let notes = r["notes"].to_string();
         assert!(notes.contains("ran inside this environment") && notes.contains("/cassandra"), "{notes}");
+        // The server's CPU while the load ran, counted in the sandbox's cgroup, per operation.
+        if r["setup"]["sys.cpu_counted_by"].as_str().is_some_and(|by| by.starts_with("a cgroup")) {
+            assert!(sample(&r, "sys.cpu_measured") > 0.0, "{cell}: the server's CPU under load");
+            let per_op = sample(&r, "sys.cpu_per_op");
+            eprintln!("{cell}: {per_op:.0} µs of CPU per operation");
+            assert!(per_op > 0.0 && per_op < 1e6, "{cell}: {per_op} µs of CPU per operation");
+        }
     }
     if runsc {
         // The agent's facts prove where it ran: gVisor reports its own kernel.
