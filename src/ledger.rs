@@ -355,9 +355,7 @@ impl Ledger {
 }
 
 fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Field 22, counted after the parenthesised command name (which may contain spaces).
-    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+    crate::sys::ProcStat::read(pid as i32)?.start_ticks()
 }
 
 /// What `isobench cleanup` did.

@@ -368,11 +368,7 @@ fn descendants(root: i32) -> Vec<i32> {
         .into_iter()
         .flatten()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
-            Some((pid, ppid))
-        })
+        .filter_map(|pid| Some((pid, crate::sys::ProcStat::read(pid)?.parent()?)))
         .collect();
     let mut tree = vec![root];
     let mut i = 0;

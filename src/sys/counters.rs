@@ -72,16 +72,13 @@ pub struct ProcessCpu {
     pub name: String,
 }
 
-/// From /proc/PID/stat: the fields after the command's closing parenthesis are the state (3),
-/// the parent (4), …, user and system time in clock ticks (14, 15).
+/// The process's parent and CPU from /proc/PID/stat, its name from its command line.
 pub fn process_cpu(pid: i32, ticks: f64) -> Option<ProcessCpu> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3)?.parse::<f64>().ok();
+    let stat = super::ProcStat::read(pid)?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let argv0 = String::from_utf8_lossy(cmdline.split(|b| *b == 0).next().unwrap_or_default()).into_owned();
     let name = argv0.rsplit('/').next().unwrap_or_default().to_string();
-    Some(ProcessCpu { pid, parent: field(4)? as i32, cpu_s: (field(14)? + field(15)?) / ticks, name })
+    Some(ProcessCpu { pid, parent: stat.parent()?, cpu_s: stat.cpu_ticks()? as f64 / ticks, name })
 }
 
 /// The kernel's clock ticks per second, the unit of /proc/PID/stat's times.

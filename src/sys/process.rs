@@ -335,16 +335,51 @@ pub fn pids_whose_env(matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
         .collect()
 }
 
+/// A process's /proc/PID/stat, its fields numbered as proc(5) numbers them.
+pub struct ProcStat {
+    /// Fields 3 (the state) on: those after the command's name, which may hold spaces and
+    /// parentheses, and so is read past, to its last ')'.
+    after_name: Vec<String>,
+}
+
+impl ProcStat {
+    pub fn read(pid: i32) -> Option<ProcStat> {
+        ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    fn parse(stat: &str) -> Option<ProcStat> {
+        Some(ProcStat { after_name: stat.rsplit_once(')')?.1.split_whitespace().map(String::from).collect() })
+    }
+
+    /// Field `n` (3 or more), parsed.
+    pub fn field<T: std::str::FromStr>(&self, n: usize) -> Option<T> {
+        self.after_name.get(n.checked_sub(3)?)?.parse().ok()
+    }
+
+    /// Whether the process still runs (is not a zombie).
+    pub fn alive(&self) -> bool {
+        self.after_name.first().is_some_and(|state| state != "Z" && state != "X")
+    }
+
+    pub fn parent(&self) -> Option<i32> {
+        self.field(4)
+    }
+
+    /// Its own user and system time, in clock ticks (its reaped children's not added).
+    pub fn cpu_ticks(&self) -> Option<u64> {
+        Some(self.field::<u64>(14)? + self.field::<u64>(15)?)
+    }
+
+    /// Clock ticks from boot to its start: with the boot, what tells it from a later process
+    /// that got its pid.
+    pub fn start_ticks(&self) -> Option<u64> {
+        self.field(22)
+    }
+}
+
 /// Whether `pid` is a live process (not a zombie).
 pub fn pid_alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
+    ProcStat::read(pid).is_some_and(|stat| stat.alive())
 }
 
 /// Why this cannot be done, when isobench does not run as root (mounts, namespaces, devices).
@@ -355,6 +390,20 @@ pub fn needs_root() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_is_read_past_a_name_with_spaces_and_parentheses() {
+        let stat = "4242 (a (b) c) S 17 4242 4242 0 -1 4194560 300 0 0 0 250 50 0 0 20 0 3 0 123456 1000 200";
+        let stat = ProcStat::parse(stat).unwrap();
+        assert!(stat.alive());
+        assert_eq!(stat.parent(), Some(17));
+        assert_eq!(stat.cpu_ticks(), Some(300));
+        assert_eq!(stat.start_ticks(), Some(123456));
+        assert_eq!(stat.field::<u64>(2), None, "the name is not a field here");
+        assert!(!ProcStat::parse("9 (zombie) Z 1 9").unwrap().alive());
+        let me = ProcStat::read(std::process::id() as i32).unwrap();
+        assert_eq!(me.parent(), Some(nix::unistd::getppid().as_raw()));
+    }
 
     #[test]
     fn captures_output_and_status() {

@@ -58,9 +58,7 @@ pub struct Identity {
 
 impl Identity {
     pub fn of(pid: i32) -> Option<Identity> {
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The fields after the command's closing parenthesis start at field 3 (state).
-        let start_ticks = stat.rsplit(')').next()?.split_whitespace().nth(19)?.parse().ok()?;
+        let start_ticks = sys::ProcStat::read(pid)?.start_ticks()?;
         let boot_id = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?.trim().to_string();
         Some(Identity { boot_id, start_ticks })
     }
