@@ -56,6 +56,11 @@ pub fn sandbox_facts(data_dir: Option<&Path>) -> Facts {
     f
 }
 
+/// Whether facts were read inside gVisor, which prints its own first words in `dmesg`.
+pub fn in_gvisor(facts: &Facts) -> bool {
+    facts.get("dmesg.first").is_some_and(|line| line.contains("gVisor"))
+}
+
 /// The machine, for `host.json`.
 pub fn host_facts() -> Facts {
     let mut f = sandbox_facts(None);

@@ -127,7 +127,8 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
         ("sys.perf.cpu_migrations", "CPU migrations of the whole machine"),
         ("sys.perf.cache_misses", "cache misses of the whole machine"),
     ] {
-        // 0 where the sandbox's kernel does not count it (gVisor's switches and faults).
+        // Absent where the sandbox's kernel counts in its own way (gVisor's switches and
+        // faults), 0 where it does not count at all.
         if let (Some(v), Some(b)) = (median(cell, metric), median(base, metric))
             && b > 0.0
             && v > 0.0

@@ -155,12 +155,6 @@ impl HostCounters {
         if let Some(machine) = self.machine {
             perf_samples(machine.and_then(MachineCounters::finish), &mut samples, report);
         }
-        if split.is_some() {
-            // gVisor's kernel counts its tasks' switches and faults in its own way (72 switches
-            // for 20 s of Cassandra): set against Linux's, they would only mislead.
-            let gvisors = ["sys.context_switches", "sys.page_faults", "sys.page_faults_major"];
-            report.samples.retain(|s| !gvisors.contains(&s.metric.as_str()));
-        }
         report.samples.extend(samples);
     }
 }
