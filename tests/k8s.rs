@@ -259,6 +259,9 @@ runtime_class = "no-such-class"
         let gv = run_record(&out, "gvisor.local.fio", 1);
         assert_eq!(gv["status"], "ok", "{all}\n{gv}");
         assert_eq!(gv["setup"]["k8s.runtime_class"], "gvisor");
+        assert_eq!(gv["setup"]["k8s.runtime_handler"], "runsc", "the RuntimeClass's handler");
+        let node_runtime = gv["setup"]["k8s.node_runtime"].as_str().unwrap_or_default();
+        assert!(node_runtime.starts_with("containerd://2.") && node_runtime.contains("kubelet v1."), "{node_runtime}");
         assert_ne!(gv["facts"]["kernel.release"], host_kernel(), "gVisor reports its own kernel");
         assert!(gv["facts"]["dmesg.first"].as_str().unwrap_or_default().contains("gVisor"), "{}", gv["facts"]);
     }
@@ -608,6 +611,7 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
     assert_eq!(setup["db.pod1.runtime_class"], runtime_class);
     assert_eq!(setup["db.pod1.storage_class"], storage_class);
     assert_eq!(setup["db.pod1.node"], "localhost");
+    assert!(setup["k8s.node_runtime"].as_str().unwrap_or_default().starts_with("containerd://"), "{setup}");
     assert!(setup["db.pod1.pv"].as_str().unwrap().starts_with(storage_class), "{setup}");
     assert!(setup["db.pod1.image_id"].as_str().unwrap().starts_with("sha256:"), "{setup}");
     assert_eq!(setup["server.version"], CASSANDRA);

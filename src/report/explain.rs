@@ -63,7 +63,13 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
             let platform = cell.setup.get("runtime.platform").map(|p| format!(", platform {p}")).unwrap_or_default();
             format!("{name} ({}{platform})", version.lines().next().unwrap_or_default())
         }
-        (Some(name), None) => name.clone(),
+        // A pod's: its RuntimeClass's handler and its node's runtime (`containerd://2.1.5`).
+        (Some(name), None) => {
+            let handler = cell.setup.get("k8s.runtime_handler").map(|h| format!("handler {h}"));
+            let node = cell.setup.get("k8s.node_runtime").and_then(|r| r.split(',').next()).map(str::to_string);
+            let build: Vec<String> = handler.into_iter().chain(node).collect();
+            if build.is_empty() { name.clone() } else { format!("{name} ({})", build.join(" on ")) }
+        }
         _ => match (cell.setup.get("vm.qemu"), cell.setup.get("vm.accel")) {
             (Some(qemu), Some(accel)) => format!("{qemu} ({accel})"),
             _ => cell.setup.get("env.kind").cloned().unwrap_or_else(|| "the environment".into()),
@@ -255,5 +261,34 @@ mod tests {
 
         let (same, _) = fixture::analysis(samples(1.0), setup);
         assert!(explain(&same).is_empty(), "a cell within the noise needs no why");
+    }
+
+    #[test]
+    fn a_pods_runtime_is_named_by_its_handler_and_its_nodes_runtime() {
+        let samples = |env: &str, rep: u32| {
+            let (rate, per_op) = if env == "host" { (1000.0, 100.0) } else { (500.0, 300.0) };
+            vec![Sample::new("op_rate", rate + rep as f64, "op/s"), Sample::new("sys.cpu_per_op", per_op, "us")]
+        };
+        let setup = |env: &str| {
+            let pod = [
+                ("runtime.name", "gvisor"),
+                ("k8s.runtime_handler", "runsc"),
+                ("k8s.node_runtime", "containerd://2.1.5, kubelet v1.34.4, kernel 6.1.0"),
+            ];
+            let pod = if env == "host" { &[][..] } else { &pod[..] };
+            pod.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let (analysis, _) = fixture::analysis(samples, setup);
+        let lines = &explain(&analysis)[0].lines;
+        assert_eq!(lines[0], "CPU per operation: 300 µs against 100 µs (×3.00)");
+        let mut cpu = samples("runc", 1);
+        cpu.extend([Sample::new("sys.cpu_host", 2.0, "s"), Sample::new("sys.cpu_runtime", 1.0, "s")]);
+        let (analysis, _) =
+            fixture::analysis(|env, rep| if env == "host" { samples(env, rep) } else { cpu.clone() }, setup);
+        let lines = &explain(&analysis)[0].lines;
+        assert!(
+            lines[0].starts_with("gvisor (handler runsc on containerd://2.1.5): its own processes used"),
+            "{lines:?}"
+        );
     }
 }

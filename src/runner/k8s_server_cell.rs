@@ -518,11 +518,15 @@ async fn pod_proof(db: &Db<'_>, client: &Client, setup: &mut BTreeMap<String, St
         let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(db.pod(k)));
         let spec = pod.and_then(|p| p.spec.clone()).unwrap_or_default();
         setup.insert(format!("{p}.name"), db.pod(k).to_string());
-        setup.insert(format!("{p}.node"), spec.node_name.unwrap_or_default());
+        let node = spec.node_name.unwrap_or_default();
+        if k == 0 {
+            db.cluster.runtime_facts(client, &node, spec.runtime_class_name.as_deref(), setup).await;
+        }
         let class = spec.runtime_class_name.unwrap_or_else(|| "(default)".into());
         if k == 0 {
             setup.insert("k8s.runtime_class".into(), class.clone());
         }
+        setup.insert(format!("{p}.node"), node);
         setup.insert(format!("{p}.runtime_class"), class);
         let status = pod.and_then(|p| p.status.clone()?.container_statuses);
         if let Some(c) = status.unwrap_or_default().into_iter().find(|c| c.name == db.container) {

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{
+    Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service,
+};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -307,6 +310,44 @@ impl KubeCluster {
             "other".into()
         };
         Ok((spec.storage_class_name.unwrap_or_default(), source))
+    }
+
+    /// What runs a node's pods, as its kubelet reports it ("containerd://2.1.5, kubelet
+    /// v1.34.4, kernel 6.1.0-…"); None where this account may not read nodes.
+    pub async fn node_runtime(&self, client: &Client, node: &str) -> Option<String> {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let info = nodes.get_opt(node).await.ok()??.status?.node_info?;
+        Some(format!(
+            "{}, kubelet {}, kernel {}",
+            info.container_runtime_version, info.kubelet_version, info.kernel_version
+        ))
+    }
+
+    /// The handler a RuntimeClass names (the node's runtime's configuration: "runsc", "kata");
+    /// None where it cannot be read.
+    pub async fn runtime_handler(&self, client: &Client, class: &str) -> Option<String> {
+        let classes: Api<RuntimeClass> = Api::all(client.clone());
+        Some(classes.get_opt(class).await.ok()??.handler)
+    }
+
+    /// What ran a pod, into a run's setup: its node's runtime (`k8s.node_runtime`) and its
+    /// RuntimeClass's handler (`k8s.runtime_handler`), as far as this account may read them.
+    pub async fn runtime_facts(
+        &self,
+        client: &Client,
+        node: &str,
+        class: Option<&str>,
+        setup: &mut std::collections::BTreeMap<String, String>,
+    ) {
+        if let Some(runtime) = self.node_runtime(client, node).await {
+            setup.insert("k8s.node_runtime".into(), runtime);
+        }
+        if let Some(handler) = match class {
+            Some(class) => self.runtime_handler(client, class).await,
+            None => None,
+        } {
+            setup.insert("k8s.runtime_handler".into(), handler);
+        }
     }
 
     /// Runs `command` in a pod's container as `kubectl exec` does; its standard output, or an

@@ -177,7 +177,9 @@ impl K8s {
             ]);
             if let Some(pod) = pods.first() {
                 let spec = pod.spec.clone().unwrap_or_default();
-                proof.insert("k8s.node".into(), spec.node_name.unwrap_or_default());
+                let node = spec.node_name.clone().unwrap_or_default();
+                self.cluster.runtime_facts(&client, &node, spec.runtime_class_name.as_deref(), &mut proof).await;
+                proof.insert("k8s.node".into(), node);
                 proof.insert("k8s.runtime_class".into(), spec.runtime_class_name.unwrap_or_else(|| "(default)".into()));
                 let nodes: std::collections::BTreeSet<String> =
                     pods.iter().filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
