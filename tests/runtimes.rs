@@ -187,6 +187,16 @@ fn podman_runs_fio_on_the_host_root_and_docker_without_an_engine_is_skipped() {
     let run = run_record(&out, "podman.tmpfs.fio", 1);
     assert_eq!(run["status"], "ok", "{}", run["error"]);
     assert_ne!(run["facts"]["ns.mnt"], run_record(&out, "host.tmpfs.fio", 1)["facts"]["ns.mnt"]);
+    // conmon leaves podman's process tree; the sandbox's cgroup, the container's parent, holds
+    // everything: podman, conmon, runc and fio.
+    if run["setup"]["sys.cpu_counted_by"] == "a cgroup of the sandbox's own" {
+        let (host, workload) = (sample(&run, "sys.cpu_host").unwrap(), sample(&run, "sys.cpu_workload").unwrap());
+        eprintln!("podman: host {host:.2} s, workload {workload:.2} s");
+        assert!(host >= workload * 0.9, "the host counted {host} s of the workload's {workload} s");
+        assert!(sample(&run, "sys.cpu_runtime").unwrap() > 0.0, "podman and conmon use CPU of their own");
+    } else {
+        assert!(run["setup"]["sys.cpu_counted_by"].is_null(), "{}", run["setup"]);
+    }
     let docker = run_record(&out, "docker.tmpfs.fio", 1);
     if engine_answers {
         let why = "a Docker engine answers here; its image run is not checked";

@@ -163,6 +163,10 @@ impl Engine {
         if let Some(m) = memory {
             cmd.arg(format!("--memory={m}"));
         }
+        if let Some(group) = contents.cpu_group {
+            // The container's cgroup (and conmon's, with cgroupfs) below the sandbox's.
+            cmd.arg(format!("--cgroup-parent={}", group.relative().display()));
+        }
         cmd.args(&root).args(args);
         Ok((cmd, token))
     }
@@ -200,8 +204,9 @@ fn hard_limit(resource: nix::sys::resource::Resource, default: u64) -> u64 {
 
 impl Environment for Engine {
     fn cpu_count(&self) -> super::CpuCount {
-        // conmon leaves the engine's process tree and waits for the container itself.
-        super::CpuCount::Unknown
+        // conmon leaves the engine's process tree and waits for the container itself: only a
+        // cgroup holds the container's processes, where the engine can nest its own in it.
+        if sys::CpuGroup::nests_runtimes() { super::CpuCount::Group } else { super::CpuCount::Unknown }
     }
 
     fn unavailable(&self) -> Option<String> {
@@ -321,9 +326,13 @@ impl Environment for Engine {
             _ => "none",
         };
         let memory = launch.memory.or(self.memory);
-        // conmon and the engine leave isobench's cgroup (`cpu_count` says Unknown).
-        let contents =
-            Contents { volume: Some(launch.volume), network: launch.network, memory, args: &args, cpu_group: None };
+        let contents = Contents {
+            volume: Some(launch.volume),
+            network: launch.network,
+            memory,
+            args: &args,
+            cpu_group: launch.cpu_group,
+        };
         let (mut cmd, token) = self.command(launch.ledger, launch.run_dir, &contents)?;
         let mut report = run_agent_process(&mut cmd, launch, &token)?;
         report.setup.insert("runtime.network".into(), network.into());
