@@ -167,6 +167,13 @@ pub(super) struct Contents<'a> {
     pub cpu_group: Option<&'a sys::CpuGroup>,
 }
 
+impl<'a> Contents<'a> {
+    /// A run's agent: the launch's volume, network and cgroup, the memory limit given.
+    pub fn agent(launch: &Launch<'a>, memory: Option<u64>, args: &'a [&'a str]) -> Contents<'a> {
+        Contents { volume: Some(launch.volume), network: launch.network, memory, args, cpu_group: launch.cpu_group }
+    }
+}
+
 /// A container's network: the host's, a namespace isobench made (with a veth pair to the
 /// host), or none at all.
 #[derive(Clone, Copy)]
@@ -418,13 +425,7 @@ impl Environment for Oci {
         let netns_file = launch.network.and_then(NetPath::netns_file);
         let used = self.network_facts(Net::of(self.host_network, launch.network, &netns_file));
         let memory = launch.memory.or(self.memory);
-        let contents = Contents {
-            volume: Some(launch.volume),
-            network: launch.network,
-            memory,
-            args: &args,
-            cpu_group: launch.cpu_group,
-        };
+        let contents = Contents::agent(&launch, memory, &args);
         let (mut cmd, token) = self.prepare(launch.ledger, launch.run_dir, &contents)?;
         let mut report = run_agent_process(&mut cmd, launch, &token)?;
         report.setup.extend(used);

@@ -326,13 +326,7 @@ impl Environment for Engine {
             _ => "none",
         };
         let memory = launch.memory.or(self.memory);
-        let contents = Contents {
-            volume: Some(launch.volume),
-            network: launch.network,
-            memory,
-            args: &args,
-            cpu_group: launch.cpu_group,
-        };
+        let contents = Contents::agent(&launch, memory, &args);
         let (mut cmd, token) = self.command(launch.ledger, launch.run_dir, &contents)?;
         let mut report = run_agent_process(&mut cmd, launch, &token)?;
         report.setup.insert("runtime.network".into(), network.into());
