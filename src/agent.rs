@@ -85,7 +85,7 @@ pub fn execute(request: &Request) -> AgentReport {
 #[derive(PartialEq)]
 enum Kernel {
     Linux,
-    /// gVisor's counts its tasks' switches and faults in its own way (72 switches for 20 s of
+    /// gVisor counts its tasks' switches and faults in its own way (72 switches for 20 s of
     /// Cassandra): set against Linux's, they would only mislead.
     Gvisor,
 }

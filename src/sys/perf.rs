@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 /// The events asked for; perf reports those this machine cannot count as `<not supported>`.
-pub const PERF_EVENTS: &[&str] =
+const EVENTS: &[&str] =
     &["context-switches", "cpu-migrations", "page-faults", "cycles", "instructions", "cache-misses", "branch-misses"];
 
 /// `perf stat -a` running until `finish`.
@@ -37,7 +37,7 @@ fn stop(child: Child) -> Result<std::process::Output> {
 /// What perf counted, and what it could not.
 #[derive(Debug, Default, PartialEq)]
 pub struct PerfCounts {
-    /// (event, count), in `PERF_EVENTS`' order.
+    /// (event, count), in `EVENTS`' order.
     pub counted: Vec<(String, f64)>,
     pub not_supported: Vec<String>,
 }
@@ -53,7 +53,7 @@ impl MachineCounters {
     pub fn start() -> Result<MachineCounters> {
         let mut cmd = Command::new("perf");
         // The counts go to stderr, with perf's complaints, when it stops.
-        cmd.args(["stat", "--all-cpus", "--field-separator", ",", "--event", &PERF_EVENTS.join(",")])
+        cmd.args(["stat", "--all-cpus", "--field-separator", ",", "--event", &EVENTS.join(",")])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

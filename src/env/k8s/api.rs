@@ -342,10 +342,9 @@ impl KubeCluster {
         if let Some(runtime) = self.node_runtime(client, node).await {
             setup.insert("k8s.node_runtime".into(), runtime);
         }
-        if let Some(handler) = match class {
-            Some(class) => self.runtime_handler(client, class).await,
-            None => None,
-        } {
+        if let Some(class) = class
+            && let Some(handler) = self.runtime_handler(client, class).await
+        {
             setup.insert("k8s.runtime_handler".into(), handler);
         }
     }
