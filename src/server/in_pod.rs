@@ -92,13 +92,15 @@ impl DbPod {
         })
     }
 
-    /// The pod's ordinal in its StatefulSet (`<set>-N`), the node's place in the ring.
-    fn ordinal(&self, pod: &str) -> Result<usize> {
+    /// The node's place in the ring: its pod's ordinal in the StatefulSet (`<set>-N`).
+    fn ring_slot(&self, pod: &str) -> Result<RingSlot> {
         let set = self.seed_pod.strip_suffix("-0").unwrap_or(&self.seed_pod);
+        let nodes = self.nodes.max(1) as usize;
         pod.strip_prefix(set)
             .and_then(|rest| rest.strip_prefix('-'))
             .and_then(|n| n.parse().ok())
-            .filter(|&n| n < self.nodes.max(1) as usize)
+            .filter(|&index| index < nodes)
+            .map(|index| RingSlot { index, nodes })
             .ok_or_else(|| {
                 anyhow!(
                     "this pod's name {pod:?} is not {set}-N with N below {}: run it in the StatefulSet isobench made",
@@ -153,17 +155,13 @@ pub fn run(spec: &DbPod) -> Result<()> {
     // seed once, at start, and gives up with "no seeds" if the cluster's DNS misses that one
     // answer (seen here: a lookup that timed out after 20 s while a ring of three started, just
     // after the same name had resolved in this pod).
-    let index = spec.ordinal(&pod_name())?;
-    let (seed_name, seed) = if index == 0 {
+    let ring = spec.ring_slot(&pod_name())?;
+    let (seed_name, seed) = if ring.index == 0 {
         ("itself", ip.clone())
     } else {
         (spec.seed.as_str(), resolve(&spec.seed, spec.start_timeout)?)
     };
-    let config = NodeConfig {
-        seeds: vec![format!("{seed}:{STORAGE_PORT}")],
-        ring: RingSlot { index, nodes: spec.nodes.max(1) as usize },
-        ..spec.config(&ip)
-    };
+    let config = NodeConfig { seeds: vec![format!("{seed}:{STORAGE_PORT}")], ring, ..spec.config(&ip) };
     println!(
         "isobench: starting Cassandra {} on {ip} (seed {seed_name} at {seed}), data in {}",
         spec.version,
@@ -279,10 +277,10 @@ mod tests {
             seed: "isobench-db-ab12-0.isobench-db-ab12".into(),
             start_timeout: Duration::from_secs(60),
         };
-        assert_eq!(spec.ordinal("isobench-db-ab12-0").unwrap(), 0);
-        assert_eq!(spec.ordinal("isobench-db-ab12-2").unwrap(), 2);
+        assert_eq!(spec.ring_slot("isobench-db-ab12-0").unwrap(), RingSlot { index: 0, nodes: 3 });
+        assert_eq!(spec.ring_slot("isobench-db-ab12-2").unwrap(), RingSlot { index: 2, nodes: 3 });
         for stranger in ["isobench-db-ab12-3", "isobench-db-ab1-2", "isobench-db-ab12", "other-1"] {
-            let e = spec.ordinal(stranger).unwrap_err().to_string();
+            let e = spec.ring_slot(stranger).unwrap_err().to_string();
             assert!(e.contains("is not isobench-db-ab12-N with N below 3"), "{stranger}: {e}");
         }
     }

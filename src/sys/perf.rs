@@ -57,15 +57,9 @@ impl MachineCounters {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        // SAFETY: prctl is async-signal-safe and touches only the child. perf counts until it
-        // is interrupted: if isobench dies first, so does it, writing its counts to no one.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT);
-                Ok(())
-            });
-        }
+        // perf counts until it is interrupted: in a group of its own, so that only `finish`
+        // does, and killed if isobench dies first.
+        super::prepare(&mut cmd, None);
         let child = cmd.spawn().context("cannot start perf (Debian's linux-perf package)")?;
         Ok(MachineCounters { child: Some(child) })
     }
