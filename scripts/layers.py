@@ -14,7 +14,7 @@ import re
 import sys
 
 LAYERS = [
-    ("system", ["sys", "units", "stats", "secrets", "facts", "proof", "chart"]),
+    ("system", ["sys", "units", "stats", "secrets", "facts", "proof", "chart", "capacity"]),
     ("libraries", ["cql"]),
     ("model", ["store", "syntax", "ledger", "compare", "report"]),
     ("kinds", ["net", "volume", "workload", "server", "agent", "env"]),

@@ -78,6 +78,7 @@ pub fn execute(request: &Request) -> AgentReport {
     report.series = out.series;
     report.raw = out.raw;
     report.notes = out.notes;
+    report.steps = out.steps;
     report
 }
 

@@ -204,6 +204,10 @@ struct RunArgs {
     /// Without a suite file: the environment the others are compared with (default: the first).
     #[arg(long, value_name = "ENV", requires = "env")]
     baseline: Option<String>,
+    /// Without a suite file: search each cell's capacity, the highest rate it sustains with a
+    /// latency percentile within a bound: --capacity p99=10ms.
+    #[arg(long, value_name = "pNN=LATENCY", requires = "env")]
+    capacity: Option<String>,
     /// Write the suite built from --env … to this file, to edit and run again.
     #[arg(long, value_name = "FILE", requires = "env")]
     save: Option<PathBuf>,
@@ -336,6 +340,7 @@ fn adhoc_suite(args: &RunArgs) -> Result<Suite> {
         fio: args.fio.clone(),
         cql: args.cql.clone(),
         baseline: args.baseline.clone(),
+        capacity: args.capacity.clone(),
     };
     let text = adhoc.to_toml().map_err(anyhow::Error::msg)?;
     let cwd = std::env::current_dir()?;

@@ -2,6 +2,7 @@
 //! See DESIGN.md for the concepts and the data flow.
 
 pub mod agent;
+pub mod capacity;
 pub mod chart;
 pub mod cli;
 pub mod compare;

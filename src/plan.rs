@@ -99,6 +99,15 @@ impl Plan {
                 _ => env,
             }
         }
+        /// The nodes of the managed database a CQL cell loads.
+        fn served_nodes(suite: &Suite, c: &Cell) -> Option<usize> {
+            match (&suite.server, &suite.workloads[c.workload].variants[c.variant].spec) {
+                (Some(crate::server::ServerSpec::Managed(m)), crate::workload::Spec::Cql(cql)) => {
+                    Some(cql.nodes.unwrap_or(m.nodes))
+                }
+                _ => None,
+            }
+        }
         PlanRecord {
             suite: suite.name.clone(),
             baseline: suite.baseline.clone(),
@@ -118,6 +127,8 @@ impl Plan {
                         workload_setup: workload.describe(),
                         cost_per_hour: cost_per_hour(suite, c),
                         density: suite.workloads[c.workload].variants[c.variant].density,
+                        target: suite.workloads[c.workload].target,
+                        nodes: served_nodes(suite, c),
                     }
                 })
                 .collect(),

@@ -131,6 +131,9 @@ pub struct AgentReport {
     /// The workload refused to start because this cell cannot work (see `workload::Unfit`).
     #[serde(default)]
     pub unfit: bool,
+    /// A capacity search's steps, in the order they ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<crate::capacity::Step>,
 }
 
 /// The start of the metrics that give the CPU of one of a runtime's own processes, by its name
@@ -284,6 +287,9 @@ pub struct RunRecord {
     /// With `density = N`: each sandbox's own outcome (the samples above are their aggregate).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sandboxes: Vec<SandboxRecord>,
+    /// A capacity search's steps (the run's `capacity` sample is the highest rate that passed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<crate::capacity::Step>,
 }
 
 impl RunRecord {
@@ -306,6 +312,7 @@ impl RunRecord {
             raw: Vec::new(),
             origin: None,
             sandboxes: Vec::new(),
+            steps: Vec::new(),
         }
     }
 }
@@ -425,6 +432,12 @@ pub struct CellRecord {
     /// `density = N`: how many sandboxes ran the workload at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub density: Option<usize>,
+    /// The load (op/s) its capacity is sized for in nodes and money (`target`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<f64>,
+    /// The database nodes a served CQL cell runs (its capacity is the ring's, its cost theirs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<usize>,
 }
 
 pub struct ResultSet {
@@ -521,10 +534,13 @@ impl ResultSet {
         Ok(runs)
     }
 
+    /// samples.csv: every sample of every successful run, then its capacity steps, one row per
+    /// figure (`step.3.offered`, `step.3.p99`, …).
     pub fn write_samples_csv(&self) -> Result<()> {
         let mut out = String::from("cell,env,volume,workload,params,rep,metric,value,unit\n");
         for run in self.runs()?.iter().filter(|r| r.status == Status::Ok) {
-            for s in &run.samples {
+            let steps = run.steps.iter().enumerate().flat_map(|(i, step)| step_samples(i + 1, step));
+            for s in run.samples.iter().cloned().chain(steps) {
                 let fields = [
                     run.cell.clone(),
                     run.labels.env.clone(),
@@ -532,9 +548,9 @@ impl ResultSet {
                     run.labels.workload.clone(),
                     run.labels.params_text(),
                     run.rep.to_string(),
-                    s.metric.clone(),
+                    s.metric,
                     format_value(s.value),
-                    s.unit.clone(),
+                    s.unit,
                 ];
                 out.push_str(&fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(","));
                 out.push('\n');
@@ -542,6 +558,26 @@ impl ResultSet {
         }
         self.write("samples.csv", out.as_bytes())
     }
+}
+
+/// A capacity step's figures as samples named by its place in the search.
+pub fn step_samples(n: usize, step: &crate::capacity::Step) -> Vec<Sample> {
+    let name = |figure: &str| format!("step.{n}.{figure}");
+    let mut samples = vec![
+        Sample::new(name("offered"), step.offered, "op/s"),
+        Sample::new(name("achieved"), step.achieved, "op/s"),
+        Sample::new(name("latency"), step.latency_us, "us"),
+        Sample::new(name("p50"), step.p50_us, "us"),
+        Sample::new(name("p99"), step.p99_us, "us"),
+        Sample::new(name("p999"), step.p999_us, "us"),
+        Sample::new(name("service"), step.service_us, "us"),
+        Sample::new(name("errors"), step.errors as f64, "errors"),
+        Sample::new(name("pass"), f64::from(u8::from(step.pass)), "bool"),
+    ];
+    if let Some(cpu) = step.client_cpu {
+        samples.push(Sample::new(name("client_cpu"), cpu, "cores"));
+    }
+    samples
 }
 
 /// A run's error on one line, for tables and summaries: its first line and, while a line ends

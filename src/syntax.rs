@@ -477,6 +477,17 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// The keys of a table-valued key, read like this table's: `capacity = { latency = "10ms" }`.
+    pub fn table(&mut self, key: &'static str) -> Result<Option<Fields<'a>>, SuiteError> {
+        match self.node(key) {
+            None => Ok(None),
+            Some(Node { value: Value::Table(t), origin }) => {
+                Ok(Some(Fields::new(self.file, format!("{} {key}", self.what), t, origin.clone())))
+            }
+            Some(other) => Err(self.error_at(key, format!("expected a table, found {}", other.value.type_name()))),
+        }
+    }
+
     /// Rejects keys that were never asked for, naming the allowed ones.
     pub fn finish(&self) -> Result<(), SuiteError> {
         for (key, _) in &self.table.entries {

@@ -52,6 +52,21 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// A rate of operations: "50k op/s", "20000/s", "1.5M", "800 op/s" → operations per second.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let body = t.strip_suffix("op/s").or_else(|| t.strip_suffix("/s")).unwrap_or(t).trim_end();
+    let (number, scale) = match body.chars().last() {
+        Some('k' | 'K') => (&body[..body.len() - 1], 1e3),
+        Some('M') => (&body[..body.len() - 1], 1e6),
+        _ => (body, 1.0),
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        _ => Err(format!("\"{text}\" is not a rate; write operations per second like \"50k op/s\" or \"20000/s\"")),
+    }
+}
+
 /// "10%" or "2.5%" → 10.0 or 2.5.
 pub fn parse_percent(text: &str) -> Result<f64, String> {
     let t = text.trim();
@@ -125,6 +140,19 @@ pub fn sig3(v: f64) -> String {
     }
 }
 
+/// Thousands separated by commas, as Java's `%,d` and price tags have them: 1234567 → "1,234,567".
+pub fn group_digits(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
+
 /// A signed percentage for "% difference" columns: "+4.2%", "-31%".
 pub fn signed_percent(p: f64) -> String {
     if !p.is_finite() {
@@ -165,6 +193,17 @@ mod tests {
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert!(parse_duration("10 parsecs").is_err());
         assert!(parse_duration("fast").is_err());
+    }
+
+    #[test]
+    fn rates_are_operations_per_second() {
+        assert_eq!(parse_rate("50k op/s").unwrap(), 50_000.0);
+        assert_eq!(parse_rate("20000/s").unwrap(), 20_000.0);
+        assert_eq!(parse_rate("1.5M").unwrap(), 1.5e6);
+        assert_eq!(parse_rate("800 op/s").unwrap(), 800.0);
+        assert!(parse_rate("fast").unwrap_err().contains("not a rate"));
+        assert!(parse_rate("0 op/s").is_err());
+        assert!(parse_rate("10 MB/s").is_err());
     }
 
     #[test]

@@ -107,6 +107,9 @@ impl Graph {
                 x_categories: Vec::new(),
                 lines,
                 log_y: false,
+                log_x: false,
+                rules: Vec::new(),
+                marks: Vec::new(),
             }));
         }
         o.push_str("</div><h2>Summary</h2><table><tr><th>revision</th><th>op</th><th>op/s</th><th>pk/s</th><th>row/s</th><th>mean ms</th><th>median ms</th><th>p95 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>operations</th><th>errors</th><th>seconds</th><th>command</th></tr>");

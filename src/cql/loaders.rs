@@ -143,6 +143,16 @@ pub struct Loader {
 /// is past its set-up (connected, schema made) and has begun its load: a fault timed from the
 /// measured phase must not hit a loader still making the schema on a slow machine.
 pub fn run(commands: &[Vec<String>], dir: &Path, running: &(dyn Fn() + Sync)) -> Result<Vec<Loader>> {
+    run_with(commands, dir, &[], running)
+}
+
+/// As [`run`], each loader with the variables `env` in its environment too.
+pub fn run_with(
+    commands: &[Vec<String>],
+    dir: &Path,
+    env: &[(&str, String)],
+    running: &(dyn Fn() + Sync),
+) -> Result<Vec<Loader>> {
     let exe = std::env::current_exe().context("finding isobench's own binary")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let begun = AtomicUsize::new(0);
@@ -157,7 +167,7 @@ pub fn run(commands: &[Vec<String>], dir: &Path, running: &(dyn Fn() + Sync)) ->
             .enumerate()
             .map(|(i, command)| {
                 let (exe, on_running) = (&exe, &on_running);
-                scope.spawn(move || run_one(exe, i + 1, command, dir, on_running))
+                scope.spawn(move || run_one(exe, i + 1, command, dir, env, on_running))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("a loader's thread panicked")))).collect()
@@ -170,10 +180,17 @@ pub fn run(commands: &[Vec<String>], dir: &Path, running: &(dyn Fn() + Sync)) ->
 pub fn run_single(index: usize, command: &[String], dir: &Path) -> Result<Loader> {
     let exe = std::env::current_exe().context("finding isobench's own binary")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    run_one(&exe, index, command, dir, &|| {})
+    run_one(&exe, index, command, dir, &[], &|| {})
 }
 
-fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path, running: &(dyn Fn() + Sync)) -> Result<Loader> {
+fn run_one(
+    exe: &Path,
+    index: usize,
+    command: &[String],
+    dir: &Path,
+    env: &[(&str, String)],
+    running: &(dyn Fn() + Sync),
+) -> Result<Loader> {
     let hdr = dir.join(format!("loader-{index}.hdr"));
     let mut args = command.to_vec();
     set(&mut args, Some("-log"), "hdrfile=", &hdr.display().to_string());
@@ -185,7 +202,7 @@ fn run_one(exe: &Path, index: usize, command: &[String], dir: &Path, running: &(
         }
         None => true,
     });
-    cmd.arg("cql").args(&args).env(SEED_VAR, index.to_string());
+    cmd.arg("cql").args(&args).env(SEED_VAR, index.to_string()).envs(env.iter().map(|(k, v)| (k, v)));
     let token = std::env::var(sys::TOKEN_VAR).ok();
     let mut said_running = false;
     let mut on_line = |line: &str| {

@@ -189,6 +189,40 @@ fn runtime_threads(in_flight: u32) -> usize {
     (in_flight as usize).div_ceil(128).clamp(1, cores)
 }
 
+/// The async runtime a load of `in_flight` operations runs on (`ISOBENCH_CQL_WORKERS` threads
+/// when set).
+fn runtime(in_flight: u32) -> Result<tokio::runtime::Runtime> {
+    let workers = std::env::var("ISOBENCH_CQL_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| runtime_threads(in_flight));
+    let mut builder = if workers <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(workers);
+        b
+    };
+    builder.enable_all().build().context("starting the async runtime")
+}
+
+/// A capacity search in this process: `threads` tasks per step against the settings' nodes,
+/// `on_step` told of each step as it ends (see `stress::capacity`).
+pub fn capacity(
+    settings: Settings,
+    threads: u32,
+    search: &mut crate::capacity::Search,
+    on_step: &mut (dyn FnMut(&crate::capacity::Step) + Send),
+) -> Result<()> {
+    for w in &settings.warnings {
+        eprintln!("WARNING: {w}");
+    }
+    let runtime = runtime(threads)?;
+    let result = runtime.block_on(stress::capacity(Arc::new(settings), threads, search, on_step));
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    result
+}
+
 /// Runs parsed settings to the end (printing cassandra-stress's output when `print`), writes the
 /// graph if asked, and returns what was measured.
 pub fn run(settings: Settings, command_line: &str, print: bool) -> Result<Report> {
@@ -203,18 +237,7 @@ pub fn run(settings: Settings, command_line: &str, print: bool) -> Result<Report
     };
     let mut out = if print { Out::new(file) } else { Out::quiet() };
     let settings = Arc::new(settings);
-    let workers = std::env::var("ISOBENCH_CQL_WORKERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| runtime_threads(settings.rate.threads.unwrap_or(settings.rate.max_threads)));
-    let mut builder = if workers <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        b.worker_threads(workers);
-        b
-    };
-    let runtime = builder.enable_all().build().context("starting the async runtime")?;
+    let runtime = runtime(settings.rate.threads.unwrap_or(settings.rate.max_threads))?;
     let report = runtime.block_on(stress::stress(settings.clone(), &mut out));
     // The session's background tasks end with the runtime; nothing may outlive the run.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));

@@ -15,6 +15,8 @@ use super::metrics::{ByOp, Figures, Interval, Uncertainty};
 use super::output::{self, Out};
 use super::profile::user::Users;
 use super::settings::{Settings, Stop, Truncate};
+use crate::capacity::{Search, Step};
+use crate::sys::Usage;
 
 /// One run at one thread count.
 pub struct RunResult {
@@ -82,7 +84,15 @@ fn stop_text(settings: &Settings, count: Option<u64>) -> String {
 
 impl Context {
     /// One run of `threads` tasks. `count` limits it to that many operations (warm-up, `n=`).
-    async fn run(&mut self, threads: u32, count: Option<u64>, out: &mut Out, warmup: bool) -> Result<RunResult> {
+    /// The intervals of its first `settle` are run but not measured (a capacity step's warm-up).
+    async fn run(
+        &mut self,
+        threads: u32,
+        count: Option<u64>,
+        out: &mut Out,
+        warmup: bool,
+        settle: Duration,
+    ) -> Result<RunResult> {
         let settings = self.settings.clone();
         out.line(&format!("Running {} with {threads} threads {}", description(&settings), stop_text(&settings, count)));
         let fixed = settings.rate.fixed.is_some();
@@ -110,6 +120,7 @@ impl Context {
             tasks.spawn(load.clone().task(i, engine::task_seed(self.runs * 1000 + i as u64)));
         }
         let interval = (settings.log.interval.as_nanos() as u64).max(1_000_000);
+        let measured_from = start + settle.as_nanos() as u64;
         let deadline = match (&settings.command.stop, count) {
             (Stop::Duration(d, _), None) => Some(start + d.as_nanos() as u64),
             _ => None,
@@ -160,13 +171,18 @@ impl Context {
             }
             for (op, i) in current.iter_mut() {
                 (i.start, i.end) = (end - length, end);
-                r.by_op.entry(op).or_insert_with(|| Interval::new(fixed)).add(i);
+                if end > measured_from {
+                    r.by_op.entry(op).or_insert_with(|| Interval::new(fixed)).add(i);
+                }
                 current_total.add(i);
             }
             (current_total.start, current_total.end) = (end - length, end);
-            r.total.add(&current_total);
-            r.uncertainty.update(current_total.adjusted_row_rate());
-            if current_total.operations() != 0 && !warmup {
+            let measured = end > measured_from;
+            if measured {
+                r.total.add(&current_total);
+                r.uncertainty.update(current_total.adjusted_row_rate());
+            }
+            if current_total.operations() != 0 && !warmup && measured {
                 let u = r.uncertainty.value();
                 if current.len() > 1 {
                     for (op, i) in &current {
@@ -188,7 +204,9 @@ impl Context {
                 .as_ref()
                 .and_then(|g| g.op.as_deref())
                 .and_then(|op| current.get(op.to_ascii_uppercase().as_str()));
-            r.intervals.push(Figures::of(graphed.unwrap_or(&current_total), (end - start) as f64 / 1e9));
+            if measured {
+                r.intervals.push(Figures::of(graphed.unwrap_or(&current_total), (end - start) as f64 / 1e9));
+            }
             for i in current.values_mut() {
                 i.reset();
             }
@@ -233,7 +251,7 @@ impl Context {
             if settings.command.truncate == Truncate::Always {
                 engine::truncate(&self.session, &settings).await?;
             }
-            let r = self.run(threads, settings.command.count(), out, false).await?;
+            let r = self.run(threads, settings.command.count(), out, false, Duration::ZERO).await?;
             let (ok, interrupted) = (r.success, r.interrupted);
             results.push(r);
             if !ok {
@@ -293,41 +311,56 @@ fn average_improvement(results: &[RunResult], count: usize) -> f64 {
     sum / count as f64
 }
 
-/// Runs a parsed command line to the end. Errors before the load starts (connection, schema)
-/// are returned; failures during it are in the report.
-pub async fn stress(settings: Arc<Settings>, out: &mut Out) -> Result<Report> {
+/// The environment variable that makes a loader process one capacity step of several loaders:
+/// the first milliseconds it gives of its run are not measured (the step's warm-up), and it
+/// skips cassandra-stress's pauses after the schema (which the search made before its steps).
+pub const STEP_VAR: &str = "ISOBENCH_CQL_STEP_SETTLE_MS";
+
+/// The unmeasured start of a step run as loader processes, when this process is one.
+fn step_settle() -> Option<Duration> {
+    std::env::var(STEP_VAR).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis)
+}
+
+/// Connects, makes the schema and prepares the statements; None for `n=0`, which stops there.
+/// `pause`: cassandra-stress's sleeps after the schema (a capacity search's steps need none: the
+/// driver already waited for the nodes to agree on it).
+async fn open(settings: &Arc<Settings>, out: &mut Out, pause: bool) -> Result<Option<Context>> {
     if !settings.log.no_settings {
         out.text(&settings.dump());
     }
-    let session = Arc::new(engine::connect(&settings).await?);
-    out.text(&engine::describe(&session, &settings).await);
-    engine::create_schema(&session, &settings).await?;
-    out.line(&format!("Created keyspaces. Sleeping {}s for propagation.", settings.nodes.len()));
-    tokio::time::sleep(Duration::from_secs(settings.nodes.len() as u64)).await;
+    let session = Arc::new(engine::connect(settings).await?);
+    out.text(&engine::describe(&session, settings).await);
+    engine::create_schema(&session, settings).await?;
+    if pause {
+        out.line(&format!("Created keyspaces. Sleeping {}s for propagation.", settings.nodes.len()));
+        tokio::time::sleep(Duration::from_secs(settings.nodes.len() as u64)).await;
+    }
     if settings.command.count() == Some(0) {
         out.line("N=0: SCHEMA CREATED, NOTHING ELSE DONE.");
-        return Ok(Report { success: true, runs: Vec::new() });
+        return Ok(None);
     }
-    out.line("Sleeping 2s...");
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let statements = Arc::new(engine::prepare(&session, &settings).await?);
-    let user = engine::prepare_user(&session, &settings).await?;
+    if pause {
+        out.line("Sleeping 2s...");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let statements = Arc::new(engine::prepare(&session, settings).await?);
+    let user = engine::prepare_user(&session, settings).await?;
     for note in user.as_ref().map(|u| u.validation_notes()).unwrap_or_default() {
         out.line(&format!("WARNING: {note}"));
     }
-    let epoch = Instant::now();
     let hdr = match &settings.log.hdrfile {
         Some(path) => Some(HdrLog::create(path, SystemTime::now(), settings.rate.fixed.is_some())?),
         None => None,
     };
-    let mut ctx = Context {
-        session: session.clone(),
-        statements: statements.clone(),
-        user,
-        settings: settings.clone(),
-        epoch,
-        hdr,
-        runs: 0,
+    Ok(Some(Context { session, statements, user, settings: settings.clone(), epoch: Instant::now(), hdr, runs: 0 }))
+}
+
+/// Runs a parsed command line to the end. Errors before the load starts (connection, schema)
+/// are returned; failures during it are in the report.
+pub async fn stress(settings: Arc<Settings>, out: &mut Out) -> Result<Report> {
+    let step = step_settle();
+    let Some(mut ctx) = open(&settings, out, step.is_none()).await? else {
+        return Ok(Report { success: true, runs: Vec::new() });
     };
     if !settings.command.no_warmup {
         warm_up(&mut ctx, out).await?;
@@ -336,7 +369,7 @@ pub async fn stress(settings: Arc<Settings>, out: &mut Out) -> Result<Report> {
     if settings.command.truncate == Truncate::Once
         || (threads.is_some() && settings.command.truncate == Truncate::Always)
     {
-        engine::truncate(&session, &settings).await?;
+        engine::truncate(&ctx.session, &settings).await?;
     }
     let (success, runs) = match threads {
         None => {
@@ -344,7 +377,7 @@ pub async fn stress(settings: Arc<Settings>, out: &mut Out) -> Result<Report> {
             ctx.run_series(out).await?
         }
         Some(t) => {
-            let r = ctx.run(t, settings.command.count(), out, false).await?;
+            let r = ctx.run(t, settings.command.count(), out, false, step.unwrap_or_default()).await?;
             (r.success, vec![r])
         }
     };
@@ -353,6 +386,67 @@ pub async fn stress(settings: Arc<Settings>, out: &mut Out) -> Result<Report> {
     }
     out.line(if success { "END" } else { "FAILURE" });
     Ok(Report { success, runs })
+}
+
+/// A capacity search in one session: cassandra-stress's warm-up first (unless `no-warmup`: a
+/// node fresh from its start answers its first operations slowly while its JIT compiles, which
+/// would fail the lowest rate), then each step `threads` tasks at the offered rate (`fixed=R/s`,
+/// latency from each operation's intended start) for the plan's warm-up, then its window.
+pub async fn capacity(
+    settings: Arc<Settings>,
+    threads: u32,
+    search: &mut Search,
+    on_step: &mut (dyn FnMut(&Step) + Send),
+) -> Result<()> {
+    let mut out = Out::quiet();
+    let Some(mut ctx) = open(&settings, &mut out, false).await? else {
+        bail!("n=0 makes the schema only: a capacity search needs a load");
+    };
+    if !settings.command.no_warmup {
+        warm_up(&mut ctx, &mut out).await?;
+    }
+    let plan = search.plan().clone();
+    let run_for = plan.step_time();
+    while let Some(rate) = search.next_rate() {
+        let mut step = (*settings).clone();
+        step.rate.fixed = Some(rate as u64);
+        step.rate.throttle = None;
+        step.command.stop = Stop::Duration(run_for, "seconds");
+        ctx.settings = Arc::new(step);
+        let before = (Usage::own(), Instant::now());
+        let r = ctx.run(threads, None, &mut out, false, plan.warmup).await?;
+        let cpu = Usage::own().since(&before.0).cpu_s / before.1.elapsed().as_secs_f64();
+        let t = &r.total;
+        let achieved = if t.operations() == 0 { 0.0 } else { t.op_rate() };
+        let step = step_of(t.latency(), &t.service, achieved, t.errors, plan.bound.percentile);
+        on_step(search.record(Step { offered: rate, client_cpu: Some(cpu), ..step }));
+    }
+    Ok(())
+}
+
+/// A capacity step's figures from its measured window's histograms (ns): response times (from
+/// the intended start), against which service times show the wait behind the schedule.
+pub fn step_of(
+    response: &hdrhistogram::Histogram<u64>,
+    service: &hdrhistogram::Histogram<u64>,
+    achieved: f64,
+    errors: u64,
+    percentile: f64,
+) -> Step {
+    let us = |h: &hdrhistogram::Histogram<u64>, p: f64| {
+        if h.is_empty() { f64::NAN } else { h.value_at_percentile(p) as f64 / 1000.0 }
+    };
+    Step {
+        achieved,
+        latency_us: us(response, percentile),
+        p50_us: us(response, 50.0),
+        p99_us: us(response, 99.0),
+        p999_us: us(response, 99.9),
+        service_us: us(service, percentile),
+        service_mean_us: service.mean() / 1000.0,
+        errors,
+        ..Step::default()
+    }
 }
 
 /// cassandra-stress's warm-up: each operation type alone, 25% of n (at most 50,000) per node,
@@ -377,7 +471,7 @@ async fn warm_up(ctx: &mut Context, out: &mut Out) -> Result<()> {
         ctx.settings = Arc::new(single);
         ctx.statements = Arc::new(all_statements.get(i).cloned().into_iter().collect());
         let hdr = ctx.hdr.take();
-        let r = ctx.run(threads, Some(iterations), &mut Out::quiet(), true).await;
+        let r = ctx.run(threads, Some(iterations), &mut Out::quiet(), true, Duration::ZERO).await;
         ctx.hdr = hdr;
         if !r?.success {
             (ctx.settings, ctx.statements) = (full, all_statements);

@@ -76,7 +76,10 @@ pub fn run_agent_process(cmd: &mut Command, launch: Launch, token: &str) -> Resu
     }
     let gate = launch.gate;
     let mut on_spawn = |pid: u32| gate.iter().for_each(|g| g.spawned(pid));
-    let mut on_stderr_line = |line: &str| gate.iter().for_each(|g| g.saw_line(line));
+    let mut on_stderr_line = |line: &str| {
+        gate.iter().for_each(|g| g.saw_line(line));
+        sys::progress::relay(line);
+    };
     let mut request = serde_json::to_vec(launch.request)?;
     request.push(b'\n');
     let finished = sys::run(

@@ -422,6 +422,10 @@ fn load_pods(
     recovery: Duration,
 ) -> Result<crate::store::AgentReport> {
     let loaders = load.loaders.unwrap_or(1);
+    if load.capacity.is_some() && loaders > 1 {
+        let why = "a capacity search on Kubernetes runs from one loader pod, which offers every step's rate: set loaders = 1 (a step of several pods at once is not built yet)";
+        return Ok(crate::store::AgentReport { error: Some(why.into()), unfit: true, ..Default::default() });
+    }
     load.loaders = Some(loaders);
     load.indexed = true;
     let request = agent::Request {
@@ -444,7 +448,7 @@ fn load_pods(
         request: &request,
         claim: None,
         loaders: Some(loaders),
-        deadline: crate::workload::Workload::expected_duration(&load) * 3 + SCHEDULE_ALLOWANCE,
+        deadline: crate::workload::Workload::timeout(&load) + SCHEDULE_ALLOWANCE,
     };
     let load_done = AtomicBool::new(false);
     let (loaded, killed) = std::thread::scope(|scope| {

@@ -70,6 +70,9 @@ impl<'a> Runner<'a> {
                 .expect("valid template"),
         );
         bar.enable_steady_tick(Duration::from_millis(200));
+        // What a run says while it goes (a capacity search's steps), under the cell it is in.
+        let progress = bar.clone();
+        sys::progress::set_sink(move |line| say(&progress, format!("  {} · {line}", progress.message())));
         for slot in self.plan.runs.clone() {
             self.run_slot(slot, &bar)?;
         }
@@ -178,6 +181,7 @@ impl<'a> Runner<'a> {
                     record.notes.extend(report.notes);
                     record.samples = report.samples;
                     record.series = report.series;
+                    record.steps = report.steps;
                     raw = report.raw;
                     let sandbox_at_home =
                         env.item.is_sandbox().then(|| proof::looks_like_host(&record.facts, &self.host_facts));

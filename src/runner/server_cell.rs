@@ -100,10 +100,7 @@ pub fn run(
             collect: place.collect,
         })
         .collect();
-    let timeout = managed.start_timeout * (nodes as u32 + 1)
-        + STOP_TIMEOUT
-        + load.expected_duration() * 3
-        + Duration::from_secs(120);
+    let timeout = managed.start_timeout * (nodes as u32 + 1) + STOP_TIMEOUT + load.timeout();
     let controls: Vec<String> =
         host_addresses.iter().zip(&control_ports).map(|(address, port)| format!("{address}:{port}")).collect();
     let forwards: Vec<[u16; 2]> = control_ports.iter().map(|c| [layout.native_port, *c]).collect();
@@ -199,6 +196,7 @@ pub fn run(
                 report.samples.extend(super::collect::per_op(cpu, &report.samples));
             }
             report.series.extend(loaded.out.series);
+            report.steps.extend(loaded.out.steps);
             report.notes.extend(loaded.out.notes);
             report.raw.extend(loaded.out.raw);
             if let Some(e) = loaded.error {

@@ -21,6 +21,8 @@ pub struct Adhoc {
     pub cql: Option<String>,
     /// `--baseline`: the environment the others are compared with (default: the first).
     pub baseline: Option<String>,
+    /// `--capacity p99=10ms`: each workload searches the highest rate it sustains within it.
+    pub capacity: Option<String>,
 }
 
 impl Adhoc {
@@ -87,6 +89,12 @@ impl Adhoc {
             t["args"] = value(args.as_str());
             workloads.push(t);
         }
+        if let Some(text) = &self.capacity {
+            let bound = capacity_table(text)?;
+            for t in workloads.iter_mut() {
+                t["capacity"] = value(bound.clone());
+            }
+        }
         doc["workload"] = Item::ArrayOfTables(workloads);
         Ok(doc.to_string())
     }
@@ -106,6 +114,7 @@ impl Adhoc {
         flag("--fio", &self.fio);
         flag("--cql", self.cql.as_slice());
         flag("--baseline", self.baseline.as_slice());
+        flag("--capacity", self.capacity.as_slice());
         words.iter().map(|w| quoted(w)).collect::<Vec<_>>().join(" ")
     }
 }
@@ -118,6 +127,18 @@ fn quoted(word: &str) -> String {
     } else {
         format!("'{}'", word.replace('\'', "'\\''"))
     }
+}
+
+/// `p99=10ms` as a workload's `capacity = { percentile = 99, latency = "10ms" }` (the latency is
+/// checked with the suite, where a wrong one is named).
+fn capacity_table(text: &str) -> Result<InlineTable, String> {
+    let wrong = || format!("--capacity {text}: write the percentile and the latency bound, e.g. --capacity p99=10ms");
+    let (percentile, latency) = text.trim().split_once('=').ok_or_else(wrong)?;
+    let percentile: f64 = percentile.trim().strip_prefix('p').and_then(|p| p.parse().ok()).ok_or_else(wrong)?;
+    let mut t = InlineTable::new();
+    t.insert("percentile", percentile.into());
+    t.insert("latency", latency.trim().into());
+    Ok(t)
 }
 
 /// An environment named as people name it: `host`, `podman`, `docker`, `vm` or `vm-ATTACH`

@@ -32,6 +32,9 @@ pub struct Suite {
     pub cells: Vec<Selector>,
     /// The database the CQL workloads load (`[[server]]`), if any.
     pub server: Option<crate::server::ServerSpec>,
+    /// `target = "50k op/s"`: the load to size for, in nodes and money, from each capacity
+    /// workload's capacity (a workload's own `target` replaces it).
+    pub target: Option<f64>,
     /// The suite after overrides, secrets redacted: what the result set keeps.
     pub resolved: String,
 }
@@ -54,6 +57,8 @@ pub struct WorkloadEntry {
     pub headline: Option<Vec<String>>,
     /// One per combination of the workload's list-valued parameters.
     pub variants: Vec<Variant>,
+    /// The load its cells are sized for (the suite's when the workload names none).
+    pub target: Option<f64>,
 }
 
 pub struct Variant {
@@ -131,6 +136,27 @@ impl Suite {
             }
             _ => return Err(top.error_at("server", "one [[server]] per suite: the CQL workloads all load it")),
         };
+        let target = crate::workload::rate(&mut top, "target")?;
+        let mut workloads = workloads;
+        for (w, (table, origin)) in workloads.iter_mut().zip(&workload_tables) {
+            let searched = w.variants.iter().any(|v| v.spec.workload().capacity().is_some());
+            if w.target.is_some() && !searched {
+                let f = Fields::new(file, format!("workload \"{}\"", w.name), table, origin.clone());
+                return Err(f.error_at(
+                    "target",
+                    "nodes are counted from a measured capacity: give this workload capacity = { percentile = 99, latency = \"10ms\" }",
+                ));
+            }
+            if searched {
+                w.target = w.target.or(target);
+            }
+        }
+        if target.is_some() && !workloads.iter().any(|w| w.target.is_some()) {
+            return Err(top.error_at(
+                "target",
+                "nodes are counted from a measured capacity, and no workload has one: give a workload capacity = { percentile = 99, latency = \"10ms\" }",
+            ));
+        }
         let cells = top
             .str_list("cells")?
             .unwrap_or_default()
@@ -179,6 +205,7 @@ impl Suite {
             bounds,
             cells,
             server,
+            target,
             resolved: crate::syntax::to_toml(&resolved_tree),
         })
     }
@@ -330,7 +357,7 @@ fn workload_entry(file: &str, table: &Table, origin: Origin, ctx: &ParseContext)
         }
     }
     let mut variants = Vec::new();
-    let mut headline = None;
+    let (mut headline, mut target) = (None, None);
     for combination in combinations(&axes) {
         let mut concrete = table.clone();
         let mut params = Vec::new();
@@ -344,11 +371,29 @@ fn workload_entry(file: &str, table: &Table, origin: Origin, ctx: &ParseContext)
         // The workload's own baseline is checked with the suite's, against the envs and volumes.
         f.node("baseline");
         headline = f.str_list("headline")?;
+        target = crate::workload::rate(&mut f, "target")?;
         let density = f.count("density")?.map(|n| n as usize);
+        if table.get("capacity").is_some() {
+            if !kind.capacity {
+                return Err(f.error_at(
+                    "capacity",
+                    format!(
+                        "a {} workload has no latency per operation to bound; a capacity search is for fio and cql workloads",
+                        kind.name
+                    ),
+                ));
+            }
+            if density.is_some() {
+                return Err(f.error_at(
+                    "capacity",
+                    "a capacity search offers one environment its rates; it cannot be combined with density",
+                ));
+            }
+        }
         let spec = (kind.parse)(&mut f, ctx)?;
         variants.push(Variant { params, spec, density });
     }
-    Ok(WorkloadEntry { name: named_entry.name, kind: named_entry.kind, headline, variants })
+    Ok(WorkloadEntry { name: named_entry.name, kind: named_entry.kind, headline, variants, target })
 }
 
 struct Axis {

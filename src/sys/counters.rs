@@ -24,6 +24,11 @@ impl Usage {
         Usage::of(UsageWho::RUSAGE_SELF).plus(&Usage::of(UsageWho::RUSAGE_CHILDREN))
     }
 
+    /// This process alone: a load generator running in it.
+    pub fn own() -> Usage {
+        Usage::of(UsageWho::RUSAGE_SELF)
+    }
+
     /// The children this process has reaped, with everything they reaped in turn: every
     /// process that hosted a sandbox isobench started in the foreground, once it exited.
     pub fn children() -> Usage {

@@ -1,6 +1,6 @@
 //! The bottom layer: what every other module may use and which names none of them — child
 //! processes, signals and pids, free ports, atomic writes, usage and device counters, the
-//! machine's perf counters, and a cgroup that counts a sandbox's CPU.
+//! machine's perf counters, a cgroup that counts a sandbox's CPU, and the progress lines a run says.
 
 mod cgroup;
 mod counters;
@@ -8,6 +8,7 @@ mod files;
 mod perf;
 mod ports;
 mod process;
+pub mod progress;
 
 pub use cgroup::*;
 pub use counters::*;

@@ -39,6 +39,9 @@ pub struct Shaping {
     pub latency: Option<Duration>,
     /// A cap on the node's bandwidth, in bits per second.
     pub bandwidth: Option<u64>,
+    /// How long a client may send at any speed after an idle spell before the cap holds (a
+    /// token bucket's size): nbdkit's rate filter allows 2 s unless told.
+    pub burst: Option<Duration>,
 }
 
 /// How the workload reaches the volume.
@@ -52,7 +55,7 @@ pub enum Access {
     Kernel,
 }
 
-/// The keys every network volume has: `size`, `where`, `latency`, `bandwidth`, `fs`, `access`,
+/// The keys every network volume has: `size`, `where`, `latency`, `bandwidth`, `burst`, `fs`, `access`,
 /// `mkfs_args`, `mount_options`.
 #[derive(Clone, Debug)]
 pub struct Common {
@@ -78,6 +81,13 @@ impl Common {
             Some(text) => Some(parse_bits(&text).map_err(|e| f.error_at("bandwidth", e))?),
             None => None,
         };
+        let burst = f.duration("burst")?;
+        if burst.is_some() && bandwidth.is_none() {
+            return Err(f.error_at("burst", "is how long a client may exceed the bandwidth: give bandwidth too"));
+        }
+        if burst.is_some_and(|b| b.is_zero()) {
+            return Err(f.error_at("burst", "must be more than zero, e.g. \"100ms\""));
+        }
         let fs = f.choice("fs", &["none", "ext4", "xfs"])?.filter(|fs| fs != "none");
         let access = match f.choice("access", &["auto", "fio-nbd", "fuse", "kernel"])?.as_deref() {
             Some("fio-nbd") => Access::FioNbd,
@@ -94,7 +104,7 @@ impl Common {
             let key = if mount_options.is_some() { "mount_options" } else { "mkfs_args" };
             return Err(f.error_at(key, "applies to a filesystem; set fs = \"ext4\" or \"xfs\""));
         }
-        Ok(Common { size, place, shaping: Shaping { latency, bandwidth }, fs, access, mkfs_args, mount_options })
+        Ok(Common { size, place, shaping: Shaping { latency, bandwidth, burst }, fs, access, mkfs_args, mount_options })
     }
 
     /// Why this volume cannot be made here, if it cannot.
@@ -236,7 +246,9 @@ pub fn start_node(ctx: &ProvisionContext, common: &Common, index: usize, home: O
             let mut args = vec!["qdisc", "add", "dev", host_if, "root", "netem"];
             args.extend(shape.iter().map(String::as_str));
             sys::command_output("tc", &args)?;
-            shaped.push(format!("netem on {host_if}: {}", shape.join(" ")));
+            let burst =
+                if common.shaping.burst.is_some() { " (netem's rate has no burst: burst does not apply)" } else { "" };
+            shaped.push(format!("netem on {host_if}: {}{burst}", shape.join(" ")));
         }
     } else {
         if let Some(l) = common.shaping.latency {
@@ -253,7 +265,14 @@ pub fn start_node(ctx: &ProvisionContext, common: &Common, index: usize, home: O
         if let Some(b) = common.shaping.bandwidth {
             filters.push("--filter=rate");
             params.push(format!("rate={b}"));
-            shaped.push(format!("nbdkit rate filter: {} bit/s", b));
+            let burst = match common.shaping.burst {
+                Some(d) => {
+                    params.push(format!("burstiness={}", d.as_secs_f64()));
+                    format!("{} s", d.as_secs_f64())
+                }
+                None => "2 s, its default".into(),
+            };
+            shaped.push(format!("nbdkit rate filter: {b} bit/s, bursts of {burst} after an idle spell"));
         }
     }
     let token = ctx.ledger.new_process_token();

@@ -12,7 +12,7 @@ use super::{Kind, Output, ParseContext, RunContext, Spec, Workload, sysbench};
 use crate::store::Sample;
 use crate::syntax::{Fields, SuiteError};
 
-pub const KIND: Kind = Kind { name: "cpu", list_keys: &[], parse };
+pub const KIND: Kind = Kind { name: "cpu", list_keys: &[], parse, capacity: false };
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Cpu {

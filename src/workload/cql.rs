@@ -9,13 +9,14 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
-use super::{Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload};
+use super::{CapacityDefaults, Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload, parse_capacity};
+use crate::capacity::{Plan, Search, Step};
 use crate::cql::loaders;
 use crate::cql::{self, settings, settings::Settings, stress::RunResult};
 use crate::store::{RawFile, Sample, Series};
 use crate::syntax::{Fields, SuiteError};
 
-pub const KIND: Kind = Kind { name: "cql", list_keys: &[], parse };
+pub const KIND: Kind = Kind { name: "cql", list_keys: &[], parse, capacity: true };
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Cql {
@@ -41,7 +42,19 @@ pub struct Cql {
     /// of the matrix); the server's own `nodes` when not set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<usize>,
+    /// Search the highest `fixed=` rate whose response time stays within a bound, in place of
+    /// one run of the measured phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Plan>,
 }
+
+/// Where a CQL capacity search starts and how long its steps are.
+const CAPACITY: CapacityDefaults =
+    CapacityDefaults { start: 500.0, warmup: Duration::from_secs(2), window: Duration::from_secs(5) };
+
+/// The tasks a capacity search keeps when the phase names no `-rate threads=`: each has one
+/// operation in flight, so they bound the rate at a given latency (64 at 10 ms: 6.4k op/s).
+const CAPACITY_THREADS: u32 = 64;
 
 /// Where Kubernetes tells a pod of an Indexed Job its index.
 pub const INDEX_VAR: &str = "JOB_COMPLETION_INDEX";
@@ -101,8 +114,34 @@ fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
     if nodes.is_some_and(|n| n > 254) {
         return Err(f.error_at("nodes", "a managed cluster has 1 to 254 nodes"));
     }
+    let capacity = parse_capacity(f, CAPACITY)?;
+    if capacity.is_some() {
+        capacity_phase(&args).map_err(|e| f.error_at("args", e))?;
+    }
     f.finish()?;
-    Ok(Spec::Cql(Cql { args, load, target: None, loaders, indexed: false, profiles, nodes }))
+    Ok(Spec::Cql(Cql { args, load, target: None, loaders, indexed: false, profiles, nodes, capacity }))
+}
+
+/// A measured phase a capacity search can run: the search sets each step's rate and length.
+fn capacity_phase(text: &str) -> Result<(), String> {
+    let tokens = words(text);
+    let command = tokens.iter().take_while(|t| !t.starts_with('-'));
+    if let Some(stop) =
+        command.clone().find(|t| ["n=", "n>", "n<", "duration=", "err<"].iter().any(|k| t.starts_with(k)))
+    {
+        return Err(format!(
+            "{stop}: a capacity search runs timed steps (capacity.window); leave the stop condition out of the measured phase"
+        ));
+    }
+    if let Some(rate) = tokens.iter().find(|t| t.starts_with("fixed=") || t.starts_with("throttle=")) {
+        return Err(format!("{rate}: a capacity search sets the rate of each step itself; remove it from -rate"));
+    }
+    Ok(())
+}
+
+/// A node that cannot be reached fails every repetition the same way: the cell is unfit.
+fn unfit_if_unreachable(e: anyhow::Error) -> anyhow::Error {
+    if format!("{e:#}").contains("cannot connect to") { anyhow::Error::new(Unfit(format!("{e:#}"))) } else { e }
 }
 
 /// The files of a phase's `profile=` (several, comma-separated).
@@ -224,6 +263,9 @@ impl Workload for Cql {
     }
 
     fn headline(&self) -> Vec<&'static str> {
+        if self.capacity.is_some() {
+            return vec!["capacity"];
+        }
         vec!["op_rate", "latency_mean", "latency_p99", "errors"]
     }
 
@@ -233,13 +275,35 @@ impl Workload for Cql {
             d.insert("cql.load".into(), shown(load));
         }
         if let Ok(s) = self.phase(&self.args) {
-            d.insert("cql.threads".into(), s.rate.threads.map_or("auto".into(), |t| t.to_string()));
-            d.insert(
-                "cql.latency".into(),
-                if s.rate.fixed.is_some() { "response time (fixed rate)" } else { "service time" }.into(),
-            );
+            let threads = match (&self.capacity, s.rate.threads) {
+                (_, Some(t)) => t.to_string(),
+                (Some(_), None) => CAPACITY_THREADS.to_string(),
+                (None, None) => "auto".into(),
+            };
+            d.insert("cql.threads".into(), threads);
+            let latency = if s.rate.fixed.is_some() || self.capacity.is_some() {
+                "response time (fixed rate)"
+            } else {
+                "service time"
+            };
+            d.insert("cql.latency".into(), latency.into());
+        }
+        if let Some(plan) = &self.capacity {
+            d.insert("capacity.bound".into(), plan.bound.text());
+            d.insert("capacity.search".into(), plan.describe());
         }
         d
+    }
+
+    fn capacity(&self) -> Option<&Plan> {
+        self.capacity.as_ref()
+    }
+
+    fn timeout(&self) -> Duration {
+        match &self.capacity {
+            Some(plan) => super::capacity_timeout(plan) + self.expected_duration(),
+            None => self.expected_duration() * 3 + Duration::from_secs(180),
+        }
     }
 
     fn expected_duration(&self) -> Duration {
@@ -250,7 +314,11 @@ impl Workload for Cql {
                 _ => Duration::from_secs(15 + s.command.count().unwrap_or(100_000) / 5_000),
             })
         };
-        phase(&self.args) + self.load.as_deref().map_or(Duration::ZERO, phase)
+        let measured = match &self.capacity {
+            Some(plan) => super::capacity_duration(plan),
+            None => phase(&self.args),
+        };
+        measured + self.load.as_deref().map_or(Duration::ZERO, phase)
     }
 
     fn run(&self, ctx: &RunContext, out: &mut Output) -> Result<()> {
@@ -276,10 +344,10 @@ impl Cql {
             out.samples.push(Sample::new("load_op_rate", last.summary().op_rate, "op/s"));
         }
         measured();
-        let report = cql::run(self.phase(&self.args)?, &shown(&self.args), false).map_err(|e| {
-            // A node that cannot be reached fails every repetition the same way.
-            if format!("{e:#}").contains("cannot connect to") { anyhow::Error::new(Unfit(format!("{e:#}"))) } else { e }
-        })?;
+        if let Some(plan) = &self.capacity {
+            return self.search(plan, ctx, out);
+        }
+        let report = cql::run(self.phase(&self.args)?, &shown(&self.args), false).map_err(unfit_if_unreachable)?;
         let run = report.runs.last().ok_or_else(|| anyhow!("the measured phase ran nothing"))?;
         out.samples.extend(samples(run));
         out.series.extend(series(run));
@@ -305,9 +373,100 @@ impl Cql {
             }
             out.samples.push(Sample::new("load_op_rate", merged.op_rate, "op/s"));
         }
+        if let Some(plan) = &self.capacity {
+            measured();
+            return self.search(plan, ctx, out);
+        }
         // The measured phase begins when every loader has begun its load.
         let merged = self.run_loaders(&self.args, n, &ctx.scratch_dir.join("run"), out, measured)?;
         self.merged_output(&merged, n, out)
+    }
+
+    /// The capacity search: in this process, or with `loaders` as that many loader processes per
+    /// step, each offered its share of the rate, their HDR logs merged per step.
+    fn search(&self, plan: &Plan, ctx: &RunContext, out: &mut Output) -> Result<()> {
+        let settings = self.phase(&self.args)?;
+        let threads = settings.rate.threads.unwrap_or(CAPACITY_THREADS);
+        let cores = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
+        let mut search = Search::new(plan.clone(), cores, Some(threads * self.loaders.unwrap_or(1)));
+        let say = |step: &Step, n: usize| {
+            crate::sys::progress::say(&format!("capacity step {n}: {}", step.line(&plan.bound)));
+        };
+        match self.loaders.filter(|n| *n > 1) {
+            None => {
+                let mut n = 0;
+                cql::capacity(settings, threads, &mut search, &mut |step| {
+                    n += 1;
+                    say(step, n);
+                })
+                .map_err(unfit_if_unreachable)?;
+            }
+            Some(loaders) => {
+                if !settings.command.no_warmup {
+                    self.loaders_warm_up(&settings, loaders, &ctx.scratch_dir.join("warm-up"))?;
+                }
+                while let Some(rate) = search.next_rate() {
+                    let n = search.steps().len() + 1;
+                    let dir = ctx.scratch_dir.join(format!("step-{n}"));
+                    let step = self.loaders_step(plan, threads, loaders, rate, &dir, out)?;
+                    say(search.record(step), n);
+                }
+            }
+        }
+        super::capacity_output(&search, out)
+    }
+
+    /// cassandra-stress's warm-up, as the loaders' one unscheduled run of its operations before
+    /// the steps, each step's loaders being fresh processes.
+    fn loaders_warm_up(&self, settings: &Settings, loaders: u32, dir: &std::path::Path) -> Result<()> {
+        let mut tokens = self.loader_command(&self.args, dir)?;
+        let count = crate::cql::engine::warmup_iterations(settings).max(u64::from(loaders));
+        loaders::set(&mut tokens, None, "n=", &count.to_string());
+        tokens.insert(1, "no-warmup".into());
+        let commands = loaders::split(&tokens, loaders).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
+        let ran = loaders::run(&commands, dir, &|| {})?;
+        match ran.iter().find(|l| !l.success) {
+            Some(failed) => bail!("the capacity search's warm-up failed: {}", failed.reason()),
+            None => Ok(()),
+        }
+    }
+
+    /// One capacity step as `loaders` loader processes at rate ÷ `loaders` each, merged from
+    /// their HDR logs (response and service times); their warm-up is not in their logs.
+    fn loaders_step(
+        &self,
+        plan: &Plan,
+        threads: u32,
+        loaders: u32,
+        rate: f64,
+        dir: &std::path::Path,
+        out: &mut Output,
+    ) -> Result<Step> {
+        let mut tokens = self.loader_command(&self.args, dir)?;
+        let share = (rate / f64::from(loaders)).round().max(1.0);
+        loaders::set(&mut tokens, None, "duration=", &format!("{}s", plan.step_time().as_secs_f64().ceil()));
+        loaders::set(&mut tokens, Some("-rate"), "threads=", &threads.to_string());
+        loaders::set(&mut tokens, Some("-rate"), "fixed=", &format!("{share}/s"));
+        if !tokens.iter().any(|t| t == "no-warmup") {
+            tokens.insert(1, "no-warmup".into());
+        }
+        let commands = loaders::split(&tokens, loaders).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
+        let settle = [(cql::stress::STEP_VAR, plan.warmup.as_millis().to_string())];
+        let before = (crate::sys::Usage::children(), std::time::Instant::now());
+        let ran = loaders::run_with(&commands, dir, &settle, &|| {})?;
+        let cpu = crate::sys::Usage::children().since(&before.0).cpu_s / before.1.elapsed().as_secs_f64();
+        let step_name = dir.file_name().map_or("step".into(), |n| n.to_string_lossy().into_owned());
+        for (i, l) in ran.iter().enumerate() {
+            let content = format!("isobench cql {}\n\n{}", l.command, l.output);
+            out.raw.push(RawFile { name: format!("{step_name}-loader-{}.log", i + 1), content });
+        }
+        let response = loaders::merge(&ran, "rt")?;
+        let service = loaders::merge(&ran, "st")?;
+        let errors = response.errors + u64::from(response.failed.is_some());
+        let step =
+            cql::stress::step_of(&response.latency, &service.latency, response.op_rate, errors, plan.bound.percentile);
+        // Each loader offers a whole op/s share: within one op/s per loader of what was asked.
+        Ok(Step { offered: rate, client_cpu: Some(cpu), ..step })
     }
 
     /// The merged figures of `n` loaders, each loader's own, and its command lines.
@@ -357,6 +516,10 @@ impl Cql {
         for (phase, text) in phases {
             if phase == "run" {
                 eprintln!("{MEASURED_LINE}");
+                if let Some(plan) = &self.capacity {
+                    // One loader pod searches alone, as a loader on the host does.
+                    return self.search(plan, ctx, out);
+                }
             }
             let dir = ctx.scratch_dir.join(phase);
             let commands = loaders::split(&self.loader_command(text, &dir)?, n)
@@ -386,6 +549,10 @@ impl Cql {
         dir: &std::path::Path,
     ) -> crate::store::AgentReport {
         let n = reports.len() as u32;
+        if let (Some(_), [_]) = (&self.capacity, reports.as_slice()) {
+            // One loader pod searched alone: its report is the run's.
+            return reports.into_iter().next().expect("one report");
+        }
         let mut out = Output::default();
         let mut combined = crate::store::AgentReport {
             facts: reports.first().map(|r| r.facts.clone()).unwrap_or_default(),

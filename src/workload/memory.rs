@@ -12,7 +12,7 @@ use crate::store::Sample;
 use crate::syntax::{Fields, SuiteError};
 use crate::units;
 
-pub const KIND: Kind = Kind { name: "memory", list_keys: &[], parse };
+pub const KIND: Kind = Kind { name: "memory", list_keys: &[], parse, capacity: false };
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Memory {

@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use crate::capacity::{Bound, CLIENT_LIMIT_NOTE, Plan, Search};
 use crate::store::{RawFile, Sample, Series};
 use crate::syntax::{Fields, SuiteError};
 
@@ -25,6 +26,8 @@ pub struct Output {
     pub series: Vec<Series>,
     pub raw: Vec<RawFile>,
     pub notes: Vec<String>,
+    /// A capacity search's steps.
+    pub steps: Vec<crate::capacity::Step>,
 }
 
 /// Where and with what a workload runs, as the agent sees it.
@@ -73,6 +76,10 @@ pub trait Workload {
     fn needs_network(&self) -> bool {
         false
     }
+    /// The capacity search it runs in place of one measurement, if it runs one.
+    fn capacity(&self) -> Option<&Plan> {
+        None
+    }
     /// Runs once, inside the environment.
     fn run(&self, ctx: &RunContext, out: &mut Output) -> Result<()>;
 }
@@ -112,9 +119,110 @@ impl ParseContext<'_> {
 }
 
 /// A workload kind: its name, the keys whose values are lists by nature (every other list is a
-/// matrix axis), and how to read one cell's configuration.
+/// matrix axis), how to read one cell's configuration, and whether its operations have a
+/// latency that a capacity search can bound.
 pub struct Kind {
     pub name: &'static str,
     pub list_keys: &'static [&'static str],
     pub parse: fn(&mut Fields, &ParseContext) -> Result<Spec, SuiteError>,
+    pub capacity: bool,
+}
+
+/// Where a kind's capacity search starts and how long its steps are, unless the suite says.
+pub struct CapacityDefaults {
+    pub start: f64,
+    pub warmup: Duration,
+    pub window: Duration,
+}
+
+/// How long a capacity search may take unless the suite says.
+const CAPACITY_BUDGET: Duration = Duration::from_secs(300);
+
+/// `capacity = { percentile = 99, latency = "10ms", … }`: the latency bound a capacity search
+/// holds and how it searches (`start`, `growth`, `resolution`, `warmup`, `window`, `budget`,
+/// `max`).
+pub fn parse_capacity(f: &mut Fields, defaults: CapacityDefaults) -> Result<Option<Plan>, SuiteError> {
+    let Some(mut c) = f.table("capacity")? else {
+        return Ok(None);
+    };
+    let percentile = c.float("percentile")?.unwrap_or(99.0);
+    if percentile.is_nan() || percentile <= 0.0 || percentile >= 100.0 {
+        return Err(c.error_at("percentile", "must be above 0 and below 100, e.g. 99 or 99.9"));
+    }
+    let latency = c.duration("latency")?.ok_or_else(|| {
+        c.error("the key \"latency\" is required: what the percentile must stay within, e.g. latency = \"10ms\"")
+    })?;
+    if latency.is_zero() {
+        return Err(c.error_at("latency", "must be more than zero"));
+    }
+    let start = rate(&mut c, "start")?.unwrap_or(defaults.start);
+    let growth = c.float("growth")?.unwrap_or(2.0);
+    if growth.is_nan() || growth <= 1.0 {
+        return Err(c.error_at("growth", "each ramp step multiplies the rate by it: must be more than 1, e.g. 2"));
+    }
+    let resolution = c.percent("resolution")?.unwrap_or(5.0);
+    if resolution <= 0.0 || resolution >= 100.0 {
+        return Err(c.error_at("resolution", "must be above 0% and below 100%, e.g. \"5%\""));
+    }
+    let warmup = c.duration("warmup")?.unwrap_or(defaults.warmup);
+    let window = c.duration("window")?.unwrap_or(defaults.window);
+    if window < Duration::from_secs(1) {
+        return Err(c.error_at("window", "each step's measured window must be at least 1s"));
+    }
+    let budget = c.duration("budget")?.unwrap_or(CAPACITY_BUDGET);
+    if budget < warmup + window {
+        return Err(c.error_at("budget", "must leave time for at least one step (warmup + window)"));
+    }
+    let max = rate(&mut c, "max")?;
+    if max.is_some_and(|m| m < start) {
+        return Err(c.error_at("max", "must not be below start"));
+    }
+    c.finish()?;
+    let bound = Bound { percentile, latency_us: latency.as_secs_f64() * 1e6 };
+    Ok(Some(Plan { bound, start, growth, resolution: resolution / 100.0, warmup, window, budget, max }))
+}
+
+/// What a capacity search is expected to take (for the ETA): a dozen steps and their setup,
+/// within its budget.
+pub fn capacity_duration(plan: &Plan) -> Duration {
+    ((plan.step_time() + Duration::from_secs(1)) * 12).min(plan.budget)
+}
+
+/// The most a capacity search may take: its budget, a step that began just before the budget
+/// ran out, and what runs around the steps.
+pub fn capacity_timeout(plan: &Plan) -> Duration {
+    plan.budget + plan.step_time() * 2 + Duration::from_secs(180)
+}
+
+/// A finished search as a run's output: the capacity (the highest rate that passed), the
+/// latency there, every step, and what a reader must know (a lower bound, a client that set
+/// the limit). A search that failed at every rate it offered fails the run with what it saw.
+pub fn capacity_output(search: &Search, out: &mut Output) -> Result<()> {
+    let plan = search.plan();
+    let outcome = search.outcome();
+    let steps = search.steps();
+    out.steps = steps.to_vec();
+    out.samples.push(Sample::new("capacity_steps", steps.len() as f64, "steps"));
+    let Some(capacity) = outcome.capacity else {
+        anyhow::bail!("{}", crate::capacity::failed_at_start(plan, steps));
+    };
+    out.samples.push(Sample::new("capacity", capacity, "op/s"));
+    if let Some(at) = &outcome.at {
+        out.samples.push(Sample::new("capacity_latency", at.latency_us, "us"));
+    }
+    out.notes.extend(outcome.note(plan, steps.len()));
+    if let Some(limit) = outcome.client_limit {
+        out.notes.push(format!("{CLIENT_LIMIT_NOTE}{limit}"));
+    }
+    Ok(())
+}
+
+/// A rate: a number of operations per second, or text like "50k op/s".
+pub fn rate(f: &mut Fields, key: &'static str) -> Result<Option<f64>, SuiteError> {
+    let parsed = match f.node(key).map(|n| &n.value) {
+        None => return Ok(None),
+        Some(crate::syntax::Value::Str(text)) => crate::units::parse_rate(text),
+        Some(_) => f.float(key)?.filter(|v| *v > 0.0).ok_or_else(|| "must be more than zero".to_string()),
+    };
+    parsed.map(Some).map_err(|e| f.error_at(key, e))
 }

@@ -6,6 +6,7 @@ use super::Settings;
 use super::command::Stop;
 use super::population::Population;
 use crate::cql::dist::DistSpec;
+use crate::units::group_digits;
 
 impl Settings {
     /// The settings dump cassandra-stress prints first (secrets as REDACTED).
@@ -155,17 +156,4 @@ pub(super) fn spec_text(spec: &DistSpec) -> String {
         DistSpec::Fixed(v) => format!("fixed({v})"),
         other => other.to_string(),
     }
-}
-
-/// Java's `%,d`: thousands separated by commas.
-pub fn group_digits(n: i64) -> String {
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 { format!("-{out}") } else { out }
 }

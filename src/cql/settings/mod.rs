@@ -17,9 +17,9 @@ mod schema;
 mod tokens;
 mod transport;
 
+pub use crate::units::group_digits;
 pub use columns::Columns;
 pub use command::{CONSISTENCY, Command, Op, Stop, Truncate, UserOp};
-pub use dump::group_digits;
 pub use errors::Errors;
 pub use graph::Graph;
 pub use log::Log;

@@ -356,12 +356,13 @@ impl Vm {
         };
         let seen = Arc::clone(&booted);
         let gate = launch.gate;
-        // The console: the boot marker's time, and the agent's ready line (its stderr).
+        // The console: the boot marker's time, the agent's ready line and progress (its stderr).
         let mut on_line = |line: &str| {
             if line.contains(guest::BOOTED) {
                 seen.lock().expect("not poisoned").get_or_insert(started.elapsed().as_secs_f64());
             }
             gate.iter().for_each(|g| g.saw_line(line));
+            sys::progress::relay(line);
         };
         let mut on_spawn = |pid: u32| gate.iter().for_each(|g| g.spawned(pid));
         let finished = sys::run(

@@ -11,7 +11,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
-use super::{Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload};
+use super::{CapacityDefaults, Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload, parse_capacity};
+use crate::capacity::{Plan, Search};
 use crate::store::RawFile;
 use crate::syntax::{Fields, SuiteError};
 use crate::sys;
@@ -21,9 +22,9 @@ use crate::volume::RawTarget;
 mod output;
 
 pub use output::samples_from_json;
-use output::{Combine, series_from_log};
+use output::{Combine, capacity_step, series_from_log};
 
-pub const KIND: Kind = Kind { name: "fio", list_keys: &["args", "series"], parse };
+pub const KIND: Kind = Kind { name: "fio", list_keys: &["args", "series"], parse, capacity: true };
 
 /// The per-second series fio can log. Latency is off by default: its log costs fio a clock read
 /// per I/O and log, measured at ~11 % of a CPU-bound job's IOPS (bench/fio-overhead.sh); the
@@ -65,7 +66,18 @@ pub struct Fio {
     /// Which per-second series to log (see `SERIES`).
     #[serde(default = "default_series")]
     pub series: Vec<String>,
+    /// Search the highest rate (`rate_iops`) whose completion latency stays within a bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Plan>,
 }
+
+/// fio's options that set or cap a rate: a capacity search sets the rate itself.
+const RATE_OPTIONS: &[&str] =
+    &["--rate=", "--rate_min=", "--rate_iops=", "--rate_iops_min=", "--rate_process=", "--latency_target="];
+
+/// Where a fio capacity search starts and how long its steps are.
+const CAPACITY: CapacityDefaults =
+    CapacityDefaults { start: 100.0, warmup: Duration::from_secs(1), window: Duration::from_secs(5) };
 
 fn default_series() -> Vec<String> {
     vec!["iops".into()]
@@ -109,12 +121,33 @@ fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
             format!("fio logs no per-second series {unknown:?}; choose from {SERIES:?}, or [] for none"),
         ));
     }
+    let capacity = parse_capacity(f, CAPACITY)?;
+    if capacity.is_some() {
+        if let Some(option) = args.iter().find(|a| RATE_OPTIONS.iter().any(|r| a.starts_with(r))) {
+            return Err(f.error_at(
+                "args",
+                format!("{option}: a capacity search sets the rate of each step itself; remove it from args"),
+            ));
+        }
+        for key in ["runtime", "ramp_time", "jobfile"] {
+            if f.node(key).is_some() {
+                let why = if key == "jobfile" {
+                    "a capacity search runs fio's options (rw, bs, iodepth …), not a job file".to_string()
+                } else {
+                    format!(
+                        "a capacity search times its own steps: set capacity.window and capacity.warmup instead of {key}"
+                    )
+                };
+                return Err(f.error_at(key, why));
+            }
+        }
+    }
     let job = match f.str("jobfile")? {
         Some(path) => parse_job_file(f, ctx, &path)?,
         None => Job::Options(parse_options(f)?),
     };
     f.finish()?;
-    Ok(Spec::Fio(Fio { job, args, env, series }))
+    Ok(Spec::Fio(Fio { job, args, env, series, capacity }))
 }
 
 fn parse_job_file(f: &mut Fields, ctx: &ParseContext, path: &str) -> Result<Job, SuiteError> {
@@ -179,8 +212,13 @@ impl Options {
     }
 
     /// fio's options on `target`: in a directory, each job its own file of its share of the
-    /// working set; on a raw device, every job over the same first `size` bytes of it.
-    fn args(&self, target: &Target) -> Vec<String> {
+    /// working set; on a raw device, every job over the same first `size` bytes of it. `timing`
+    /// replaces the suite's runtime and ramp time (a capacity step's).
+    fn args(&self, target: &Target, timing: Option<(Duration, Duration)>) -> Vec<String> {
+        let (runtime_ms, ramp_time_ms) = match timing {
+            Some((window, warmup)) => (window.as_millis() as u64, warmup.as_millis() as u64),
+            None => (self.runtime_ms, self.ramp_time_ms),
+        };
         let whole = |size: u64| self.size.min(size) / self.bs * self.bs;
         let (place, size) = match target {
             Target::Dir(dir) => (format!("--directory={}", dir.display()), self.per_job_size()),
@@ -199,13 +237,13 @@ impl Options {
             format!("--iodepth={}", self.iodepth),
             format!("--numjobs={}", self.numjobs),
             format!("--size={}", units::fio_size(size)),
-            format!("--runtime={}ms", self.runtime_ms),
+            format!("--runtime={runtime_ms}ms"),
             "--time_based".into(),
             format!("--direct={}", u8::from(self.direct)),
             "--group_reporting".into(),
         ];
-        if self.ramp_time_ms > 0 {
-            a.push(format!("--ramp_time={}ms", self.ramp_time_ms));
+        if ramp_time_ms > 0 {
+            a.push(format!("--ramp_time={ramp_time_ms}ms"));
         }
         if let Some(r) = self.rwmixread {
             a.push(format!("--rwmixread={r}"));
@@ -214,6 +252,19 @@ impl Options {
             a.push(format!("--fsync={n}"));
         }
         a
+    }
+
+    /// `rate_iops` for `rate` operations per second across the jobs: per job, and for a mix of
+    /// reads and writes split by its ratio (a single value would cap each direction at it).
+    fn rate_iops(&self, rate: f64) -> String {
+        let per_job = rate / self.numjobs as f64;
+        let mixed = matches!(self.rw.as_str(), "rw" | "readwrite" | "randrw");
+        if mixed {
+            let read = self.rwmixread.unwrap_or(50) as f64 / 100.0;
+            format!("--rate_iops={:.0},{:.0}", (per_job * read).max(1.0), (per_job * (1.0 - read)).max(1.0))
+        } else {
+            format!("--rate_iops={:.0}", per_job.max(1.0))
+        }
     }
 }
 
@@ -230,6 +281,9 @@ impl Workload for Fio {
     }
 
     fn headline(&self) -> Vec<&'static str> {
+        if self.capacity.is_some() {
+            return vec!["capacity"];
+        }
         vec!["iops", "bw", "read_clat_mean", "read_clat_p99", "write_clat_mean", "write_clat_p99"]
     }
 
@@ -245,6 +299,11 @@ impl Workload for Fio {
                 if let Some(n) = o.fsync {
                     setup.insert("fio.fsync".into(), n.to_string());
                 }
+                if let Some(plan) = &self.capacity {
+                    setup.insert("capacity.bound".into(), plan.bound.text());
+                    setup.insert("capacity.search".into(), plan.describe());
+                    setup.insert("capacity.latency".into(), "completion latency (fio's clat at rate_iops)".into());
+                }
                 setup
             }
             Job::File { name, .. } => BTreeMap::from([("fio.jobfile".into(), name.clone())]),
@@ -252,12 +311,26 @@ impl Workload for Fio {
     }
 
     fn expected_duration(&self) -> Duration {
+        if let Some(plan) = &self.capacity {
+            return super::capacity_duration(plan);
+        }
         match &self.job {
             // Laying out the files is not timed by fio but takes time; allow for ~200 MB/s.
             Job::Options(o) => {
                 Duration::from_millis(o.runtime_ms + o.ramp_time_ms) + Duration::from_secs(1 + o.size / (200 << 20))
             }
             Job::File { timeout_s, .. } => Duration::from_secs(*timeout_s),
+        }
+    }
+
+    fn capacity(&self) -> Option<&Plan> {
+        self.capacity.as_ref()
+    }
+
+    fn timeout(&self) -> Duration {
+        match &self.capacity {
+            Some(plan) => super::capacity_timeout(plan),
+            None => self.expected_duration() * 3 + Duration::from_secs(180),
         }
     }
 
@@ -270,53 +343,15 @@ impl Workload for Fio {
     }
 
     fn run(&self, ctx: &RunContext, out: &mut Output) -> Result<()> {
+        if let (Some(plan), Job::Options(o)) = (&self.capacity, &self.job) {
+            return self.search(plan, o, ctx, out);
+        }
         let output_file = ctx.scratch_dir.join("fio.json");
-        let mut cmd = Command::new("fio");
-        cmd.current_dir(ctx.data_dir).env("ISOBENCH_DATA", ctx.data_dir);
-        match ctx.raw {
-            Some(RawTarget::Device(device)) => {
-                cmd.env("ISOBENCH_DATA", device).env("ISOBENCH_DEVICE", device);
-            }
-            Some(RawTarget::Nbd(export)) => {
-                cmd.env("ISOBENCH_NBD_URI", export.uri());
-            }
-            None => {}
-        }
-        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
-        if ctx.read_only {
-            cmd.arg("--readonly");
-        }
+        let mut cmd = self.command(ctx);
         match &self.job {
             Job::Options(o) => {
-                let target = match ctx.raw {
-                    Some(RawTarget::Device(path)) => {
-                        let size = crate::volume::block::device_size(path)?;
-                        if size < o.bs {
-                            return Err(
-                                Unfit(format!("the device {} is smaller than one block", path.display())).into()
-                            );
-                        }
-                        Target::Device { path, size }
-                    }
-                    Some(RawTarget::Nbd(export)) => {
-                        if o.ioengine != "nbd" {
-                            out.notes.push(format!(
-                                "fio reached {} with its nbd engine (libnbd): ioengine = {} does not apply to an NBD export",
-                                export.uri(),
-                                o.ioengine
-                            ));
-                        }
-                        Target::Nbd(export)
-                    }
-                    None => {
-                        if o.direct {
-                            check_direct_io(ctx.data_dir)?;
-                        }
-                        check_free_space(ctx.data_dir, o.size)?;
-                        Target::Dir(ctx.data_dir)
-                    }
-                };
-                cmd.args(o.args(&target));
+                let target = target(o, ctx, out)?;
+                cmd.args(o.args(&target, None));
             }
             Job::File { name, text, .. } => {
                 let job_path = ctx.scratch_dir.join(name);
@@ -337,10 +372,54 @@ impl Workload for Fio {
         if !self.series.is_empty() {
             cmd.args(["--log_avg_msec=1000", "--per_job_logs=0"]);
         }
+        let finished = self.run_fio(&mut cmd, &output_file, self.expected_duration())?;
+        out.samples.extend(samples_from_json(&finished.json)?);
+        let log = |kind: &str| {
+            std::fs::read_to_string(ctx.scratch_dir.join(format!("isobench_{kind}.log"))).unwrap_or_default()
+        };
+        out.series.extend(series_from_log(&log("iops"), "iops", "op/s", Combine::Sum));
+        out.series.extend(series_from_log(&log("clat"), "clat_mean", "us", Combine::Mean));
+        out.raw.push(RawFile { name: "fio.json".into(), content: finished.json });
+        if !finished.stderr.trim().is_empty() {
+            out.raw.push(RawFile { name: "fio.stderr".into(), content: finished.stderr });
+        }
+        Ok(())
+    }
+}
+
+/// What one fio invocation left: its JSON report and what it said on stderr.
+struct Ran {
+    json: String,
+    stderr: String,
+}
+
+impl Fio {
+    /// fio, started in the volume with the variables job files read and the volume's limits.
+    fn command(&self, ctx: &RunContext) -> Command {
+        let mut cmd = Command::new("fio");
+        cmd.current_dir(ctx.data_dir).env("ISOBENCH_DATA", ctx.data_dir);
+        match ctx.raw {
+            Some(RawTarget::Device(device)) => {
+                cmd.env("ISOBENCH_DATA", device).env("ISOBENCH_DEVICE", device);
+            }
+            Some(RawTarget::Nbd(export)) => {
+                cmd.env("ISOBENCH_NBD_URI", export.uri());
+            }
+            None => {}
+        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if ctx.read_only {
+            cmd.arg("--readonly");
+        }
+        cmd
+    }
+
+    /// Runs fio to its JSON report in `output_file`, failing with what it said when it failed.
+    fn run_fio(&self, cmd: &mut Command, output_file: &Path, expected: Duration) -> Result<Ran> {
         cmd.args(&self.args).arg("--output-format=json+").arg(format!("--output={}", output_file.display()));
-        let timeout = self.expected_duration() * 3 + Duration::from_secs(120);
-        let finished = sys::run(&mut cmd, sys::Options { timeout: Some(timeout), ..Default::default() })?;
-        let json = std::fs::read_to_string(&output_file).unwrap_or_default();
+        let timeout = expected * 3 + Duration::from_secs(120);
+        let finished = sys::run(cmd, sys::Options { timeout: Some(timeout), ..Default::default() })?;
+        let json = std::fs::read_to_string(output_file).unwrap_or_default();
         if !finished.status.success() {
             // fio says why on stderr, on stdout or, with --output, in that file; it may say
             // nothing at all (a signal), and then that is what the reason says.
@@ -354,18 +433,71 @@ impl Workload for Fio {
         if json.trim().is_empty() {
             bail!("fio exited 0 but wrote no results to {}:\n{}", output_file.display(), finished.tail(15));
         }
-        out.samples.extend(samples_from_json(&json)?);
-        let log = |kind: &str| {
-            std::fs::read_to_string(ctx.scratch_dir.join(format!("isobench_{kind}.log"))).unwrap_or_default()
-        };
-        out.series.extend(series_from_log(&log("iops"), "iops", "op/s", Combine::Sum));
-        out.series.extend(series_from_log(&log("clat"), "clat_mean", "us", Combine::Mean));
-        out.raw.push(RawFile { name: "fio.json".into(), content: json });
-        if !finished.stderr.trim().is_empty() {
-            out.raw.push(RawFile { name: "fio.stderr".into(), content: finished.stderr });
-        }
-        Ok(())
+        Ok(Ran { json, stderr: finished.stderr })
     }
+
+    /// The capacity search: fio at `rate_iops` in steps, each a warm-up run then the measured
+    /// window's run, judged on its completion latency, its achieved IOPS and its errors. Two
+    /// runs rather than `ramp_time`: fio 3.33 records no latency at all for a rate-limited job
+    /// with a ramp time.
+    fn search(&self, plan: &Plan, o: &Options, ctx: &RunContext, out: &mut Output) -> Result<()> {
+        let target = target(o, ctx, out)?;
+        let cores = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
+        let in_flight = u32::try_from(o.iodepth * o.numjobs).ok();
+        let mut search = Search::new(plan.clone(), cores, in_flight);
+        let run_at = |rate: f64, length: Duration, output_file: &Path| {
+            let mut cmd = self.command(ctx);
+            cmd.args(o.args(&target, Some((length, Duration::ZERO)))).arg(o.rate_iops(rate));
+            self.run_fio(&mut cmd, output_file, length + Duration::from_secs(5))
+        };
+        while let Some(rate) = search.next_rate() {
+            let n = search.steps().len() + 1;
+            let before = (sys::Usage::children(), std::time::Instant::now());
+            if !plan.warmup.is_zero() {
+                run_at(rate, plan.warmup, &ctx.scratch_dir.join("fio-warmup.json"))?;
+            }
+            let ran = run_at(rate, plan.window, &ctx.scratch_dir.join(format!("fio-step-{n}.json")))?;
+            let seconds = before.1.elapsed().as_secs_f64();
+            let mut step = capacity_step(&ran.json, plan.bound.percentile)?;
+            step.offered = rate;
+            step.client_cpu = Some(sys::Usage::children().since(&before.0).cpu_s / seconds);
+            let step = search.record(step);
+            sys::progress::say(&format!("capacity step {n}: {}", step.line(&plan.bound)));
+            out.raw.push(RawFile { name: format!("fio-step-{n}.json"), content: ran.json });
+        }
+        super::capacity_output(&search, out)
+    }
+}
+
+/// Where fio does its I/O on this run's volume, checked: the device's size, the NBD export,
+/// O_DIRECT and the free space of a directory.
+fn target<'a>(o: &Options, ctx: &'a RunContext, out: &mut Output) -> Result<Target<'a>> {
+    Ok(match ctx.raw {
+        Some(RawTarget::Device(path)) => {
+            let size = crate::volume::block::device_size(path)?;
+            if size < o.bs {
+                return Err(Unfit(format!("the device {} is smaller than one block", path.display())).into());
+            }
+            Target::Device { path, size }
+        }
+        Some(RawTarget::Nbd(export)) => {
+            if o.ioengine != "nbd" {
+                out.notes.push(format!(
+                    "fio reached {} with its nbd engine (libnbd): ioengine = {} does not apply to an NBD export",
+                    export.uri(),
+                    o.ioengine
+                ));
+            }
+            Target::Nbd(export)
+        }
+        None => {
+            if o.direct {
+                check_direct_io(ctx.data_dir)?;
+            }
+            check_free_space(ctx.data_dir, o.size)?;
+            Target::Dir(ctx.data_dir)
+        }
+    })
 }
 
 /// Stops a cell asking for O_DIRECT on a filesystem that refuses it, before fio starts.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use crate::capacity::Step;
 use crate::store::{Sample, Series};
 
 /// One direction (read, write, trim) summed over every job in fio's output.
@@ -107,6 +108,50 @@ pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
     Ok(samples)
 }
 
+/// One capacity step from fio's json+ output: the IOPS achieved and completion latencies of
+/// every job and direction pooled (`percentile` is the bound's). fio's clat counts from each
+/// I/O's submission, so the step's latency is its service time: fio does not record how long
+/// an I/O waited behind its rate schedule.
+pub(super) fn capacity_step(json: &str, percentile: f64) -> Result<Step> {
+    let doc: serde_json::Value = serde_json::from_str(json).context("fio's output is not JSON")?;
+    let jobs = doc["jobs"].as_array().ok_or_else(|| anyhow!("fio's output has no jobs"))?;
+    let (mut iops, mut n, mut sum_ns) = (0.0, 0u64, 0.0);
+    let mut bins: BTreeMap<u64, u64> = BTreeMap::new();
+    for job in jobs {
+        let error = job["error"].as_i64().unwrap_or(0);
+        if error != 0 {
+            bail!("fio job {} failed with error {error}", job["jobname"]);
+        }
+        for name in ["read", "write", "trim"] {
+            let d = &job[name];
+            iops += d["iops"].as_f64().unwrap_or(0.0);
+            let clat = &d["clat_ns"];
+            let count = clat["N"].as_u64().unwrap_or(0);
+            n += count;
+            sum_ns += clat["mean"].as_f64().unwrap_or(0.0) * count as f64;
+            for (value, count) in clat["bins"].as_object().into_iter().flatten() {
+                let value: u64 = value.parse().map_err(|_| anyhow!("fio bin {value} is not a number"))?;
+                *bins.entry(value).or_default() += count.as_u64().unwrap_or(0);
+            }
+        }
+    }
+    if n == 0 || bins.is_empty() {
+        bail!("fio completed no I/O in the step's window (or wrote no json+ latency bins)");
+    }
+    let us = |p: f64| percentile_from_bins(&bins, p).map_or(f64::NAN, |ns| ns / 1000.0);
+    let latency_us = us(percentile);
+    Ok(Step {
+        achieved: iops,
+        latency_us,
+        p50_us: us(50.0),
+        p99_us: us(99.0),
+        p999_us: us(99.9),
+        service_us: latency_us,
+        service_mean_us: sum_ns / n as f64 / 1000.0,
+        ..Step::default()
+    })
+}
+
 #[derive(Clone, Copy)]
 pub(super) enum Combine {
     Sum,
@@ -179,6 +224,19 @@ mod tests {
 
     fn get(samples: &[Sample], metric: &str) -> f64 {
         samples.iter().find(|s| s.metric == metric).unwrap_or_else(|| panic!("no {metric}")).value
+    }
+
+    #[test]
+    fn a_capacity_step_pools_every_job_and_direction() {
+        let json = fixture("fio-randread-2jobs.json");
+        let samples = samples_from_json(&json).unwrap();
+        let step = capacity_step(&json, 99.0).unwrap();
+        assert!((step.achieved - get(&samples, "iops")).abs() < 1e-6, "the jobs' IOPS summed");
+        assert_eq!(step.p99_us, get(&samples, "read_clat_p99"), "one pooled histogram, as the samples' are");
+        assert_eq!(step.latency_us, step.p99_us);
+        assert!(step.p50_us <= step.p99_us && step.p99_us <= step.p999_us);
+        assert!((step.service_mean_us - get(&samples, "read_clat_mean")).abs() < 1e-6);
+        assert!(capacity_step(r#"{"jobs": [{"read": {"iops": 0}}]}"#, 99.0).is_err(), "no I/O, no step");
     }
 
     #[test]
