@@ -351,6 +351,9 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<War
         if let Some(w) = page_cache_warning(cell) {
             warn("page-cache", w);
         }
+        if let Some(limit) = cell.notes.iter().find_map(|n| n.strip_prefix(crate::capacity::CLIENT_LIMIT_NOTE)) {
+            warn("client-limit", format!("the capacity measures the load generator, not this environment: {limit}"));
+        }
         if let Some(w) = absorbed_writes_warning(cell) {
             warn("absorbed-writes", w);
         }
@@ -493,6 +496,8 @@ mod tests {
                     workload_setup: Default::default(),
                     cost_per_hour: None,
                     density: None,
+                    target: None,
+                    nodes: None,
                 })
                 .collect(),
             bounds: vec![BoundRecord { metric: "iops".into(), max_overhead_pct: bound, cells: None }],

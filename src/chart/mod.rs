@@ -130,17 +130,43 @@ pub struct LineChart {
     pub lines: Vec<Line>,
     /// A logarithmic y axis (latency percentiles span decades).
     pub log_y: bool,
+    /// A logarithmic x axis (rates of environments a magnitude apart).
+    pub log_x: bool,
+    /// Horizontal lines across the plot (a latency bound).
+    pub rules: Vec<Rule>,
+    /// Points to mark apart from the lines (a capacity).
+    pub marks: Vec<Mark>,
+}
+
+/// A horizontal line at `y`, labelled at its right end.
+pub struct Rule {
+    pub y: f64,
+    pub label: String,
+}
+
+/// A marked point, with what it is in its tooltip.
+pub struct Mark {
+    pub x: f64,
+    pub y: f64,
+    pub colour: &'static str,
+    pub label: String,
 }
 
 pub fn line_chart(chart: &LineChart) -> String {
     let points = || chart.lines.iter().flat_map(|l| l.points.iter());
     let (mut y_lo, mut y_hi) = (f64::INFINITY, f64::NEG_INFINITY);
     let (mut x_lo, mut x_hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for (px, py) in points().filter(|(_, y)| y.is_finite() && (!chart.log_y || *y > 0.0)) {
+    let shown = |(px, py): &(f64, f64)| {
+        py.is_finite() && (!chart.log_y || *py > 0.0) && (!chart.log_x || (px.is_finite() && *px > 0.0))
+    };
+    for (px, py) in points().filter(|p| shown(p)) {
         (x_lo, x_hi, y_lo, y_hi) = (x_lo.min(*px), x_hi.max(*px), y_lo.min(*py), y_hi.max(*py));
     }
     if !y_lo.is_finite() {
         return String::new();
+    }
+    for rule in chart.rules.iter().filter(|r| r.y.is_finite() && (!chart.log_y || r.y > 0.0)) {
+        (y_lo, y_hi) = (y_lo.min(rule.y), y_hi.max(rule.y));
     }
     if chart.x_categories.len() > 1 {
         (x_lo, x_hi) = (0.0, (chart.x_categories.len() - 1) as f64);
@@ -153,7 +179,14 @@ pub fn line_chart(chart: &LineChart) -> String {
     let legend_w = chart.lines.iter().map(|l| text_width(&l.name)).fold(0.0, f64::max) + 30.0;
     let (left, top, plot_w, plot_h) = (70.0, 28.0, 360.0, 180.0);
     let (width, height) = (left + plot_w + 16.0 + legend_w, top + plot_h + 44.0);
-    let x = |v: f64| left + (v - x_lo) / (x_hi - x_lo) * plot_w;
+    let log_x_ticks = chart.log_x.then(|| log_ticks(x_lo, x_hi));
+    if let Some(ticks) = &log_x_ticks {
+        (x_lo, x_hi) = (ticks[0], *ticks.last().expect("ticks"));
+    }
+    let x = |v: f64| {
+        let f = if chart.log_x { (v.ln() - x_lo.ln()) / (x_hi.ln() - x_lo.ln()) } else { (v - x_lo) / (x_hi - x_lo) };
+        left + f * plot_w
+    };
     let y = |v: f64| {
         let f =
             if chart.log_y { (v.ln() - ty_lo.ln()) / (ty_hi.ln() - ty_lo.ln()) } else { (v - ty_lo) / (ty_hi - ty_lo) };
@@ -172,7 +205,9 @@ pub fn line_chart(chart: &LineChart) -> String {
             label = escape(&units::human(*t, &chart.unit))
         );
     }
-    let x_ticks: Vec<(f64, String)> = if chart.x_categories.is_empty() {
+    let x_ticks: Vec<(f64, String)> = if let Some(ticks) = log_x_ticks {
+        ticks.into_iter().map(|t| (t, units::human(t, ""))).collect()
+    } else if chart.x_categories.is_empty() {
         nice_ticks(x_lo, x_hi, 5)
             .into_iter()
             .filter(|t| *t >= x_lo && *t <= x_hi)
@@ -197,11 +232,23 @@ pub fn line_chart(chart: &LineChart) -> String {
         top + plot_h + 34.0,
         escape(&chart.x_label)
     );
+    for rule in &chart.rules {
+        let _ = write!(
+            svg,
+            r##"<g><title>{label}: {value}</title><line x1="{left}" x2="{right:.1}" y1="{ry:.1}" y2="{ry:.1}" stroke="#c0392b" stroke-width="1.5" stroke-dasharray="6 3"/><text class="tick" x="{tx:.1}" y="{ty:.1}" text-anchor="end" fill="#c0392b">{label} {value}</text></g>"##,
+            right = left + plot_w,
+            ry = y(rule.y),
+            tx = left + plot_w - 4.0,
+            ty = y(rule.y) - 4.0,
+            label = escape(&rule.label),
+            value = escape(&units::human(rule.y, &chart.unit))
+        );
+    }
     for (i, line) in chart.lines.iter().enumerate() {
         let path: Vec<String> = line
             .points
             .iter()
-            .filter(|(_, v)| v.is_finite() && (!chart.log_y || *v > 0.0))
+            .filter(|p| shown(p))
             .enumerate()
             .map(|(k, (px, py))| format!("{}{:.1},{:.1}", if k == 0 { 'M' } else { 'L' }, x(*px), y(*py)))
             .collect();
@@ -213,7 +260,7 @@ pub fn line_chart(chart: &LineChart) -> String {
             path.join(""),
             line.colour
         );
-        for (px, py) in line.points.iter().filter(|(_, v)| v.is_finite() && (!chart.log_y || *v > 0.0)) {
+        for (px, py) in line.points.iter().filter(|p| shown(p)) {
             let _ = write!(
                 svg,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{}"><title>{}: {}</title></circle>"#,
@@ -234,6 +281,16 @@ pub fn line_chart(chart: &LineChart) -> String {
             lx + 22.0,
             ly + 4.0,
             escape(&line.name)
+        );
+    }
+    for mark in chart.marks.iter().filter(|m| shown(&(m.x, m.y))) {
+        let _ = write!(
+            svg,
+            r##"<circle class="mark" cx="{:.1}" cy="{:.1}" r="6" fill="none" stroke="{}" stroke-width="2.5"><title>{}</title></circle>"##,
+            x(mark.x),
+            y(mark.y),
+            mark.colour,
+            escape(&mark.label)
         );
     }
     svg.push_str("</svg>");
@@ -329,6 +386,9 @@ mod tests {
                 dashed: false,
             }],
             log_y: true,
+            log_x: false,
+            rules: Vec::new(),
+            marks: Vec::new(),
         };
         let svg = line_chart(&lines);
         assert!(svg.contains("<path d=\"M") && svg.contains(">p99<"));

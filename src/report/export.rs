@@ -41,7 +41,12 @@ pub fn json(report: &Report) -> String {
             "cell": c.record.cell, "labels": c.record.labels, "baseline": c.is_baseline,
             "runs_ok": c.runs_ok, "runs_failed": c.runs_failed, "skipped": c.skipped,
             "errors": c.errors, "notes": c.notes, "cost_per_hour": c.record.cost_per_hour,
+            "target": c.record.target, "nodes": c.record.nodes,
             "metrics": c.metrics.iter().map(metric_json).collect::<Vec<_>>(),
+            "steps": report.runs.iter()
+                .filter(|r| r.cell == c.record.cell && !r.steps.is_empty())
+                .map(|r| json!({ "rep": r.rep, "steps": r.steps }))
+                .collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "bounds": report.checks.iter().map(|c| json!({
             "cell": c.cell, "metric": c.bound.metric, "max_overhead_pct": c.bound.max_overhead_pct,

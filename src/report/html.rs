@@ -37,7 +37,11 @@ pub fn render(report: &Report) -> String {
         .filter_map(|k| report.host.get(*k).map(|v| format!("{k}: {}", h(v))))
         .collect();
     let _ = write!(out, "<p class=\"meta\">Host: {}</p>", host.join(" · "));
-    out.push_str("<nav><a href=\"#summary\">summary</a><a href=\"#heatmap\">overheads</a><a href=\"#settings\">settings</a><a href=\"#facts\">environments</a><a href=\"#raw\">raw files</a></nav>");
+    let capacity_link =
+        if super::capacity::table(report).is_some() { "<a href=\"#capacity\">capacity</a>" } else { "" };
+    out.push_str("<nav><a href=\"#summary\">summary</a>");
+    out.push_str(capacity_link);
+    out.push_str("<a href=\"#heatmap\">overheads</a><a href=\"#settings\">settings</a><a href=\"#facts\">environments</a><a href=\"#raw\">raw files</a></nav>");
     let (lines, against) = super::verdict(analysis);
     if !lines.is_empty() {
         let _ = write!(
@@ -78,6 +82,7 @@ pub fn render(report: &Report) -> String {
         }
     }
     out.push_str(&summary(report));
+    out.push_str(&capacity(report));
     out.push_str(&density(report));
     out.push_str(&heatmaps(report));
     out.push_str(&bounds(report));
@@ -120,6 +125,28 @@ fn summary(report: &Report) -> String {
     for (workload, table) in summary_tables(&report.analysis) {
         let _ = write!(out, "<h3>{}</h3>{}", h(&workload), plain_table(&table));
     }
+    out
+}
+
+/// Capacity: the table, the nodes and money a target needs, and each setting's
+/// latency–throughput chart.
+fn capacity(report: &Report) -> String {
+    let Some(table) = super::capacity::table(report) else { return String::new() };
+    let mut out = format!(
+        "<h2 id=\"capacity\">Capacity</h2><p class=\"meta\">The highest offered rate each cell sustained with its latency percentile within the bound, median [95% CI] over the runs; the chart draws the steps of each cell's median run.</p>{}",
+        plain_table(&table)
+    );
+    if let Some((table, notes)) = super::capacity::nodes_and_money(report) {
+        let _ = write!(out, "<h3>Nodes and money</h3>{}", plain_table(&table));
+        for note in notes {
+            let _ = write!(out, "<p class=\"meta\">{}</p>", h(&note));
+        }
+    }
+    out.push_str("<div class=\"charts\">");
+    for (_, cells) in settings(&report.analysis) {
+        out.push_str(&super::capacity::chart(report, &cells));
+    }
+    out.push_str("</div>");
     out
 }
 
@@ -191,6 +218,9 @@ fn density(report: &Report) -> String {
                 x_categories: Vec::new(),
                 lines,
                 log_y: false,
+                log_x: false,
+                rules: Vec::new(),
+                marks: Vec::new(),
             }));
         }
     }
@@ -437,6 +467,9 @@ fn setting_charts(report: &Report, cells: &[&CellResult]) -> String {
             x_categories: points.iter().map(|(label, _)| label.clone()).collect(),
             lines,
             log_y: true,
+            log_x: false,
+            rules: Vec::new(),
+            marks: Vec::new(),
         }));
     }
     let series_names: BTreeSet<(String, String)> = report
@@ -470,6 +503,9 @@ fn setting_charts(report: &Report, cells: &[&CellResult]) -> String {
                 x_categories: Vec::new(),
                 lines,
                 log_y: false,
+                log_x: false,
+                rules: Vec::new(),
+                marks: Vec::new(),
             }));
         }
     }

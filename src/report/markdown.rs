@@ -63,6 +63,17 @@ pub fn render(report: &Report) -> String {
     for (workload, table) in summary_tables(analysis) {
         out.push_str(&format!("\n### {workload}\n\n{}", table.to_markdown()));
     }
+    if let Some(table) = super::capacity::table(report) {
+        out.push_str("\n## Capacity\n\nThe highest offered rate each cell sustained with its latency percentile within the bound (every step of the search is in samples.csv), median [95% CI] over the runs.\n\n");
+        out.push_str(&table.to_markdown());
+    }
+    if let Some((table, notes)) = super::capacity::nodes_and_money(report) {
+        out.push_str("\n## Nodes and money\n\n");
+        out.push_str(&table.to_markdown());
+        for note in notes {
+            out.push_str(&format!("\n{note}\n"));
+        }
+    }
     if let Some((table, failures)) = density_table(report) {
         out.push_str("\n## Density\n\nSandboxes started together behind a barrier. Start: from creating a sandbox to its agent being up; host memory: the PSS of its processes (runtime, QEMU, gVisor's sentry and gofer) while all were up, before the workload began; per sandbox: the spread between them (a starved one is the minimum). Medians over the runs.\n\n");
         out.push_str(&table.to_markdown());

@@ -1,6 +1,7 @@
 //! Reports people read. Every format renders the same `Report` (analysis, bound checks,
 //! warnings, host facts, runs); this module holds what the formats share.
 
+pub mod capacity;
 pub mod explain;
 pub mod export;
 pub mod html;
@@ -110,13 +111,17 @@ pub fn verdict(analysis: &Analysis) -> (Vec<VerdictLine>, String) {
             Some(status) => format!("{setting}: {status}"),
             None => {
                 let metric = cell.record.headline.iter().find_map(|m| cell.metric(m));
+                let title = |metric: &str| match metric {
+                    "capacity" => capacity::title(cell).unwrap_or_else(|| metric_title(metric)),
+                    _ => metric_title(metric),
+                };
                 match metric.and_then(|m| Some((m, m.vs_baseline.as_ref()?))) {
                     Some((m, d)) if d.verdict == Verdict::TooFewRuns => {
-                        format!("{setting} {} {} (too few runs for a CI)", metric_title(&m.metric), diff_text(d))
+                        format!("{setting} {} {} (too few runs for a CI)", title(&m.metric), diff_text(d))
                     }
                     Some((m, d)) => format!(
                         "{setting} {} {} [{}, {}]",
-                        metric_title(&m.metric),
+                        title(&m.metric),
                         diff_text(d),
                         units::signed_percent(d.ci.0),
                         units::signed_percent(d.ci.1)
@@ -492,6 +497,8 @@ pub(crate) mod fixture {
                     workload_setup: Default::default(),
                     cost_per_hour: None,
                     density: None,
+                    target: None,
+                    nodes: None,
                 })
                 .into(),
             bounds: vec![],

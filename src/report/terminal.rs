@@ -42,6 +42,17 @@ pub fn render(report: &Report) -> String {
         }
     }
     out.push_str(&format!("\n(% = median against the baseline's; {})\n", super::MARKS));
+    if let Some(table) = super::capacity::table(report) {
+        out.push_str("\ncapacity (the highest offered rate each cell sustained within its latency bound):\n");
+        out.push_str(&table.to_text("  "));
+    }
+    if let Some((table, notes)) = super::capacity::nodes_and_money(report) {
+        out.push_str("\nnodes and money for the target load:\n");
+        out.push_str(&table.to_text("  "));
+        for note in notes {
+            out.push_str(&format!("  {note}\n"));
+        }
+    }
     if let Some(table) = super::cost_table(report) {
         out.push_str("\ncost:\n");
         out.push_str(&table.to_text("  "));
