@@ -4,10 +4,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{Missing, Scratch, need_program, need_root, text};
+use common::{Missing, Scratch, chromium, load_in_chromium, need_program, need_root, text};
 
 fn unable() -> Option<Missing> {
     need_root("mounts and loop devices").or_else(|| need_program("fio", "fio"))
@@ -71,30 +70,6 @@ fn shared() -> Option<&'static (Scratch, PathBuf)> {
         })
     })
     .as_ref()
-}
-
-fn chromium() -> Option<PathBuf> {
-    ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|b| isobench::sys::find_program(b))
-}
-
-/// Loads `page` in headless Chromium, in a window `width` px wide; returns the DOM after load and
-/// the console's error lines.
-fn load_in_chromium(browser: &Path, page: &Path, width: u32) -> (String, Vec<String>) {
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(browser)
-        .args(isobench::report::html::headless_args(profile.path()))
-        .arg(format!("--window-size={width},900"))
-        .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let errors = stderr
-        .lines()
-        .filter(|l| l.contains(":CONSOLE") || l.contains("Uncaught") || l.contains("Failed to load resource"))
-        .map(str::to_string)
-        .collect();
-    (String::from_utf8_lossy(&out.stdout).into_owned(), errors)
 }
 
 #[test]

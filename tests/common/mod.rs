@@ -324,3 +324,28 @@ pub fn samples(dir: &Path) -> Vec<Vec<String>> {
     assert_eq!(lines.next(), Some("cell,env,volume,workload,params,rep,metric,value,unit"));
     lines.map(|l| l.split(',').map(str::to_string).collect()).collect()
 }
+
+/// A headless browser, if one is installed.
+pub fn chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|b| isobench::sys::find_program(b))
+}
+
+/// Loads `page` in headless Chromium, in a window `width` px wide; returns the DOM after load and
+/// the console's error lines.
+pub fn load_in_chromium(browser: &Path, page: &Path, width: u32) -> (String, Vec<String>) {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(browser)
+        .args(isobench::report::html::headless_args(profile.path()))
+        .arg(format!("--window-size={width},900"))
+        .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let errors = stderr
+        .lines()
+        .filter(|l| l.contains(":CONSOLE") || l.contains("Uncaught") || l.contains("Failed to load resource"))
+        .map(str::to_string)
+        .collect();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), errors)
+}
