@@ -392,6 +392,14 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("{}: [[server]]: {e}", suite.file))?;
         }
     }
+    let refused = crate::runner::refusals(&suite, &plan);
+    if !refused.is_empty() {
+        let mut said = format!("{}: cells that cannot run as the suite says:\n", suite.file);
+        for (why, cells) in &refused {
+            said += &format!("  {why}\n    {}\n", cells.join(", "));
+        }
+        bail!("{}change the suite, or leave these cells out with cells = [...]", said);
+    }
     for id in &plan.added_baselines {
         eprintln!("isobench: also running {id}: the filter left out the baseline the selected cells are compared with");
     }

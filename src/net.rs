@@ -25,15 +25,34 @@ pub const SLIRP_HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
 pub enum NetPath {
     /// The host's own network stack: both ends on 127.0.0.1.
     Loopback,
-    /// A network namespace whose `eth0` is one end of a veth pair; the host holds the other end.
-    Namespace { name: String, host_if: String, host: Ipv4Addr, sandbox: Ipv4Addr },
+    /// A network namespace whose `eth0` is one end of a veth pair; the host holds the other end,
+    /// or, for sandboxes that must reach one another (a ring's nodes), a bridge holds it.
+    Namespace { name: String, host_if: String, host: Ipv4Addr, sandbox: Ipv4Addr, bridge: Option<Bridge> },
     /// A tap device on the host for a VM's virtio-net (with vhost-net in the host kernel or not).
     Tap { name: String, host: Ipv4Addr, guest: Ipv4Addr, vhost: bool },
     /// QEMU's user-mode network: the guest's packets become the QEMU process's own sockets.
     User,
 }
 
+/// A bridge on the host joining several sandboxes' namespaces: the host's address is on it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bridge {
+    pub name: String,
+    pub prefix: u8,
+    /// How many sandboxes share it.
+    pub members: usize,
+}
+
 impl NetPath {
+    /// The sandbox's own address, where a server inside listens and the host dials it.
+    pub fn sandbox_address(&self) -> Option<Ipv4Addr> {
+        match self {
+            NetPath::Namespace { sandbox, .. } => Some(*sandbox),
+            NetPath::Tap { guest, .. } => Some(*guest),
+            NetPath::Loopback | NetPath::User => None,
+        }
+    }
+
     /// Where a server on the host side listens.
     pub fn host_address(&self) -> Ipv4Addr {
         match self {
@@ -71,9 +90,15 @@ impl NetPath {
     pub fn describe(&self) -> BTreeMap<String, String> {
         let path = match self {
             NetPath::Loopback => "loopback (the host's network)".to_string(),
-            NetPath::Namespace { name, host_if, host, sandbox } => {
+            NetPath::Namespace { name, host_if, host, sandbox, bridge: None } => {
                 format!("network namespace {name}, veth {host_if} {host}/30 ↔ eth0 {sandbox}/30")
             }
+            NetPath::Namespace { name, host_if, host, sandbox, bridge: Some(b) } => format!(
+                "network namespace {name}, eth0 {sandbox}/{p} ↔ veth {host_if} on bridge {} {host}/{p}, shared by {} sandboxes",
+                b.name,
+                b.members,
+                p = b.prefix
+            ),
             NetPath::Tap { name, host, guest, vhost } => format!(
                 "tap {name} {host}/30 ↔ guest {guest}/30, vhost-net {}",
                 if *vhost { "on" } else { "off (no /dev/vhost-net)" }
@@ -100,6 +125,51 @@ pub fn namespace(ledger: &Ledger) -> Result<NetPath> {
     if let Some(why) = namespaces_unavailable() {
         bail!("{why}");
     }
+    let (name, host_if) = veth_namespace(ledger)?;
+    let _serial = ADDRESSES.lock().unwrap_or_else(|p| p.into_inner());
+    let (host, sandbox) = free_block()?;
+    ip(&["addr", "add", &format!("{host}/30"), "dev", &host_if])?;
+    ip(&["link", "set", &host_if, "up"])?;
+    up_inside(&name, sandbox, 30)?;
+    Ok(NetPath::Namespace { name, host_if, host, sandbox, bridge: None })
+}
+
+/// `n` network namespaces on one bridge, as container engines join a pod's or a network's
+/// containers: each reaches the others and the host (the bridge's address), as a ring's nodes
+/// must. Addresses from one free block of the pool.
+pub fn bridged(ledger: &Ledger, n: usize) -> Result<Vec<NetPath>> {
+    if let Some(why) = namespaces_unavailable() {
+        bail!("{why}");
+    }
+    // The network and broadcast addresses, the bridge's, and one per sandbox.
+    let prefix = (24u8..=30)
+        .rev()
+        .find(|p| (1usize << (32 - p)) >= n + 3)
+        .ok_or_else(|| anyhow::anyhow!("{n} sandboxes on one bridge: at most 253"))?;
+    let bridge = link_name(ledger.next_id());
+    ledger.record(Resource::Link { name: bridge.clone() })?;
+    ip(&["link", "add", &bridge, "type", "bridge"])?;
+    let _serial = ADDRESSES.lock().unwrap_or_else(|p| p.into_inner());
+    let net = free_block_of(prefix)?;
+    let host = Ipv4Addr::from(u32::from(net) + 1);
+    ip(&["addr", "add", &format!("{host}/{prefix}"), "dev", &bridge])?;
+    ip(&["link", "set", &bridge, "up"])?;
+    let mut paths = Vec::new();
+    for k in 0..n {
+        let (name, host_if) = veth_namespace(ledger)?;
+        ip(&["link", "set", &host_if, "master", &bridge])?;
+        ip(&["link", "set", &host_if, "up"])?;
+        let sandbox = Ipv4Addr::from(u32::from(net) + 2 + k as u32);
+        up_inside(&name, sandbox, prefix)?;
+        let bridge = Some(Bridge { name: bridge.clone(), prefix, members: n });
+        paths.push(NetPath::Namespace { name, host_if, host, sandbox, bridge });
+    }
+    Ok(paths)
+}
+
+/// A namespace whose `eth0` is one end of a new veth pair, both recorded first: (namespace,
+/// the host's end).
+fn veth_namespace(ledger: &Ledger) -> Result<(String, String)> {
     let id = ledger.next_id();
     let name = format!("isobench-{}-{id}", ledger.token());
     let host_if = link_name(id);
@@ -107,15 +177,14 @@ pub fn namespace(ledger: &Ledger) -> Result<NetPath> {
     ip(&["netns", "add", &name])?;
     ledger.record(Resource::Link { name: host_if.clone() })?;
     ip(&["link", "add", &host_if, "type", "veth", "peer", "name", "eth0", "netns", &name])?;
-    let _serial = ADDRESSES.lock().unwrap_or_else(|p| p.into_inner());
-    let (host, sandbox) = free_block()?;
-    ip(&["addr", "add", &format!("{host}/30"), "dev", &host_if])?;
-    ip(&["link", "set", &host_if, "up"])?;
-    let sandbox_cidr = format!("{sandbox}/30");
-    ip(&["-n", &name, "addr", "add", &sandbox_cidr, "dev", "eth0"])?;
-    ip(&["-n", &name, "link", "set", "eth0", "up"])?;
-    ip(&["-n", &name, "link", "set", "lo", "up"])?;
-    Ok(NetPath::Namespace { name, host_if, host, sandbox })
+    Ok((name, host_if))
+}
+
+/// The namespace's `eth0` addressed and up, and its loopback up.
+fn up_inside(name: &str, address: Ipv4Addr, prefix: u8) -> Result<()> {
+    ip(&["-n", name, "addr", "add", &format!("{address}/{prefix}"), "dev", "eth0"])?;
+    ip(&["-n", name, "link", "set", "eth0", "up"])?;
+    ip(&["-n", name, "link", "set", "lo", "up"]).map(|_| ())
 }
 
 /// A tap device for a VM, with the host's end addressed and up.
@@ -152,6 +221,12 @@ fn ip(args: &[&str]) -> Result<String> {
 
 /// The first /30 of the pool that no address or route on this machine touches: (host, peer).
 fn free_block() -> Result<(Ipv4Addr, Ipv4Addr)> {
+    let net = u32::from(free_block_of(30)?);
+    Ok((Ipv4Addr::from(net + 1), Ipv4Addr::from(net + 2)))
+}
+
+/// The first block of `/prefix` in the pool that no address or route on this machine touches.
+fn free_block_of(prefix: u8) -> Result<Ipv4Addr> {
     let used = ip(&["-o", "-4", "addr", "show"])? + &ip(&["-4", "route", "show", "table", "all"])?;
     let taken: Vec<(u32, u32)> = used
         .split_whitespace()
@@ -164,14 +239,17 @@ fn free_block() -> Result<(Ipv4Addr, Ipv4Addr)> {
         })
         .collect();
     let base = u32::from(Ipv4Addr::new(POOL[0], POOL[1], 0, 0));
-    for block in (0..(1u32 << 16)).step_by(4) {
+    let size = 1u32 << (32 - prefix);
+    let block_mask = !(size - 1);
+    for block in (0..(1u32 << 16)).step_by(size as usize) {
         let net = base + block;
-        let clash = taken.iter().any(|(t, mask)| (net & mask) == *t || (t & 0xffff_fffc) == net);
+        // Taken: it lies inside something in use, or something in use lies inside it.
+        let clash = taken.iter().any(|(t, mask)| (net & mask) == *t || (t & block_mask) == net);
         if !clash {
-            return Ok((Ipv4Addr::from(net + 1), Ipv4Addr::from(net + 2)));
+            return Ok(Ipv4Addr::from(net));
         }
     }
-    bail!("no free /30 left in {}.{}.0.0/16", POOL[0], POOL[1])
+    bail!("no free /{prefix} left in {}.{}.0.0/16", POOL[0], POOL[1])
 }
 
 /// Removes a namespace isobench made; one already gone is not an error.
@@ -225,7 +303,9 @@ mod tests {
             host_if: "h".into(),
             host: Ipv4Addr::new(10, 211, 0, 1),
             sandbox: Ipv4Addr::new(10, 211, 0, 2),
+            bridge: None,
         };
+        assert_eq!(ns.sandbox_address(), Some(Ipv4Addr::new(10, 211, 0, 2)));
         assert_eq!(ns.host_address_inside(), Ipv4Addr::new(10, 211, 0, 1));
         assert_eq!(ns.netns_file().unwrap(), Path::new("/var/run/netns/n"));
         assert!(ns.describe()["net.path"].contains("veth h 10.211.0.1/30"));

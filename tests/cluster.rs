@@ -175,3 +175,50 @@ fn a_cluster_that_cannot_fit_in_memory_is_refused_with_the_arithmetic() {
     assert!(err.contains("[[server]]: 3 Cassandra nodes × (heap 900 GiB + 640 MiB off-heap each) = "), "{err}");
     assert!(err.contains("available (MemAvailable); use fewer nodes or a smaller heap"), "{err}");
 }
+
+#[test]
+fn a_cluster_whose_sandboxes_cannot_reach_one_another_is_refused_before_any_run() {
+    let sb = Scratch::new();
+    let vm = cluster_suite("5s", "")
+        .replace("[[volume]]", "[[env]]\nname = \"vm\"\nkind = \"vm\"\nmemory = \"2G\"\n\n[[volume]]");
+    let (out, dir) = sb.run_suite(&vm, &[]);
+    let err = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cells that cannot run as the suite says"), "{err}");
+    assert!(
+        err.contains("env \"vm\": a cluster's nodes gossip with one another") && err.contains("vm.data.write"),
+        "{err}"
+    );
+    assert!(!dir.join("runs").exists(), "nothing ran");
+}
+
+/// A ring whose nodes each run in a gVisor sandbox with a network of its own, as gVisor runs:
+/// the three namespaces on one bridge, each node on gVisor's netstack, the ring's view read
+/// inside each sandbox (its JMX is on the sandbox's own loopback), the load from the host.
+#[test]
+fn a_ring_of_gvisor_sandboxes_shares_a_bridge_and_each_node_runs_on_its_own_netstack() {
+    skip_if!(unable_to_manage());
+    skip_if!(
+        isobench::env::oci::Runtime::resolve("runsc").path.is_none(),
+        "runsc",
+        "runsc is not installed (scripts/setup.sh builds it)"
+    );
+    let _one_cluster = serial();
+    let sb = Scratch::new();
+    let suite = cluster_suite("10s", "")
+        .replace("baseline = { env = \"host\" }", "baseline = { env = \"runsc\" }")
+        .replace("name = \"host\"\nkind = \"host\"", "name = \"runsc\"\nkind = \"oci\"\nruntime = \"runsc\"");
+    let (out, dir) = sb.run_suite(&suite, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let r = run_record(&dir, "runsc.data.write", 1);
+    assert_eq!(r["status"], "ok", "{r:#}");
+    let path = r["setup"]["net.path"].as_str().unwrap_or_default();
+    assert!(path.contains("on bridge") && path.contains("shared by 3 sandboxes"), "{path}");
+    let addresses = r["setup"]["server.addresses"].as_str().unwrap_or_default();
+    assert!(addresses.starts_with("10.211.") && addresses.split(", ").count() == 3, "{addresses}");
+    assert!(r["setup"]["runtime.args"].as_str().unwrap_or_default().contains("--network=sandbox"), "{r:#}");
+    eprintln!("a ring of 3 gVisor sandboxes formed in {:.1} s on {path}", sample(&r, "server_ring").unwrap());
+    assert!(sample(&r, "op_rate").unwrap() > 0.0);
+    sb.assert_nothing_left();
+    assert_eq!(javas(&sb), Vec::<String>::new());
+}

@@ -107,13 +107,21 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
             &common::missing("runsc", "runsc is not installed (scripts/setup.sh builds it): only the host cell runs"),
         );
     }
-    let envs =
-        if runsc { "[[env]]\nname = \"runsc\"\nkind = \"oci\"\nruntime = \"runsc\"\nnetwork = \"host\"" } else { "" };
+    // gVisor as its users run it (its own network namespace and netstack, reached over a veth
+    // pair), and the same with the host's network and directfs off, as a suite may ask.
+    let envs = if runsc {
+        "[[env]]\nname = \"runsc\"\nkind = \"oci\"\nruntime = \"runsc\"\n\n[[env]]\nname = \"runsc-hostnet\"\nkind = \"oci\"\nruntime = \"runsc\"\nnetwork = \"host\"\ndirectfs = false"
+    } else {
+        ""
+    };
     let sb = Scratch::new();
     let (out, dir) = sb.run_suite(&db_suite(envs, TMPFS, "768M"), &[]);
     assert!(out.status.success(), "{}", text(&out));
-    let cells: &[&str] =
-        if runsc { &["host.data.cassandra", "runsc.data.cassandra"] } else { &["host.data.cassandra"] };
+    let cells: &[&str] = if runsc {
+        &["host.data.cassandra", "runsc.data.cassandra", "runsc-hostnet.data.cassandra"]
+    } else {
+        &["host.data.cassandra"]
+    };
     for cell in cells {
         let r = run_record(&dir, cell, 1);
         assert_eq!(r["status"], "ok", "{r:#}");
@@ -134,8 +142,21 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
         }
     }
     if runsc {
+        let own = run_record(&dir, "runsc.data.cassandra", 1);
+        let path = own["setup"]["net.path"].as_str().unwrap_or_default();
+        assert!(path.starts_with("network namespace") && path.contains("veth"), "{path}");
+        assert!(own["setup"]["runtime.args"].as_str().unwrap_or_default().contains("--network=sandbox"));
+        let hostnet = run_record(&dir, "runsc-hostnet.data.cassandra", 1);
+        assert_eq!(hostnet["setup"]["net.path"], "loopback (the host's network)");
+        let args = hostnet["setup"]["runtime.args"].as_str().unwrap_or_default();
+        assert!(args.contains("--network=host") && args.contains("--directfs=false"), "{args}");
+        let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(
+            report.contains("platform systrap, directfs false, network host)"),
+            "the verdict names the knobs: {report}"
+        );
         // The agent's facts prove where it ran: gVisor reports its own kernel.
-        let r = run_record(&dir, "runsc.data.cassandra", 1);
+        let r = own;
         assert_ne!(
             r["facts"]["kernel.release"],
             run_record(&dir, "host.data.cassandra", 1)["facts"]["kernel.release"],

@@ -72,29 +72,19 @@ pub enum CpuCount {
     Unknown,
 }
 
-/// Where a server inside an environment listens, and where the host connects to it.
-#[derive(Clone, Debug)]
-pub struct Reach {
-    /// The address to listen on inside.
-    pub inside: String,
-    /// The address the host connects to.
-    pub host: String,
-}
-
-impl Reach {
-    /// Environments that share the host's network: loopback on both sides.
-    pub fn loopback() -> Reach {
-        Reach { inside: "127.0.0.1".into(), host: "127.0.0.1".into() }
-    }
-
-    /// Containers: loopback when they share the host's network, unreachable otherwise.
-    pub fn host_network(shared: bool) -> Result<Reach, String> {
-        if shared {
-            Ok(Reach::loopback())
-        } else {
-            Err("a [[server]] inside this environment is loaded from the host over the network: give the env network = \"host\"".into())
-        }
-    }
+/// How the host reaches a server inside one of this environment's sandboxes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reach {
+    /// The sandboxes share the host's network (the host; containers with network = "host"):
+    /// node k of a ring listens on 127.0.0.k, loopback on both sides.
+    Shared,
+    /// Each sandbox has a network of its own, which the host makes (`Environment::network`; a
+    /// ring's on one bridge, `net::bridged`): a node listens on its sandbox's address, which the
+    /// host dials, through the sandbox's own network stack (gVisor's netstack under runsc).
+    Own,
+    /// One sandbox whose ports the environment forwards (a VM's user network): the node
+    /// listens on `inside`, reached at `host`; a ring's nodes could not reach one another.
+    Forwarded { inside: String, host: String },
 }
 
 pub trait Environment: Send + Sync {

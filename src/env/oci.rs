@@ -80,16 +80,19 @@ impl Runtime {
                 _ => None,
             }
         });
-        given.or_else(|| {
-            // Go's flag package prints the listing on stderr.
-            let options = sys::Options {
-                timeout: Some(std::time::Duration::from_secs(30)),
-                ignore_interrupt: true,
-                ..Default::default()
-            };
-            let listing = sys::run(std::process::Command::new(self.path.as_ref()?).arg("flags"), options).ok()?;
-            default_platform(&format!("{}{}", listing.stdout, listing.stderr))
-        })
+        given.or_else(|| default_platform(&self.flags()?))
+    }
+
+    /// `runsc flags`: every flag with its help, as this build prints them.
+    pub fn flags(&self) -> Option<String> {
+        // Go's flag package prints the listing on stderr.
+        let options = sys::Options {
+            timeout: Some(std::time::Duration::from_secs(30)),
+            ignore_interrupt: true,
+            ..Default::default()
+        };
+        let listing = sys::run(std::process::Command::new(self.path.as_ref()?).arg("flags"), options).ok()?;
+        Some(format!("{}{}", listing.stdout, listing.stderr))
     }
 
     pub fn version(&self) -> Option<String> {
@@ -132,6 +135,8 @@ impl Runtime {
 pub struct Oci {
     runtime: Runtime,
     runtime_args: Vec<String>,
+    /// gVisor's knobs the suite set (`platform`, `directfs`, `overlay`), as runsc flags.
+    gvisor: Vec<(&'static str, String)>,
     cpus: Option<f64>,
     memory: Option<u64>,
     host_network: bool,
@@ -153,8 +158,54 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
     let memory = f.size("memory")?;
     let network = f.choice("network", &["none", "host"])?.unwrap_or_else(|| "none".into());
     let start_timeout = f.duration("start_timeout")?.unwrap_or(std::time::Duration::from_secs(120));
+    let gvisor = gvisor_knobs(f, &runtime)?;
     f.finish()?;
-    Ok(Box::new(Oci { runtime, runtime_args, cpus, memory, host_network: network == "host", start_timeout }))
+    Ok(Box::new(Oci { runtime, runtime_args, gvisor, cpus, memory, host_network: network == "host", start_timeout }))
+}
+
+/// gVisor's knobs as env keys: `platform` (--platform), `directfs` (--directfs), `overlay`
+/// (--overlay2), each checked against this runsc's own flag listing, whose words a refusal
+/// quotes.
+fn gvisor_knobs(f: &mut Fields, runtime: &Runtime) -> Result<Vec<(&'static str, String)>, SuiteError> {
+    let mut knobs = Vec::new();
+    if let Some(platform) = f.str("platform")? {
+        knobs.push(("platform", "platform", platform));
+    }
+    if let Some(directfs) = f.bool("directfs")? {
+        knobs.push(("directfs", "directfs", directfs.to_string()));
+    }
+    if let Some(overlay) = f.str("overlay")? {
+        knobs.push(("overlay", "overlay2", overlay));
+    }
+    if knobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    if runtime.flavour != Flavour::Runsc {
+        return Err(
+            f.error_at(knobs[0].0, format!("is one of gVisor's knobs; runtime \"{}\" is not runsc", runtime.name))
+        );
+    }
+    if let Some(listing) = runtime.flags() {
+        for (key, flag, value) in &knobs {
+            let Some(help) = flag_help(&listing, flag) else {
+                return Err(f.error_at(key, format!("this runsc ({}) has no --{flag} flag", runtime.name)));
+            };
+            if *key == "platform" && !help.contains(value.as_str()) {
+                return Err(
+                    f.error_at(key, format!("\"{value}\" is not a platform this runsc knows; its help says: {help}"))
+                );
+            }
+        }
+    }
+    Ok(knobs.into_iter().map(|(_, flag, value)| (flag, value)).collect())
+}
+
+/// A flag's help text in runsc's `flags` listing ("  -platform string" then its indented lines).
+fn flag_help(listing: &str, flag: &str) -> Option<String> {
+    let mut lines = listing.lines().skip_while(|l| l.split_whitespace().next() != Some(&format!("-{flag}")));
+    lines.next()?;
+    let help: Vec<&str> = lines.take_while(|l| l.starts_with("    ")).map(str::trim).collect();
+    Some(help.join(" "))
 }
 
 /// What one container is given: the volume, the network path, a memory limit, the command.
@@ -211,11 +262,14 @@ impl Oci {
     fn global_args(&self, state_root: &Path, net: Net) -> Vec<String> {
         let mut args = self.runtime_args.clone();
         if self.runtime.flavour == Flavour::Runsc {
-            let given = |flag: &str| self.runtime_args.iter().any(|a| a.starts_with(flag));
-            if !given("--network") {
+            for (flag, value) in &self.gvisor {
+                args.push(format!("--{flag}={value}"));
+            }
+            let given = |args: &[String], flag: &str| args.iter().any(|a| a.starts_with(flag));
+            if !given(&args, "--network") {
                 args.push(format!("--network={}", net.runsc_mode()));
             }
-            if !given("--overlay") {
+            if !given(&args, "--overlay") {
                 args.push("--overlay2=none".into());
             }
         }
@@ -353,8 +407,21 @@ impl Environment for Oci {
             ("runtime.name".into(), self.runtime.name.clone()),
             ("runtime.version".into(), self.runtime.version().unwrap_or_else(|| "unknown".into())),
         ]);
-        if let Some(platform) = self.runtime.platform(&self.runtime_args) {
+        let flags: Vec<String> =
+            self.gvisor.iter().map(|(f, v)| format!("--{f}={v}")).chain(self.runtime_args.clone()).collect();
+        if let Some(platform) = self.runtime.platform(&flags) {
             d.insert("runtime.platform".into(), platform);
+        }
+        // The knobs the suite turned, named in the verdict beside the platform.
+        let turned: Vec<String> = self
+            .gvisor
+            .iter()
+            .filter(|(flag, _)| *flag != "platform")
+            .map(|(flag, value)| format!("{flag} {value}"))
+            .chain(self.host_network.then(|| "network host".to_string()))
+            .collect();
+        if self.runtime.flavour == Flavour::Runsc && !turned.is_empty() {
+            d.insert("runtime.variant".into(), turned.join(", "));
         }
         d.extend(self.network_facts(Net::of(self.host_network, None, &None)));
         if let Some(p) = &self.runtime.path {
@@ -413,7 +480,7 @@ impl Environment for Oci {
     }
 
     fn reach(&self) -> Result<super::Reach, String> {
-        super::Reach::host_network(self.host_network)
+        Ok(if self.host_network { super::Reach::Shared } else { super::Reach::Own })
     }
 
     fn network(&self, ledger: &Ledger) -> Result<NetPath> {

@@ -311,7 +311,7 @@ impl Environment for Engine {
     }
 
     fn reach(&self) -> Result<super::Reach, String> {
-        super::Reach::host_network(self.host_network)
+        Ok(if self.host_network { super::Reach::Shared } else { super::Reach::Own })
     }
 
     fn network(&self, ledger: &crate::ledger::Ledger) -> Result<NetPath> {

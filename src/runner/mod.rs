@@ -369,6 +369,33 @@ pub fn missing_here(suite: &Suite, plan: &Plan) -> Vec<(String, Vec<String>)> {
     missing
 }
 
+/// The cells that can never run as the suite says (a combination that cannot work, whatever the
+/// machine): each reason with the cells it stops. A suite error, before any run.
+pub fn refusals(suite: &Suite, plan: &Plan) -> Vec<(String, Vec<String>)> {
+    let mut refused: Vec<(String, Vec<String>)> = Vec::new();
+    let Some(ServerSpec::Managed(managed)) = &suite.server else { return refused };
+    for cell in &plan.cells {
+        let Spec::Cql(cql) = &suite.workloads[cell.workload].variants[cell.variant].spec else { continue };
+        let env = &suite.envs[cell.env];
+        let volume = &suite.volumes[cell.volume];
+        let why = match managed.with_nodes(cql.nodes) {
+            Err(why) => Some(why),
+            Ok(_) if volume.item.raw() => Some(format!(
+                "volume \"{}\" is a raw device (fs = \"none\"); a database needs a filesystem",
+                volume.name
+            )),
+            Ok(managed) => server_cell::refusal(env.item.as_ref(), &env.name, &managed),
+        };
+        if let Some(why) = why {
+            match refused.iter_mut().find(|(r, _)| *r == why) {
+                Some((_, cells)) => cells.push(cell.id.clone()),
+                None => refused.push((why, vec![cell.id.clone()])),
+            }
+        }
+    }
+    refused
+}
+
 /// Why a workload cannot run on this volume at all (every repetition would fail the same way).
 fn unfit_volume(
     volume: &crate::volume::Provisioned,

@@ -14,7 +14,7 @@ use anyhow::{Result, anyhow, bail};
 use super::Place;
 use super::collect::HostCounters;
 use crate::agent;
-use crate::env::Launch;
+use crate::env::{Launch, Reach};
 use crate::server::cassandra::Distribution;
 use crate::server::cluster::{self, Layout};
 use crate::server::serve::{CONNECT_WINDOW, Control, Ready, Serve};
@@ -23,6 +23,29 @@ use crate::store::{RunRecord, Sample};
 use crate::volume::Provisioned;
 use crate::workload::cql::{Cql, Target};
 use crate::workload::{self, Spec, Workload};
+
+/// Why a served cell of `env` can never run, whatever the repetition: a suite error before any
+/// run, and each run's reason if one is tried.
+pub fn refusal(env: &dyn crate::env::Environment, env_name: &str, managed: &Managed) -> Option<String> {
+    if managed.tls && env.as_k8s().is_none() {
+        return Some("tls = true: a managed server speaks TLS in k8s environments only; on this host, start one with `isobench server start cassandra --tls` and name it as kind = \"external\" with -transport truststore= in args".into());
+    }
+    match env.reach() {
+        Err(why) if env.as_k8s().is_none() => Some(format!("env \"{env_name}\": {why}")),
+        Ok(Reach::Forwarded { .. }) if managed.nodes > 1 => Some(format!(
+            "env \"{env_name}\": a cluster's nodes gossip with one another, and each sandbox of this environment reaches only the host (a VM's user network); run the cluster on the host or in containers"
+        )),
+        _ => None,
+    }
+}
+
+/// A ring to wait for: its nodes, and whether they are in networks of their own (their
+/// `nodetool` then runs inside each sandbox, through its agent).
+struct Ring<'a> {
+    distribution: &'a Distribution,
+    layout: &'a Layout,
+    own: bool,
+}
 
 /// Runs one repetition of a served CQL cell.
 pub fn run(
@@ -35,29 +58,33 @@ pub fn run(
     record: &mut RunRecord,
 ) -> Result<crate::store::AgentReport> {
     let env = place.env;
-    if managed.tls {
-        let why = "tls = true: a managed server speaks TLS in k8s environments only; on this host, start one with `isobench server start cassandra --tls` and name it as kind = \"external\" with -transport truststore= in args";
-        return Ok(crate::store::AgentReport { error: Some(why.into()), unfit: true, ..Default::default() });
+    if let Some(why) = refusal(env, env_name, managed) {
+        return Ok(crate::store::AgentReport { error: Some(why), unfit: true, ..Default::default() });
     }
     let reach = env.reach().map_err(|why| anyhow!("env \"{env_name}\": {why}"))?;
     let nodes = managed.nodes;
-    if nodes > 1 && reach.inside != "127.0.0.1" {
-        let why = format!(
-            "env \"{env_name}\": a cluster's nodes gossip with one another, and each sandbox of this environment has a network of its own that the others cannot reach; run the cluster on the host, or in containers with network = \"host\""
-        );
-        return Ok(crate::store::AgentReport { error: Some(why), unfit: true, ..Default::default() });
-    }
     let distribution = Distribution::fetch(&managed.version, &mut |m| eprintln!("isobench: {m}"))?;
     if nodes > 1 {
         cluster::has_nodetool(&distribution)?;
     }
     let mut layout = Layout::new(nodes, None)?;
-    // A node alone listens where the environment says (every interface of a VM).
-    let host_addresses = if nodes == 1 {
-        layout.addresses = vec![reach.inside.clone()];
-        vec![reach.host.clone()]
-    } else {
-        layout.addresses.clone()
+    // Each node's sandbox network, where the sandboxes have their own: one bridge for a ring.
+    let paths = match (&reach, nodes) {
+        (Reach::Own, 1) => vec![env.network(place.ledger)?],
+        (Reach::Own, n) => crate::net::bridged(place.ledger, n)?,
+        _ => Vec::new(),
+    };
+    let host_addresses = match &reach {
+        Reach::Shared => layout.addresses.clone(),
+        // A node alone listens where the environment says (every interface of a VM).
+        Reach::Forwarded { inside, host } => {
+            layout.addresses = vec![inside.clone()];
+            vec![host.clone()]
+        }
+        Reach::Own => {
+            layout.addresses = paths.iter().filter_map(|p| p.sandbox_address()).map(|a| a.to_string()).collect();
+            layout.addresses.clone()
+        }
     };
     let control_ports = layout.other_free_ports(nodes)?;
     let measured = cql.phase(&cql.args)?;
@@ -115,7 +142,7 @@ pub fn run(
     std::fs::create_dir_all(&loads)?;
     let counters = place.collect.then(|| HostCounters::start(volume, true, env.cpu_count(), place.ledger));
     let agents_done = AtomicBool::new(false);
-    let ring = (nodes > 1).then_some((&distribution, &layout));
+    let ring = (nodes > 1).then_some(Ring { distribution: &distribution, layout: &layout, own: reach == Reach::Own });
     let cpu_group = counters.as_ref().and_then(HostCounters::cpu_group);
     let cpu_now = || counters.as_ref().and_then(HostCounters::cpu_now);
     let (reports, loaded) = std::thread::scope(|scope| {
@@ -123,6 +150,7 @@ pub fn run(
         let agents: Vec<_> = (0..nodes)
             .map(|k| {
                 let (request, forward, run_dir) = (&requests[k], &forwards[k], &run_dirs[k]);
+                let network = paths.get(k);
                 scope.spawn(move || {
                     env.run_agent(Launch {
                         request,
@@ -133,7 +161,7 @@ pub fn run(
                         workdir: place.workdir,
                         attach: place.attach,
                         forward,
-                        network: None,
+                        network,
                         gate: None,
                         memory: None,
                         cpu_group,
@@ -152,6 +180,13 @@ pub fn run(
     // stop), so a CPU per operation of the measured phase cannot be made from it.
     if let Some(counters) = counters {
         counters.finish(&mut report);
+    }
+    match paths.first() {
+        Some(path) => record.setup.extend(path.describe()),
+        None if reach == Reach::Shared => {
+            record.setup.insert("net.path".into(), "loopback (the host's network)".into());
+        }
+        None => {}
     }
     record.setup.insert("server.kind".into(), "cassandra".into());
     record.setup.insert("server.heap".into(), managed.heap.clone());
@@ -264,7 +299,7 @@ fn drive(
     controls: &[String],
     load: &Cql,
     managed: &Managed,
-    ring: Option<(&Distribution, &Layout)>,
+    ring: Option<Ring>,
     scratch: &std::path::Path,
     agents_done: &AtomicBool,
     cpu_now: &(dyn Fn() -> Option<f64> + Sync),
@@ -292,8 +327,12 @@ fn drive(
         bail!("node {} of {} did not start: {e:#}", ready.len() + 1, controls.len());
     }
     let ring_after = match ring {
-        Some((dist, layout)) => {
-            cluster::wait_ring(dist, layout, managed.start_timeout)?;
+        Some(ring) => {
+            let status = |k: usize| match ring.own {
+                true => connected[k].status(),
+                false => cluster::nodetool_status(ring.distribution, ring.layout.jmx_ports[k]),
+            };
+            cluster::wait_ring(&ring.layout.addresses, &status, managed.start_timeout)?;
             Some(began.elapsed())
         }
         None => None,

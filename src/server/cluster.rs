@@ -143,8 +143,12 @@ fn members(status: &str) -> Vec<(String, String)> {
 /// 127.0.0.1): its output.
 pub fn nodetool(dist: &Distribution, jmx_port: u16, args: &[String]) -> Result<String> {
     // Without a configuration of its own, the tool's logback prints its DEBUG lines with the
-    // answer (Cassandra ships conf/logback-tools.xml for this; Maven's jars have no conf/).
-    let logback = dist.home.join("logback-tools.xml");
+    // answer (Cassandra ships conf/logback-tools.xml for this; Maven's jars have no conf/). The
+    // tool's home holds it and the tool's history (~/.cassandra): a directory of isobench's that
+    // is writable wherever the tool runs (inside a sandbox the host's root is read-only).
+    let home = std::env::temp_dir().join("isobench-nodetool");
+    std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
+    let logback = home.join("logback-tools.xml");
     if !logback.exists() {
         let quiet = "<configuration><appender name=\"STDERR\" class=\"ch.qos.logback.core.ConsoleAppender\"><target>System.err</target><encoder><pattern>%-5level %msg%n</pattern></encoder></appender><root level=\"WARN\"><appender-ref ref=\"STDERR\"/></root></configuration>\n";
         std::fs::write(&logback, quiet).with_context(|| format!("writing {}", logback.display()))?;
@@ -158,8 +162,8 @@ pub fn nodetool(dist: &Distribution, jmx_port: u16, args: &[String]) -> Result<S
             .args(["--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED"])
             .args(["--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED"])
             .args(["--add-exports", "java.rmi/sun.rmi.registry=ALL-UNNAMED"])
-            // nodetool keeps its history in ~/.cassandra: in isobench's cache, not the user's home.
-            .arg(format!("-Duser.home={}", dist.home.display()))
+            // nodetool keeps its history in ~/.cassandra: in isobench's directory, not the user's home.
+            .arg(format!("-Duser.home={}", home.display()))
             .arg(format!("-Dlogback.configurationFile={}", logback.display()))
             .arg("-cp")
             .arg(format!("{}/*", dist.lib().display()))
@@ -174,7 +178,7 @@ pub fn nodetool(dist: &Distribution, jmx_port: u16, args: &[String]) -> Result<S
     Ok(finished.stdout)
 }
 
-fn nodetool_status(dist: &Distribution, jmx_port: u16) -> Result<String> {
+pub fn nodetool_status(dist: &Distribution, jmx_port: u16) -> Result<String> {
     nodetool(dist, jmx_port, &["status".to_string()])
 }
 
@@ -189,23 +193,27 @@ pub fn describe_members(status: &str) -> String {
     members(status).iter().map(|(s, at)| format!("{at} {s}")).collect::<Vec<_>>().join(", ")
 }
 
-/// Waits until every node sees every node Up and Normal; returns how long that took.
-pub fn wait_ring(dist: &Distribution, layout: &Layout, timeout: Duration) -> Result<Duration> {
+/// Waits until every node (at `addresses`) sees every node Up and Normal, as `status(k)` (node
+/// k's `nodetool status`) says; returns how long that took.
+pub fn wait_ring(
+    addresses: &[String],
+    status: &(dyn Fn(usize) -> Result<String> + Sync),
+    timeout: Duration,
+) -> Result<Duration> {
     let started = Instant::now();
     loop {
         let views: Vec<Result<String>> = std::thread::scope(|scope| {
-            let checks: Vec<_> =
-                layout.jmx_ports.iter().map(|port| scope.spawn(move || nodetool_status(dist, *port))).collect();
+            let checks: Vec<_> = (0..addresses.len()).map(|k| scope.spawn(move || status(k))).collect();
             checks.into_iter().map(|c| c.join().unwrap_or_else(|_| bail!("nodetool panicked"))).collect()
         });
-        let formed = views.iter().all(|view| view.as_ref().is_ok_and(|text| all_up(text, &layout.addresses)));
+        let formed = views.iter().all(|view| view.as_ref().is_ok_and(|text| all_up(text, addresses)));
         if formed {
             return Ok(started.elapsed());
         }
         if started.elapsed() > timeout || sys::interrupted() {
             let last: Vec<String> = views
                 .iter()
-                .zip(&layout.addresses)
+                .zip(addresses)
                 .map(|(v, a)| match v {
                     Ok(text) => format!("{a} sees {}", describe_members(text)),
                     Err(e) => format!("{a}: {e:#}"),
@@ -213,7 +221,7 @@ pub fn wait_ring(dist: &Distribution, layout: &Layout, timeout: Duration) -> Res
                 .collect();
             bail!(
                 "the {} nodes did not all see one another Up and Normal within {} s: {}",
-                layout.len(),
+                addresses.len(),
                 timeout.as_secs(),
                 last.join("; ")
             );

@@ -140,7 +140,8 @@ fn started_cluster(
     }
     let ring_after = match layout {
         Some(layout) => {
-            cluster::wait_ring(dist, layout, START_TIMEOUT)?;
+            let status = |k: usize| cluster::nodetool_status(dist, layout.jmx_ports[k]);
+            cluster::wait_ring(&layout.addresses, &status, START_TIMEOUT)?;
             Some(began.elapsed())
         }
         None => None,

@@ -53,11 +53,13 @@ pub struct Serve {
     pub directory: String,
 }
 
-/// The agent's one message to the host.
+/// What the agent says to the host: whether its node is up, and what its `nodetool status`
+/// says when asked.
 #[derive(Serialize, Deserialize, Debug)]
 enum Message {
     Ready { pid: i32, ready_after_s: f64, release_version: String },
     Failed(String),
+    Status(Result<String, String>),
 }
 
 /// What the host learns when the node is up.
@@ -111,31 +113,41 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
     let mut node = match started {
         Ok(node) => node,
         Err(e) => {
-            send(&mut control, &Message::Failed(format!("{e:#}")));
+            send(&control, &Message::Failed(format!("{e:#}")));
             return Err(e);
         }
     };
     send(
-        &mut control,
+        &control,
         &Message::Ready {
             pid: node.pid,
             ready_after_s: node.ready_after.as_secs_f64(),
             release_version: node.release_version.clone(),
         },
     );
-    // "kill" (a fault the suite asked for), then "stop", or the end of the stream when the host
-    // is gone: either way the node stops.
+    // "status" (the ring's view from here: the node's JMX listens on the sandbox's own
+    // loopback), "kill" (a fault the suite asked for), then "stop", or the end of the stream
+    // when the host is gone: either way the node stops.
     let mut reader = BufReader::new(&control);
     let mut rss = None;
     let mut killed = false;
     loop {
         let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim() != "kill" {
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
             break;
         }
-        rss = rss_bytes(node.pid);
-        node.kill();
-        killed = true;
+        match line.trim() {
+            "status" => {
+                let status = super::cluster::nodetool_status(&s.distribution, s.jmx_port);
+                send(&control, &Message::Status(status.map_err(|e| format!("{e:#}"))));
+            }
+            "kill" => {
+                rss = rss_bytes(node.pid);
+                node.kill();
+                killed = true;
+            }
+            _ => break,
+        }
     }
     if !killed {
         rss = rss_bytes(node.pid);
@@ -185,7 +197,7 @@ fn accept_within(listener: &TcpListener, window: Duration) -> Result<TcpStream> 
     }
 }
 
-fn send(stream: &mut TcpStream, message: &Message) {
+fn send(mut stream: &TcpStream, message: &Message) {
     // A host that went away hears nothing; the node is stopped all the same.
     let _ = writeln!(stream, "{}", serde_json::to_string(message).expect("serialisable"));
 }
@@ -275,7 +287,19 @@ impl Control {
             }
             // The agent's report carries the same error with the node's log.
             Ok(Message::Failed(e)) => bail!("{e}"),
-            Err(_) => bail!("the agent ended before the server was ready"),
+            _ => bail!("the agent ended before the server was ready"),
+        }
+    }
+
+    /// The node's `nodetool status`, run by the agent inside the sandbox.
+    pub fn status(&self) -> Result<String> {
+        (&self.stream).write_all(b"status\n").context("asking the agent for its node's view of the ring")?;
+        let mut line = String::new();
+        BufReader::new(&self.stream).read_line(&mut line).context("waiting for the node's nodetool status")?;
+        match serde_json::from_str::<Message>(line.trim()) {
+            Ok(Message::Status(Ok(text))) => Ok(text),
+            Ok(Message::Status(Err(e))) => bail!("{e}"),
+            _ => bail!("the agent ended before it said its node's view of the ring"),
         }
     }
 

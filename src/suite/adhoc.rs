@@ -142,19 +142,14 @@ fn capacity_table(text: &str) -> Result<InlineTable, String> {
 }
 
 /// An environment named as people name it: `host`, `podman`, `docker`, `vm` or `vm-ATTACH`
-/// (9p, virtiofs, virtio-blk), or any other name as an OCI runtime. A database runs with the
-/// host's network, where the load generator reaches it.
+/// (9p, virtiofs, virtio-blk), or any other name as an OCI runtime. A database in a container
+/// is reached over the container's own network, as its users reach it (gVisor's netstack).
 fn env_table(name: &str, database: bool) -> Table {
     let mut t = Table::new();
     t["name"] = value(name);
     match name {
         "host" => t["kind"] = value("host"),
-        "podman" | "docker" => {
-            t["kind"] = value(name);
-            if database {
-                t["network"] = value("host");
-            }
-        }
+        "podman" | "docker" => t["kind"] = value(name),
         _ if name == "vm" || name.starts_with("vm-") => {
             t["kind"] = value("vm");
             if let Some(attach) = name.strip_prefix("vm-") {
@@ -167,9 +162,6 @@ fn env_table(name: &str, database: bool) -> Table {
         runtime => {
             t["kind"] = value("oci");
             t["runtime"] = value(runtime);
-            if database {
-                t["network"] = value("host");
-            }
         }
     }
     t
@@ -286,7 +278,7 @@ mod tests {
     }
 
     #[test]
-    fn a_database_gets_a_server_and_the_hosts_network() {
+    fn a_database_gets_a_server_reached_over_each_sandboxs_own_network() {
         let a = Adhoc {
             envs: vec!["host".into(), "runsc".into()],
             cql: Some("write n=1000".into()),
@@ -296,7 +288,7 @@ mod tests {
         assert!(a.command_line().ends_with("--cql 'write n=1000' --baseline runsc"), "{}", a.command_line());
         let text = a.to_toml().unwrap();
         assert!(text.contains("[[server]]\nkind = \"cassandra\""), "{text}");
-        assert!(text.contains("runtime = \"runsc\"\nnetwork = \"host\""), "{text}");
+        assert!(text.contains("runtime = \"runsc\"\n") && !text.contains("network"), "{text}");
         assert!(text.contains("baseline = { env = \"runsc\", volume = \"ext4\" }"), "{text}");
         assert!(text.contains("kind = \"cql\"\nargs = \"write n=1000\""), "{text}");
     }

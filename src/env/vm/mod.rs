@@ -545,7 +545,7 @@ impl Environment for Vm {
     fn reach(&self) -> Result<super::Reach, String> {
         // Listening on every interface of the guest, a server is reached through the ports
         // forwarded to GUEST_ADDRESS, and must advertise the host's end of them.
-        Ok(super::Reach { inside: "0.0.0.0".into(), host: "127.0.0.1".into() })
+        Ok(super::Reach::Forwarded { inside: "0.0.0.0".into(), host: "127.0.0.1".into() })
     }
 
     fn run_agent(&self, mut launch: Launch) -> Result<crate::store::AgentReport> {
