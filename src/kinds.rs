@@ -23,8 +23,14 @@ pub const VOLUMES: &[volume::Kind] = &[
     volume::pvc::KIND,
 ];
 
-pub const WORKLOADS: &[workload::Kind] =
-    &[workload::fio::KIND, workload::cql::KIND, workload::cpu::KIND, workload::memory::KIND, workload::network::KIND];
+pub const WORKLOADS: &[workload::Kind] = &[
+    workload::fio::KIND,
+    workload::cql::KIND,
+    workload::cpu::KIND,
+    workload::memory::KIND,
+    workload::network::KIND,
+    workload::syscall::KIND,
+];
 
 pub fn env(name: &str) -> Option<&'static env::Kind> {
     ENVS.iter().find(|k| k.name == name)

@@ -472,3 +472,59 @@ total_size = "2G"
     }
     sb.assert_nothing_left();
 }
+
+/// The syscall probes, timed by the agent inside each sandbox: a system call, the vDSO's clock,
+/// file operations on the volume, page faults by chunk size, a pipe and a TCP round trip over the
+/// sandbox's own network. gVisor traps every one of them (its platform named in the run).
+#[test]
+fn the_syscall_probes_time_what_each_sandbox_adds_to_an_operation() {
+    skip_if!(need_root("containers, mounts"));
+    let envs: Vec<&str> = ["runc", "runsc"].into_iter().filter(|e| runtime(e).is_some()).collect();
+    for absent in ["runc", "runsc"].into_iter().filter(|e| !envs.contains(e)) {
+        skip_part(absent, &missing(absent, format!("{absent} is not installed (scripts/setup.sh installs it)")));
+    }
+    let sb = Scratch::new();
+    let suite = suite(&envs.iter().map(|e| oci(e, e, "")).collect::<String>(), "")
+        .replace("kind = \"fio\"", "kind = \"syscall\"\ntime = \"250ms\"\nmmap_size = \"64M\"")
+        .replace(
+            "rw = \"randread\"\nsize = \"32M\"\nruntime = \"1s\"\ndirect = true\nioengine = \"libaio\"\niodepth = 4\n",
+            "",
+        );
+    let (o, out) = sb.run_suite(&suite, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let probes = |env: &str| {
+        let run = run_record(&out, &format!("{env}.tmpfs.fio"), 1);
+        assert_eq!(run["status"], "ok", "{env}: {}", run["error"]);
+        let ns = |m: &str| sample(&run, m).unwrap_or_else(|| panic!("{env}: no {m}: {run:#}"));
+        for m in [
+            "syscall_ns",
+            "clock_gettime_ns",
+            "open_close_ns",
+            "stat_ns",
+            "create_write_unlink_ns",
+            "mmap_4k_ns",
+            "mmap_1m_ns",
+            "pipe_rtt_ns",
+            "tcp_rtt_ns",
+        ] {
+            assert!(ns(m) > 0.0, "{env}: {m}");
+        }
+        eprintln!(
+            "{env}: system call {:.0} ns, clock_gettime {:.0} ns, page fault (4k chunks) {:.0} ns, TCP round trip {:.0} ns",
+            ns("syscall_ns"),
+            ns("clock_gettime_ns"),
+            ns("mmap_4k_ns"),
+            ns("tcp_rtt_ns")
+        );
+        (ns("syscall_ns"), run)
+    };
+    let (host, _) = probes("host");
+    for env in &envs {
+        let (sandboxed, run) = probes(env);
+        if *env == "runsc" {
+            assert!(sandboxed > 5.0 * host, "gVisor intercepts the system call: {sandboxed} ns against {host} ns");
+            assert!(run["setup"]["net.path"].as_str().unwrap_or_default().starts_with("network namespace"));
+        }
+    }
+    sb.assert_nothing_left();
+}

@@ -39,12 +39,26 @@ impl Place<'_> {
     ) -> Result<crate::store::AgentReport> {
         let env = self.env;
         let mut spec = spec.clone();
-        let network = if spec.workload().needs_network() { Some(env.network(self.ledger)?) } else { None };
+        let network = match (spec.workload().needs_network(), &spec) {
+            (false, _) => None,
+            // The syscall probes' tcp round trip is one probe of many: without a path it is left out.
+            (true, Spec::Syscall(_)) => env.network(self.ledger).ok(),
+            (true, _) => Some(env.network(self.ledger)?),
+        };
         let server = match (&network, &mut spec) {
             (Some(path), Spec::Network(n)) => {
                 let server = crate::workload::network::Iperf3Peer::start(self.ledger, path.host_address(), run_dir)?;
                 n.server = Some((path.host_address_inside(), server.port));
                 Some(server)
+            }
+            _ => None,
+        };
+        // The tcp probe's peer: a thread of this process, gone when the run is.
+        let _echo = match (&network, &mut spec) {
+            (Some(path), Spec::Syscall(s)) => {
+                let echo = crate::workload::syscall::EchoPeer::start(path.host_address())?;
+                s.peer = Some((path.host_address_inside(), echo.port));
+                Some(echo)
             }
             _ => None,
         };

@@ -7,6 +7,7 @@ pub mod fio;
 pub mod memory;
 pub mod network;
 pub mod sysbench;
+pub mod syscall;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -93,6 +94,7 @@ pub enum Spec {
     Cpu(cpu::Cpu),
     Memory(memory::Memory),
     Network(network::Network),
+    Syscall(syscall::Syscall),
 }
 
 impl Spec {
@@ -103,6 +105,7 @@ impl Spec {
             Spec::Cpu(w) => w,
             Spec::Memory(w) => w,
             Spec::Network(w) => w,
+            Spec::Syscall(w) => w,
         }
     }
 }
