@@ -500,3 +500,24 @@ fn a_cluster_fault_names_a_node_it_has_and_both_keys() {
     let e = load_with(BASE, &["server.nodes=3"]).err().expect("refused");
     assert!(e.contains("the suite has no [[server]] table"), "{e}");
 }
+
+#[test]
+fn gvisors_knobs_are_env_keys_checked_against_its_own_flag_listing() {
+    let suite = |runtime: &str, knobs: &str| {
+        format!(
+            "name = \"g\"\nbaseline = {{ env = \"g\" }}\n[[env]]\nname = \"g\"\nkind = \"oci\"\nruntime = \"{runtime}\"\n{knobs}\n[[volume]]\nname = \"t\"\nkind = \"tmpfs\"\n[[workload]]\nname = \"c\"\nkind = \"cpu\"\n"
+        )
+    };
+    let e = load(&suite("runc", "directfs = false")).err().expect("rejected");
+    assert!(e.contains("key \"directfs\": is one of gVisor's knobs; runtime \"runc\" is not runsc"), "{e}");
+    if isobench::env::oci::Runtime::resolve("runsc").path.is_none() {
+        common::skip_part("runsc", &common::missing("runsc", "runsc is not installed (scripts/setup.sh builds it)"));
+        return;
+    }
+    let e = load(&suite("runsc", "platform = \"bogus\"")).err().expect("rejected");
+    assert!(e.contains("\"bogus\" is not a platform this runsc knows; its help says: specifies which platform"), "{e}");
+    let s = load(&suite("runsc", "platform = \"ptrace\"\ndirectfs = false\noverlay = \"root:memory\"")).unwrap();
+    let setup = s.envs[0].item.describe();
+    assert_eq!(setup["runtime.platform"], "ptrace");
+    assert_eq!(setup["runtime.variant"], "directfs false, overlay2 root:memory");
+}

@@ -137,7 +137,14 @@ pub fn verdict(analysis: &Analysis) -> (Vec<VerdictLine>, String) {
         }
         // Which build of the runtime and how it runs: two gVisors a year apart, or on two
         // platforms, differ more than most sandboxes.
-        let platform = cell.setup.get("runtime.platform").map(|p| format!(", platform {p}")).unwrap_or_default();
+        let platform = ["runtime.platform", "runtime.variant"]
+            .iter()
+            .filter_map(|k| {
+                cell.setup
+                    .get(*k)
+                    .map(|v| if *k == "runtime.platform" { format!(", platform {v}") } else { format!(", {v}") })
+            })
+            .collect::<String>();
         let subject = match cell.setup.get("runtime.version").and_then(|v| v.lines().next()) {
             Some(version) if version != "unknown" => format!("{} ({version}{platform})", cell.name()),
             _ => cell.name(),
