@@ -252,10 +252,11 @@ impl Scratch {
     }
 }
 
-/// Network namespaces and host links of the kinds isobench makes ("isobench-…" namespaces,
-/// "ib<pid>n<id>" veth ends and taps, in hex). Tests that make them hold `serial()` so that one test's live
-/// namespaces are not another's leftovers.
+/// Network namespaces and host links of the kinds isobench makes ("isobench-<pid>-…" namespaces,
+/// "ib<pid>n<id>" veth ends and taps, in hex) whose isobench has exited: a live one's belong to a
+/// test running at the same time, a dead one's are left behind.
 pub fn network_left() -> Vec<String> {
+    let dead = |pid: Option<u32>| pid.is_none_or(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists());
     let netns = Command::new("ip").args(["netns", "list"]).output().map(|o| o.stdout).unwrap_or_default();
     let links = Command::new("ip").args(["-o", "link", "show"]).output().map(|o| o.stdout).unwrap_or_default();
     let is_ours = |name: &str| {
@@ -270,6 +271,7 @@ pub fn network_left() -> Vec<String> {
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .filter(|n| n.starts_with("isobench-"))
+        .filter(|n| dead(n.split('-').nth(1).and_then(|pid| pid.parse().ok())))
         .map(|n| format!("netns {n}"))
         .collect();
     left.extend(
@@ -278,6 +280,7 @@ pub fn network_left() -> Vec<String> {
             .filter_map(|l| l.split(": ").nth(1))
             .map(|n| n.split('@').next().unwrap_or(n))
             .filter(|n| is_ours(n))
+            .filter(|n| dead(n[2..].split_once('n').and_then(|(pid, _)| u32::from_str_radix(pid, 16).ok())))
             .map(|n| format!("link {n}")),
     );
     left

@@ -164,6 +164,9 @@ impl Node {
             .lines()
             .filter(|l| {
                 ["ERROR", "Caused by", "Exception ", "Error"].iter().any(|p| l.starts_with(p))
+                    // The exception under an ERROR line carries the cause ("Fatal configuration
+                    // error" alone does not): "org.apache.….ConfigurationException: Unable to bind …".
+                    || (!l.starts_with(char::is_whitespace) && l.contains("Exception: "))
                     // A JVM crash: its signal and where.
                     || l.starts_with("#  SIG")
                     || l.starts_with("# Problematic frame")
