@@ -115,7 +115,9 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
         ""
     };
     let sb = Scratch::new();
-    let (out, dir) = sb.run_suite(&db_suite(envs, TMPFS, "768M"), &[]);
+    // The syscall probes in each environment price what the baseline's counts say an operation does.
+    let probes = "\n[[workload]]\nname = \"syscall\"\nkind = \"syscall\"\nprobes = [\"getpid\", \"mmap\", \"tcp\"]\ntime = \"100ms\"\nmmap_size = \"64M\"\n";
+    let (out, dir) = sb.run_suite(&(db_suite(envs, TMPFS, "768M") + probes), &[]);
     assert!(out.status.success(), "{}", text(&out));
     let cells: &[&str] = if runsc {
         &["host.data.cassandra", "runsc.data.cassandra", "runsc-hostnet.data.cassandra"]
@@ -141,6 +143,19 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
             assert!(per_op > 0.0 && per_op < 1e6, "{cell}: {per_op} µs of CPU per operation");
         }
     }
+    // The host's kernel counted the baseline server's system calls and page faults under load
+    // (a CQL request is read from and answered on a socket: at least one call per hundred).
+    let host = run_record(&dir, "host.data.cassandra", 1);
+    if host["setup"]["sys.calls_counted_by"].as_str().is_some_and(|by| by.starts_with("perf stat --pid")) {
+        let calls = sample(&host, "sys.host_syscalls_per_op");
+        eprintln!(
+            "host: {calls:.1} system calls and {:.2} page faults per operation",
+            sample(&host, "sys.host_page_faults_per_op")
+        );
+        assert!(calls > 0.01 && calls < 1e4, "{calls} system calls per operation");
+    } else {
+        panic!("the baseline's calls were not counted: {}", host["setup"]);
+    }
     if runsc {
         let own = run_record(&dir, "runsc.data.cassandra", 1);
         let path = own["setup"]["net.path"].as_str().unwrap_or_default();
@@ -155,6 +170,27 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
             report.contains("platform systrap, directfs false, network host)"),
             "the verdict names the knobs: {report}"
         );
+        // The extra CPU per operation, split by part from the counts and the probes: the parts
+        // and the rest add up to it, whatever the noise of one run.
+        let set = isobench::store::ResultSet::open(&dir).unwrap();
+        let analysis = isobench::report::Report::load(&set).unwrap().analysis;
+        let cell = analysis.cells.iter().find(|c| c.record.cell == "runsc.data.cassandra").unwrap();
+        let base = &analysis.cells[cell.baseline.unwrap()];
+        match isobench::report::attribute::attribute(&analysis, cell, base) {
+            Some(a) => {
+                let line = a.line();
+                eprintln!("runsc: {line}");
+                let parts: f64 = a.parts.iter().map(|p| p.us).sum();
+                assert!((parts + a.rest() - a.increase()).abs() < 1e-6 * a.increase().abs().max(1.0), "{line}");
+                assert!(a.parts.iter().any(|p| p.name == "system calls" && p.us > 0.0), "{line}");
+                assert!(line.contains("unexplained"), "{line}");
+            }
+            // Only where gVisor used no more CPU per operation than the host, in this one run.
+            None => assert!(
+                sample(&run_record(&dir, "runsc.data.cassandra", 1), "sys.cpu_per_op")
+                    <= sample(&host, "sys.cpu_per_op")
+            ),
+        }
         // The agent's facts prove where it ran: gVisor reports its own kernel.
         let r = own;
         assert_ne!(

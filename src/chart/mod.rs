@@ -64,17 +64,7 @@ pub fn bar_chart(chart: &BarChart) -> String {
     let x = |v: f64| label_w + (v / x_max).clamp(0.0, 1.0) * plot_w;
     let mut svg = svg_open(width, height, &chart.title);
     let _ = write!(svg, r#"<text class="title" x="{}" y="16">{}</text>"#, label_w, escape(&chart.title));
-    for t in &ticks {
-        let _ = write!(
-            svg,
-            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#e3e3e3"/><text class="tick" x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##,
-            x(*t),
-            top - 4.0,
-            height - 22.0,
-            height - 8.0,
-            escape(&units::human(*t, &chart.unit))
-        );
-    }
+    vertical_grid(&mut svg, &ticks, &x, top - 4.0, height - 22.0, &chart.unit);
     for (i, b) in chart.bars.iter().enumerate() {
         let y = top + i as f64 * row_h;
         let _ = write!(
@@ -108,6 +98,98 @@ pub fn bar_chart(chart: &BarChart) -> String {
             y + row_h * 0.62,
             escape(&units::human(b.value, &chart.unit)),
             escape(&b.note)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// A horizontal chart's grid: a line from `top` to `bottom` at each tick, labelled below it.
+fn vertical_grid(svg: &mut String, ticks: &[f64], x: &dyn Fn(f64) -> f64, top: f64, bottom: f64, unit: &str) {
+    for t in ticks {
+        let _ = write!(
+            svg,
+            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2}" stroke="#e3e3e3"/><text class="tick" x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##,
+            x(*t),
+            top,
+            bottom,
+            bottom + 14.0,
+            escape(&units::human(*t, unit))
+        );
+    }
+}
+
+/// One row of a stacked bar: its segments from zero, left to right.
+pub struct Stack {
+    pub label: String,
+    /// (part, value); a negative part (a sum that overshoots) is drawn as nothing and named.
+    pub segments: Vec<(String, f64)>,
+}
+
+pub struct StackedChart {
+    pub title: String,
+    pub unit: String,
+    /// Every part's name in order; each keeps one palette colour across the rows.
+    pub parts: Vec<String>,
+    pub rows: Vec<Stack>,
+}
+
+/// Horizontal bars made of parts, one colour per part, a legend under them.
+pub fn stacked_bar_chart(chart: &StackedChart) -> String {
+    let label_w = chart.rows.iter().map(|r| text_width(&r.label)).fold(60.0, f64::max) + 12.0;
+    let total = |r: &Stack| r.segments.iter().map(|(_, v)| v.max(0.0)).sum::<f64>();
+    let max = chart.rows.iter().map(total).fold(0.0, f64::max);
+    let ticks = nice_ticks(0.0, if max > 0.0 { max } else { 1.0 }, 4);
+    let x_max = *ticks.last().unwrap_or(&1.0);
+    let (plot_w, row_h, top) = (360.0, 24.0, 30.0);
+    let value_w = 90.0;
+    let legend_y = top + row_h * chart.rows.len() as f64 + 26.0;
+    let height = legend_y + 18.0 * chart.parts.len().div_ceil(3) as f64 + 8.0;
+    let width = label_w + plot_w + value_w;
+    let x = |v: f64| label_w + (v / x_max).clamp(0.0, 1.0) * plot_w;
+    let colour_of = |part: &str| colour(chart.parts.iter().position(|p| p == part).unwrap_or(0));
+    let mut svg = svg_open(width, height, &chart.title);
+    let _ = write!(svg, r#"<text class="title" x="{label_w}" y="16">{}</text>"#, escape(&chart.title));
+    vertical_grid(&mut svg, &ticks, &x, top - 4.0, legend_y - 22.0, &chart.unit);
+    for (i, row) in chart.rows.iter().enumerate() {
+        let y = top + i as f64 * row_h;
+        let _ = write!(
+            svg,
+            r#"<text class="label" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            label_w - 8.0,
+            y + row_h * 0.62,
+            escape(&row.label)
+        );
+        let mut at = 0.0;
+        for (part, value) in row.segments.iter().filter(|(_, v)| *v > 0.0) {
+            let _ = write!(
+                svg,
+                r#"<rect x="{x0:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{fill}"><title>{tip}</title></rect>"#,
+                x0 = x(at),
+                w = (x(at + value) - x(at)).max(0.5),
+                h = row_h * 0.7,
+                fill = colour_of(part),
+                tip = escape(&format!("{}: {part} {}", row.label, units::human(*value, &chart.unit))),
+            );
+            at += value;
+        }
+        let _ = write!(
+            svg,
+            r#"<text class="value" x="{:.1}" y="{:.1}">{}</text>"#,
+            x(at) + 6.0,
+            y + row_h * 0.62,
+            escape(&units::human(at, &chart.unit))
+        );
+    }
+    for (i, part) in chart.parts.iter().enumerate() {
+        let (lx, ly) = (label_w + (i % 3) as f64 * 130.0, legend_y + (i / 3) as f64 * 18.0);
+        let _ = write!(
+            svg,
+            r#"<rect x="{lx:.1}" y="{:.1}" width="10" height="10" fill="{}"/><text class="tick" x="{:.1}" y="{ly:.1}">{}</text>"#,
+            ly - 9.0,
+            colour(i),
+            lx + 14.0,
+            escape(part)
         );
     }
     svg.push_str("</svg>");

@@ -26,9 +26,10 @@ pub fn explain(analysis: &Analysis) -> Vec<Explanation> {
         .filter(|c| !c.is_baseline && outside_the_noise(c))
         .filter_map(|cell| {
             let base = &analysis.cells[cell.baseline?];
-            let lines = lines(cell, base);
-            // Named with its workload: one sandbox runs several workloads' cells.
-            let name = format!("{} {}", cell.name(), cell.record.labels.workload);
+            let mut lines = lines(cell, base);
+            lines.extend(super::attribute::why_line(analysis, cell, base));
+            // Named with its setting: one sandbox runs several workloads' cells, and settings of each.
+            let name = format!("{} {}", cell.name(), cell.record.labels.setting());
             (!lines.is_empty()).then_some(Explanation { cell: name, lines })
         })
         .collect()
@@ -48,7 +49,11 @@ fn by_process(cell: &CellResult) -> String {
         return String::new();
     }
     shares.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let named: Vec<String> = shares.iter().map(|(name, cpu)| format!("{name} {:.0}%", cpu / total * 100.0)).collect();
+    // Result sets from before names fell back to comm hold an empty one.
+    let named: Vec<String> = shares
+        .iter()
+        .map(|(name, cpu)| format!("{} {:.0}%", if name.is_empty() { "unnamed" } else { name }, cpu / total * 100.0))
+        .collect();
     format!(" ({})", named.join(", "))
 }
 

@@ -64,6 +64,7 @@ pub fn render(report: &Report) -> String {
             let _ = write!(out, "<li><b>{}</b>: {}</li>", h(&e.cell), lines.join("; "));
         }
         out.push_str("</ul>");
+        out.push_str(&cost_by_part(analysis));
     }
     if !report.warnings.is_empty() {
         let groups = super::grouped_warnings(&report.warnings);
@@ -97,6 +98,48 @@ pub fn render(report: &Report) -> String {
     out.push_str(&raw_links(report));
     out.push_str("<p class=\"meta\">Written by isobench. Every number was measured; missing ones say why.</p></main></body></html>\n");
     out
+}
+
+/// CPU per operation by part, one stacked bar per attributed cell under its baseline's.
+fn cost_by_part(analysis: &compare::Analysis) -> String {
+    let attributed: Vec<_> = analysis
+        .cells
+        .iter()
+        .filter(|c| !c.is_baseline)
+        .filter_map(|c| super::attribute::attribute(analysis, c, &analysis.cells[c.baseline?]))
+        .collect();
+    let Some(first) = attributed.first() else { return String::new() };
+    let mut parts = vec!["the baseline's".to_string()];
+    for a in &attributed {
+        for p in &a.parts {
+            if !parts.iter().any(|n| n == p.name) {
+                parts.push(p.name.into());
+            }
+        }
+    }
+    parts.push("unexplained".into());
+    let mut rows = vec![chart::Stack {
+        label: first.baseline.clone(),
+        segments: vec![("the baseline's".into(), first.baseline_us)],
+    }];
+    for a in &attributed {
+        // A part priced below nothing (a probe that came out cheaper in the sandbox) is drawn as
+        // nothing, so that the bar still ends at the cell's CPU per operation.
+        let mut segments = vec![("the baseline's".to_string(), a.baseline_us)];
+        segments.extend(a.parts.iter().map(|p| (p.name.to_string(), p.us.max(0.0))));
+        let drawn: f64 = a.parts.iter().map(|p| p.us.max(0.0)).sum();
+        segments.push(("unexplained".into(), a.increase() - drawn));
+        rows.push(chart::Stack { label: a.cell.clone(), segments });
+    }
+    let svg = chart::stacked_bar_chart(&chart::StackedChart {
+        title: "CPU per operation by part".into(),
+        unit: "us".into(),
+        parts,
+        rows,
+    });
+    format!(
+        "<div class=\"charts\">{svg}</div><p class=\"meta\">The baseline's CPU per operation, then what the sandbox adds: the baseline's system calls, page faults and round trips per operation, each priced at what the suite's <code>syscall</code> workload measured it to cost more in the sandbox, and the rest they do not explain.</p>"
+    )
 }
 
 /// A table of text as HTML.

@@ -1,6 +1,7 @@
 //! Reports people read. Every format renders the same `Report` (analysis, bound checks,
 //! warnings, host facts, runs); this module holds what the formats share.
 
+pub mod attribute;
 pub mod capacity;
 pub mod explain;
 pub mod export;
@@ -488,35 +489,52 @@ pub(crate) mod fixture {
         samples: impl Fn(&str, u32) -> Vec<Sample>,
         setup: impl Fn(&str) -> BTreeMap<String, String>,
     ) -> (Analysis, Vec<RunRecord>) {
-        let labels =
-            |env: &str| Labels { env: env.into(), volume: "disk".into(), workload: "cql".into(), params: vec![] };
+        matrix(&["host", "runc"], &["cql"], |env, _, rep| samples(env, rep), setup)
+    }
+
+    /// Three runs of each env × workload cell, the first env the baseline, with the samples
+    /// `samples(env, workload, rep)` gives and the setup `setup(env)` gives.
+    pub fn matrix(
+        envs: &[&str],
+        workloads: &[&str],
+        samples: impl Fn(&str, &str, u32) -> Vec<Sample>,
+        setup: impl Fn(&str) -> BTreeMap<String, String>,
+    ) -> (Analysis, Vec<RunRecord>) {
+        let labels = |env: &str, workload: &str| Labels {
+            env: env.into(),
+            volume: "disk".into(),
+            workload: workload.into(),
+            params: vec![],
+        };
+        let pairs: Vec<(&str, &str)> = workloads.iter().flat_map(|w| envs.iter().map(move |e| (*e, *w))).collect();
         let plan = PlanRecord {
             suite: "t".into(),
-            baseline: Baseline { env: Some("host".into()), volume: None, workloads: Default::default() },
+            baseline: Baseline { env: Some(envs[0].into()), volume: None, workloads: Default::default() },
             repeat: Repeat::fixed(3),
-            cells: ["host", "runc"]
-                .map(|env| CellRecord {
-                    cell: labels(env).cell_id(),
-                    labels: labels(env),
+            cells: pairs
+                .iter()
+                .map(|(env, workload)| CellRecord {
+                    cell: labels(env, workload).cell_id(),
+                    labels: labels(env, workload),
                     headline: vec!["op_rate".into()],
-                    env_kind: env.into(),
-                    sandbox: env != "host",
+                    env_kind: (*env).into(),
+                    sandbox: *env != envs[0],
                     workload_setup: Default::default(),
                     cost_per_hour: None,
                     density: None,
                     target: None,
                     nodes: None,
                 })
-                .into(),
+                .collect(),
             bounds: vec![],
         };
-        let run = |env: &str, rep: u32| RunRecord {
+        let run = |(env, workload): (&str, &str), rep: u32| RunRecord {
             seconds: 1.0,
-            samples: samples(env, rep),
+            samples: samples(env, workload, rep),
             setup: setup(env),
-            ..RunRecord::new(labels(env), rep)
+            ..RunRecord::new(labels(env, workload), rep)
         };
-        let runs: Vec<RunRecord> = (1..=3).flat_map(|rep| [run("host", rep), run("runc", rep)]).collect();
+        let runs: Vec<RunRecord> = (1..=3).flat_map(|rep| pairs.iter().map(move |p| run(*p, rep))).collect();
         (compare::analyze(&plan, &runs), runs)
     }
 }

@@ -11,8 +11,7 @@ use crate::env::CpuCount;
 use crate::ledger::{Ledger, Resource};
 use crate::store::{AgentReport, IPC_UNIT, PERF, RUNTIME_BY, Sample};
 use crate::sys::{
-    CpuGroup, DiskCounters, MachineCounters, ProcessCpu, Usage, device_name, device_under, named_processes_cpu,
-    remove_cgroup,
+    CpuGroup, DiskCounters, PerfStat, ProcessCpu, Usage, device_name, device_under, named_processes_cpu, remove_cgroup,
 };
 use crate::volume::Provisioned;
 
@@ -36,7 +35,7 @@ pub struct HostCounters {
     /// The run's volume daemons' CPU so far, with the token that marks them.
     volume_daemons: Option<(String, f64)>,
     /// The whole machine's perf counters, for a sandbox alone.
-    machine: Option<Result<MachineCounters>>,
+    machine: Option<Result<PerfStat>>,
     /// Why the CPU is not counted, for the run's notes.
     not_counted: Option<String>,
 }
@@ -50,7 +49,7 @@ impl HostCounters {
         let token = ledger.token().to_string();
         let volume_daemons =
             alone.then(|| named_processes_cpu(&token, VOLUME_DAEMONS).map(|cpu| (token, cpu))).flatten();
-        let machine = alone.then(MachineCounters::start);
+        let machine = alone.then(PerfStat::machine);
         let mut counters =
             HostCounters { group: None, tree: None, usage: None, device, volume_daemons, machine, not_counted: None };
         match count {
@@ -72,6 +71,13 @@ impl HostCounters {
     /// Where the environment starts the sandbox's processes, when they are counted there.
     pub fn cpu_group(&self) -> Option<&CpuGroup> {
         self.group.as_ref()
+    }
+
+    /// Starts counting the system calls and page faults of the sandbox's processes (a cgroup
+    /// only: elsewhere they are not known apart from others').
+    pub fn count_calls(&self) -> Option<Result<PerfStat>> {
+        let pids: Vec<i32> = self.group.as_ref()?.processes().iter().map(|p| p.pid).collect();
+        Some(PerfStat::processes(&pids))
     }
 
     /// CPU seconds the sandbox's processes used so far, while they run (a cgroup only).
@@ -153,7 +159,7 @@ impl HostCounters {
             }
         }
         if let Some(machine) = self.machine {
-            perf_samples(machine.and_then(MachineCounters::finish), &mut samples, report);
+            perf_samples(machine.and_then(PerfStat::finish), &mut samples, report);
         }
         report.samples.extend(samples);
     }
@@ -191,6 +197,25 @@ fn make_group(ledger: &Ledger) -> Result<Option<CpuGroup>> {
     ledger.record(Resource::Cgroup { path: group.relative().to_path_buf() })?;
     group.create()?;
     Ok(Some(group))
+}
+
+/// How `sys.host_syscalls` and `sys.host_page_faults` are counted, for the run's setup.
+pub const CALLS_COUNTED_BY: &str = "perf stat --pid on the sandbox's processes during the measured phase: the system calls the host's kernel entered (one that gVisor's seccomp filter traps is not one) and the page faults it took";
+
+/// The system calls and page faults of the measured phase, and per operation of the load: what
+/// a sandbox that intercepts them pays for, counted where it does not (the baseline).
+pub fn calls_per_op(counts: &crate::sys::PerfCounts, samples: &[Sample]) -> Vec<Sample> {
+    let ops = samples.iter().find(|s| s.metric == "ops").map(|s| s.value).filter(|n| *n > 0.0);
+    let mut out = Vec::new();
+    for (event, metric) in [(crate::sys::SYSCALLS, "sys.host_syscalls"), ("page-faults", "sys.host_page_faults")] {
+        if let Some(count) = counts.get(event) {
+            out.push(Sample::new(metric, count, "events"));
+            if let Some(ops) = ops {
+                out.push(Sample::new(format!("{metric}_per_op"), count / ops, "events"));
+            }
+        }
+    }
+    out
 }
 
 /// The server's CPU during the measured phase, and per operation of the load: its CPU over its

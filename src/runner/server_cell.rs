@@ -144,9 +144,8 @@ pub fn run(
     let agents_done = AtomicBool::new(false);
     let ring = (nodes > 1).then_some(Ring { distribution: &distribution, layout: &layout, own: reach == Reach::Own });
     let cpu_group = counters.as_ref().and_then(HostCounters::cpu_group);
-    let cpu_now = || counters.as_ref().and_then(HostCounters::cpu_now);
     let (reports, loaded) = std::thread::scope(|scope| {
-        let loader = scope.spawn(|| drive(&controls, &load, managed, ring, &loads, &agents_done, &cpu_now));
+        let loader = scope.spawn(|| drive(&controls, &load, managed, ring, &loads, &agents_done, counters.as_ref()));
         let agents: Vec<_> = (0..nodes)
             .map(|k| {
                 let (request, forward, run_dir) = (&requests[k], &forwards[k], &run_dirs[k]);
@@ -230,6 +229,16 @@ pub fn run(
             if let Some(cpu) = loaded.measured_cpu {
                 report.samples.extend(super::collect::per_op(cpu, &report.samples));
             }
+            match loaded.calls {
+                Some(Ok(counts)) => {
+                    report.samples.extend(super::collect::calls_per_op(&counts, &report.samples));
+                    record.setup.insert("sys.calls_counted_by".into(), super::collect::CALLS_COUNTED_BY.into());
+                }
+                Some(Err(e)) => {
+                    record.setup.insert("sys.calls_counted_by".into(), format!("not counted: {e:#}"));
+                }
+                None => {}
+            }
             report.series.extend(loaded.out.series);
             report.steps.extend(loaded.out.steps);
             report.notes.extend(loaded.out.notes);
@@ -286,6 +295,8 @@ struct Loaded {
     /// CPU seconds the nodes' processes used during the measured phase, where they are counted
     /// while they run.
     measured_cpu: Option<f64>,
+    /// Their system calls and page faults in that phase, where they run in a group of their own.
+    calls: Option<Result<crate::sys::PerfCounts>>,
     ring_after: Option<Duration>,
     out: workload::Output,
     killed: Option<(Kill, Duration)>,
@@ -302,8 +313,9 @@ fn drive(
     ring: Option<Ring>,
     scratch: &std::path::Path,
     agents_done: &AtomicBool,
-    cpu_now: &(dyn Fn() -> Option<f64> + Sync),
+    counters: Option<&HostCounters>,
 ) -> Result<Loaded> {
+    let cpu_now = || counters.and_then(HostCounters::cpu_now);
     let began = Instant::now();
     let mut connected = Vec::new();
     let mut ready = Vec::new();
@@ -345,6 +357,7 @@ fn drive(
     let ctx = workload::RunContext { data_dir: scratch, raw: None, read_only: false, scratch_dir: scratch };
     let (cue, cued) = mpsc::channel();
     let cpu_at_start = std::sync::Mutex::new(None);
+    let calls = std::sync::Mutex::new(None);
     let (result, killed) = std::thread::scope(|scope| {
         let fault = managed.kill.as_ref().map(|kill| {
             let control = &connected[kill.node - 1];
@@ -353,19 +366,21 @@ fn drive(
         let measured = cue.clone();
         let result = load.run_cued(&ctx, &mut out, &|| {
             *cpu_at_start.lock().unwrap() = cpu_now();
+            *calls.lock().unwrap() = counters.and_then(HostCounters::count_calls);
             let _ = measured.send(Cue::Measured(Instant::now()));
         });
         let _ = cue.send(Cue::Done);
         (result, fault.and_then(|f| f.join().ok().flatten()))
     });
     let measured_cpu = cpu_at_start.into_inner().unwrap().zip(cpu_now()).map(|(start, end)| end - start);
+    let calls = calls.into_inner().unwrap().map(|counting| counting.and_then(crate::sys::PerfStat::finish));
     if result.is_ok() && controls.len() == 1 {
         out.samples.extend(crate::server::stats::after_run(load));
     }
     for control in connected {
         control.stop();
     }
-    Ok(Loaded { ready, measured_cpu, ring_after, out, killed, error: result.err().map(|e| format!("{e:#}")) })
+    Ok(Loaded { ready, measured_cpu, calls, ring_after, out, killed, error: result.err().map(|e| format!("{e:#}")) })
 }
 
 enum Cue {

@@ -82,7 +82,15 @@ pub fn process_cpu(pid: i32, ticks: f64) -> Option<ProcessCpu> {
     let stat = super::ProcStat::read(pid)?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let argv0 = String::from_utf8_lossy(cmdline.split(|b| *b == 0).next().unwrap_or_default()).into_owned();
-    let name = argv0.rsplit('/').next().unwrap_or_default().to_string();
+    let mut name = argv0.rsplit('/').next().unwrap_or_default().to_string();
+    // An empty command line (a zombie, a process that cleared it) named nothing in the why
+    // ("runsc-sandbox 50%,  50%"): its comm then (`exe` for gVisor's re-executed runsc).
+    if name.is_empty() {
+        name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string();
+    }
+    if name.is_empty() {
+        name = format!("pid {pid}");
+    }
     Some(ProcessCpu { pid, parent: stat.parent()?, cpu_s: stat.cpu_ticks()? as f64 / ticks, name })
 }
 

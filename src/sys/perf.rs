@@ -1,9 +1,11 @@
-//! The machine's own event counters over one run, as `perf stat -a` counts them: the kernel's
-//! software events (context switches, CPU migrations, page faults) of every process, and the
-//! CPU's hardware events (cycles, instructions, cache and branch misses) where the machine
-//! exposes its PMU (a VM's guest often has none). Whole-machine counts: the only ones that see
-//! every process a sandbox hides its work in, and meaningful for a run only while it runs
-//! alone. perf counts in the kernel and is read once, when it stops.
+//! Event counters over one run, as `perf stat` counts them. The machine's own (`-a`): the
+//! kernel's software events (context switches, CPU migrations, page faults) of every process,
+//! and the CPU's hardware events (cycles, instructions, cache and branch misses) where the
+//! machine exposes its PMU (a VM's guest often has none); whole-machine counts, the only ones
+//! that see every process a sandbox hides its work in, and meaningful for a run only while it
+//! runs alone. And a server's (`-p`): the system calls and page faults of its processes and the
+//! threads they start, which say what a sandbox that intercepts them has to pay per operation.
+//! perf counts in the kernel and is read once, when it stops.
 
 use std::process::{Child, Command, Stdio};
 
@@ -13,13 +15,18 @@ use anyhow::{Context, Result, bail};
 const EVENTS: &[&str] =
     &["context-switches", "cpu-migrations", "page-faults", "cycles", "instructions", "cache-misses", "branch-misses"];
 
-/// `perf stat -a` running until `finish`.
-pub struct MachineCounters {
+/// The events a sandbox's interception is priced by; `raw_syscalls:sys_enter` fires for each
+/// system call the host's kernel enters (not for one a seccomp filter traps, as gVisor's does).
+pub const SYSCALLS: &str = "raw_syscalls:sys_enter";
+const PROCESS_EVENTS: &[&str] = &[SYSCALLS, "page-faults"];
+
+/// `perf stat` running until `finish`.
+pub struct PerfStat {
     child: Option<Child>,
 }
 
 /// A run that failed before `finish` stops its perf too.
-impl Drop for MachineCounters {
+impl Drop for PerfStat {
     fn drop(&mut self) {
         if let Some(child) = self.child.take() {
             let _ = stop(child);
@@ -48,12 +55,27 @@ impl PerfCounts {
     }
 }
 
-impl MachineCounters {
-    /// Starts counting. Fails where perf is not installed.
-    pub fn start() -> Result<MachineCounters> {
+impl PerfStat {
+    /// Starts counting the whole machine. Fails where perf is not installed.
+    pub fn machine() -> Result<PerfStat> {
+        Self::spawn(&["--all-cpus", "--event", &EVENTS.join(",")])
+    }
+
+    /// Starts counting the system calls and page faults of `pids`, the threads they have and
+    /// those they start.
+    pub fn processes(pids: &[i32]) -> Result<PerfStat> {
+        if pids.is_empty() {
+            bail!("no process to count");
+        }
+        let pids: Vec<String> = pids.iter().map(i32::to_string).collect();
+        Self::spawn(&["--pid", &pids.join(","), "--event", &PROCESS_EVENTS.join(",")])
+    }
+
+    fn spawn(args: &[&str]) -> Result<PerfStat> {
         let mut cmd = Command::new("perf");
         // The counts go to stderr, with perf's complaints, when it stops.
-        cmd.args(["stat", "--all-cpus", "--field-separator", ",", "--event", &EVENTS.join(",")])
+        cmd.args(["stat", "--field-separator", ","])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -61,7 +83,7 @@ impl MachineCounters {
         // does, and killed if isobench dies first.
         super::prepare(&mut cmd, None);
         let child = cmd.spawn().context("cannot start perf (Debian's linux-perf package)")?;
-        Ok(MachineCounters { child: Some(child) })
+        Ok(PerfStat { child: Some(child) })
     }
 
     /// Stops perf and reads its counts.

@@ -1,0 +1,194 @@
+//! Which part of a sandbox costs what: a server cell's extra CPU per operation against its
+//! baseline, split into what the baseline's counts say the operation does (system calls and page
+//! faults per operation, counted by perf on the baseline's processes, and one request and answer
+//! over the network) times what each costs more in the sandbox (the suite's `syscall` workload,
+//! measured in both environments), and the rest that these parts do not explain.
+//!
+//! The prices are micro-benchmark figures: a system call's is getpid's, a page fault's the
+//! per-page cost of touching a fresh 1 MiB mapping, a round trip's the extra TCP round-trip time
+//! beyond its own two system calls (its CPU where the path is busy, not idle waiting). The
+//! workload's own calls may cost more or less than those; the unexplained rest says by how much
+//! the sum misses.
+
+use crate::compare::{Analysis, CellResult};
+use crate::units;
+
+/// One part of the increase.
+pub struct Part {
+    pub name: &'static str,
+    /// CPU µs per operation.
+    pub us: f64,
+    /// How it was priced: "11.2 per operation on the baseline × 5.2 µs more each".
+    pub how: String,
+}
+
+/// A cell's CPU per operation against its baseline's, by part.
+pub struct Attribution {
+    pub cell: String,
+    pub baseline: String,
+    /// CPU µs per operation, the baseline's and the cell's.
+    pub baseline_us: f64,
+    pub cell_us: f64,
+    pub parts: Vec<Part>,
+}
+
+impl Attribution {
+    pub fn increase(&self) -> f64 {
+        self.cell_us - self.baseline_us
+    }
+
+    /// What the parts leave of the increase (negative where they overshoot it).
+    pub fn rest(&self) -> f64 {
+        self.increase() - self.parts.iter().map(|p| p.us).sum::<f64>()
+    }
+
+    /// The why's line: each part with its share of the increase, the rest, adding up to 100 %.
+    pub fn line(&self) -> String {
+        let increase = self.increase();
+        let share = |us: f64| us / increase * 100.0;
+        let mut items: Vec<String> =
+            self.parts.iter().map(|p| format!("{} {} ({:.0}%: {})", p.name, us(p.us), share(p.us), p.how)).collect();
+        items.push(format!("unexplained {} ({:.0}%)", us(self.rest()), share(self.rest())));
+        format!("of the {} more CPU per operation: {}", us(increase), items.join(", "))
+    }
+}
+
+fn us(value: f64) -> String {
+    units::human(value, "us")
+}
+
+/// The metrics the baseline counts per operation.
+const SYSCALLS_PER_OP: &str = "sys.host_syscalls_per_op";
+const FAULTS_PER_OP: &str = "sys.host_page_faults_per_op";
+
+/// The attribution of `cell` against `base`, where the baseline counted its calls, both
+/// environments' `syscall` probes are in the analysis, and the CPU per operation grew.
+pub fn attribute(analysis: &Analysis, cell: &CellResult, base: &CellResult) -> Option<Attribution> {
+    let median = |c: &CellResult, metric: &str| c.metric(metric).map(|m| m.summary.median);
+    let (cell_us, baseline_us) = (median(cell, "sys.cpu_per_op")?, median(base, "sys.cpu_per_op")?);
+    if cell_us <= baseline_us {
+        return None;
+    }
+    let syscalls = median(base, SYSCALLS_PER_OP)?;
+    let extra = |metric: &str| {
+        Some(probe(analysis, &cell.record.labels.env, metric)? - probe(analysis, &base.record.labels.env, metric)?)
+    };
+    let syscall_ns = extra("syscall_ns")?;
+    let mut parts = vec![Part {
+        name: "system calls",
+        us: syscalls * syscall_ns / 1e3,
+        how: format!("{} per operation on the baseline × {} more each", units::sig3(syscalls), ns(syscall_ns)),
+    }];
+    if let (Some(faults), Some(fault_ns)) = (median(base, FAULTS_PER_OP), extra("mmap_1m_ns")) {
+        parts.push(Part {
+            name: "page faults",
+            us: faults * fault_ns / 1e3,
+            how: format!("{} per operation on the baseline × {} more each", units::sig3(faults), ns(fault_ns)),
+        });
+    }
+    // A round trip's own send and receive are system calls, priced above.
+    if let Some(rtt_ns) = extra("tcp_rtt_ns").map(|rtt| rtt - 2.0 * syscall_ns) {
+        parts.push(Part {
+            name: "network",
+            us: rtt_ns / 1e3,
+            how: format!("one request and answer per operation × {} more per round trip", ns(rtt_ns)),
+        });
+    }
+    // Named with the setting, as the why names them: one environment runs several workloads.
+    let named = |c: &CellResult| format!("{} {}", c.name(), c.record.labels.setting());
+    Some(Attribution { cell: named(cell), baseline: named(base), baseline_us, cell_us, parts })
+}
+
+/// The why's line for `cell`: its attribution, or, where the baseline counted its calls but the
+/// suite has no probes to price them, how to get one.
+pub fn why_line(analysis: &Analysis, cell: &CellResult, base: &CellResult) -> Option<String> {
+    if let Some(a) = attribute(analysis, cell, base) {
+        return Some(a.line());
+    }
+    let per_op = base.metric(SYSCALLS_PER_OP)?.summary.median;
+    let grew = cell.metric("sys.cpu_per_op")?.summary.median > base.metric("sys.cpu_per_op")?.summary.median;
+    grew.then(|| {
+        format!(
+            "the baseline made {} system calls per operation; a `syscall` workload in the suite, run in {} and {}, would price them and split the CPU per operation by part",
+            units::sig3(per_op),
+            base.record.labels.env,
+            cell.record.labels.env
+        )
+    })
+}
+
+fn ns(value: f64) -> String {
+    units::human(value / 1e3, "us")
+}
+
+/// The median of `metric` in a cell of environment `env` that measured it (the suite's
+/// `syscall` workload there).
+fn probe(analysis: &Analysis, env: &str, metric: &str) -> Option<f64> {
+    analysis
+        .cells
+        .iter()
+        .filter(|c| c.record.labels.env == env)
+        .find_map(|c| c.metric(metric))
+        .map(|m| m.summary.median)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+    use crate::store::Sample;
+
+    #[test]
+    fn the_parts_and_the_rest_add_up_to_the_increase() {
+        // The baseline: 10 system calls and 2 page faults per operation, 50 µs of CPU each; the
+        // sandbox: 130 µs. Its probes: a system call 5 µs more, a page fault 1 µs more, a round
+        // trip 30 µs more (of which its two system calls are 10).
+        let (analysis, _) = fixture::matrix(
+            &["host", "runsc"],
+            &["cassandra", "syscall"],
+            |env, workload, _rep| {
+                let sandbox = env == "runsc";
+                match workload {
+                    "syscall" => vec![
+                        Sample::new("syscall_ns", if sandbox { 5100.0 } else { 100.0 }, "ns"),
+                        Sample::new("mmap_1m_ns", if sandbox { 2000.0 } else { 1000.0 }, "ns"),
+                        Sample::new("tcp_rtt_ns", if sandbox { 40_000.0 } else { 10_000.0 }, "ns"),
+                    ],
+                    _ => vec![
+                        Sample::new("op_rate", if sandbox { 4000.0 } else { 9000.0 }, "op/s"),
+                        Sample::new("sys.cpu_per_op", if sandbox { 130.0 } else { 50.0 }, "us"),
+                        Sample::new(SYSCALLS_PER_OP, 10.0, "events"),
+                        Sample::new(FAULTS_PER_OP, 2.0, "events"),
+                    ],
+                }
+            },
+            |_| Default::default(),
+        );
+        let cell =
+            analysis.cells.iter().find(|c| c.record.labels.env == "runsc" && c.record.labels.workload == "cassandra");
+        let cell = cell.unwrap();
+        let base = &analysis.cells[cell.baseline.unwrap()];
+        let a = attribute(&analysis, cell, base).expect("attributed");
+        let parts: Vec<(&str, f64)> = a.parts.iter().map(|p| (p.name, p.us)).collect();
+        assert_eq!(parts, [("system calls", 50.0), ("page faults", 2.0), ("network", 20.0)]);
+        assert!((a.rest() - 8.0).abs() < 1e-9);
+        let line = a.line();
+        assert!(line.starts_with("of the 80.0 µs more CPU per operation: system calls 50.0 µs (62%"), "{line}");
+        assert!(line.ends_with("unexplained 8.00 µs (10%)"), "{line}");
+        // Without the sandbox's probes there is nothing to price the counts with.
+        let (no_probe, _) = fixture::matrix(
+            &["host", "runsc"],
+            &["cassandra"],
+            |env, _, _| {
+                vec![
+                    Sample::new("op_rate", 1.0, "op/s"),
+                    Sample::new("sys.cpu_per_op", if env == "runsc" { 130.0 } else { 50.0 }, "us"),
+                    Sample::new(SYSCALLS_PER_OP, 10.0, "events"),
+                ]
+            },
+            |_| Default::default(),
+        );
+        let cell = &no_probe.cells[1];
+        assert!(attribute(&no_probe, cell, &no_probe.cells[cell.baseline.unwrap()]).is_none());
+    }
+}
