@@ -196,6 +196,7 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
     }
     a_ring_of_three_pods_survives_a_deleted_pod(&sb, &cluster);
     a_killed_database_run_leaves_no_statefulset_or_claim(&sb, &cluster);
+    a_claim_that_cannot_bind_fails_in_seconds_naming_the_class_and_the_fix(&sb, &cluster);
     a_database_an_operator_made_is_found_by_its_labels(&sb, &cluster);
     let holding = Command::new("grep").args(["-rlaF", PASSWORD]).arg(sb.path()).output().unwrap();
     let files = String::from_utf8_lossy(&holding.stdout);
@@ -657,6 +658,31 @@ fn a_ring_of_three_pods_survives_a_deleted_pod(sb: &Scratch, cluster: &LocalClus
     for k in 1..=3 {
         assert!(setup[format!("db.pod{k}.claim")].as_str().unwrap().ends_with(&format!("-db-{}", k - 1)), "{setup}");
     }
+    assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
+}
+
+/// A database's claim on a class whose volumes are all Block (a database needs a filesystem)
+/// fails within 30 s naming the class and the fix, and the cell's second repetition is not
+/// waited out.
+fn a_claim_that_cannot_bind_fails_in_seconds_naming_the_class_and_the_fix(sb: &Scratch, cluster: &LocalCluster) {
+    let suite = database_suite(cluster, "runc", "isobench-block", "", "args = \"write n=100 -rate threads=2\"")
+        .replace("repeat = 1", "repeat = 2");
+    let began = Instant::now();
+    let (out, dir) = sb.run_suite(&suite, &[]);
+    let took = began.elapsed();
+    // Every run failed: no cell has a result, which stops `isobench run` with an error.
+    let said = text(&out);
+    assert!(!out.status.success() && said.contains("runc.claim.cql #1  FAILED"), "{said}");
+    let first = common::run_record(&dir, "runc.claim.cql", 1);
+    let error = first["error"].as_str().unwrap_or_default();
+    eprintln!("an unbindable claim: both repetitions ended after {:.1} s: {error}", took.as_secs_f64());
+    for named in ["cannot bind", "isobench-block", "Filesystem", "volume_mode", "isobench-local"] {
+        assert!(error.contains(named), "{named} not in: {error}");
+    }
+    let second = common::run_record(&dir, "runc.claim.cql", 2);
+    assert!(second["error"].as_str().unwrap_or_default().starts_with("not run: an earlier repetition"), "{second}");
+    assert!(took < Duration::from_secs(60), "took {took:?}: {said}");
+    assert!(first["seconds"].as_f64().unwrap() < 30.0, "the first run took {}", first["seconds"]);
     assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
 }
 

@@ -260,6 +260,8 @@ pub fn run(
         Err(e) if e.downcast_ref::<crate::sys::Interrupted>().is_some() => return Err(e),
         Err(e) => {
             return Ok(crate::store::AgentReport {
+                // A cause that holds for every run (a claim that cannot bind) spares the others.
+                unfit: e.downcast_ref::<crate::workload::Unfit>().is_some(),
                 error: Some(format!("the database did not start: {e:#}")),
                 ..Default::default()
             });

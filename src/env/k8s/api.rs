@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{
     Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service,
 };
 use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, AttachParams, DeleteParams, ListParams, LogParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -35,6 +36,115 @@ pub fn block_on<F: Future>(future: F) -> Result<F::Output> {
 }
 
 /// An API call with the call timeout, its error as the API server said it.
+/// How long a claim may stay Pending before its class and volumes are asked why.
+const CLAIM_BINDS_WITHIN: Duration = Duration::from_secs(5);
+
+/// The class a provisioner-less StorageClass names: its volumes are made by hand, in advance.
+const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+
+/// Why `claim` cannot bind, when no waiting will change it.
+async fn unbindable(client: &Client, claim: &PersistentVolumeClaim) -> Result<Option<String>> {
+    let spec = claim.spec.clone().unwrap_or_default();
+    // Without a class the cluster's default decides, through a provisioner: not certain.
+    let Some(class) = spec.storage_class_name.clone() else { return Ok(None) };
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    let Some(found) = call("reading a storage class", classes.get_opt(&class)).await? else {
+        let all = call("listing storage classes", classes.list(&ListParams::default())).await?;
+        let names: Vec<String> = all.items.into_iter().filter_map(|c| c.metadata.name).collect();
+        return Ok(Some(format!(
+            "its storage class {class} does not exist; give the volume one of the cluster's: {}",
+            names.join(", ")
+        )));
+    };
+    if found.provisioner != NO_PROVISIONER {
+        return Ok(None);
+    }
+    let mode = spec.volume_mode.clone().unwrap_or_else(|| "Filesystem".into());
+    let wanted = spec.resources.as_ref().and_then(|r| r.requests.as_ref()?.get("storage")).map(|q| q.0.clone());
+    let wanted_bytes = wanted.as_deref().and_then(quantity_bytes).unwrap_or(0.0);
+    let access = spec.access_modes.clone().unwrap_or_default();
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    let all = call("listing volumes", volumes.list(&ListParams::default())).await?.items;
+    let available: Vec<&PersistentVolume> =
+        all.iter().filter(|v| v.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Available")).collect();
+    let fits = |v: &PersistentVolume, class: &str| {
+        let Some(s) = &v.spec else { return false };
+        s.storage_class_name.as_deref() == Some(class)
+            && s.volume_mode.as_deref().unwrap_or("Filesystem") == mode
+            && s.capacity.as_ref().and_then(|c| c.get("storage")).and_then(|q| quantity_bytes(&q.0)).unwrap_or(0.0)
+                >= wanted_bytes
+            && access.iter().all(|a| s.access_modes.iter().flatten().any(|m| m == a))
+    };
+    if available.iter().any(|v| fits(v, &class)) {
+        return Ok(None);
+    }
+    let size = if wanted_bytes > 0.0 { quantity_text(wanted_bytes) } else { "any size".into() };
+    let mut counted: std::collections::BTreeMap<String, usize> = Default::default();
+    for v in
+        available.iter().filter_map(|v| v.spec.as_ref()).filter(|s| s.storage_class_name.as_deref() == Some(&class))
+    {
+        let capacity = v.capacity.as_ref().and_then(|c| c.get("storage")).map(|q| q.0.clone()).unwrap_or_default();
+        let capacity = quantity_bytes(&capacity).map_or(capacity, quantity_text);
+        *counted.entry(format!("{} {capacity}", v.volume_mode.as_deref().unwrap_or("Filesystem"))).or_default() += 1;
+    }
+    let has: Vec<String> = counted.iter().map(|(what, n)| format!("{n} × {what}")).collect();
+    let has = if has.is_empty() { "none Available".to_string() } else { format!("Available: {}", has.join(", ")) };
+    let other_classes: std::collections::BTreeSet<String> = available
+        .iter()
+        .filter_map(|v| v.spec.as_ref()?.storage_class_name.clone())
+        .filter(|c| *c != class && available.iter().any(|v| fits(v, c)))
+        .collect();
+    let mut fix = Vec::new();
+    if counted.keys().any(|k| !k.starts_with(&mode)) {
+        let other = if mode == "Block" { "Filesystem" } else { "Block" };
+        fix.push(format!(
+            "volume_mode = \"{other}\" on the volume, where the workload can use it (fio can, a database cannot)"
+        ));
+    }
+    if !other_classes.is_empty() {
+        fix.push(format!(
+            "storage_class = one with such volumes: {}",
+            other_classes.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    fix.push(format!("or make a {mode} volume of at least {size} for class {class}"));
+    Ok(Some(format!(
+        "it asks class {class} for a {mode} volume of {size}, and the class has no provisioner ({NO_PROVISIONER}: only volumes made for it in advance) and no such volume ({has}); use {}",
+        fix.join("; ")
+    )))
+}
+
+/// Bytes as Kubernetes writes them: "4Gi" for a whole number of binary units, else bytes.
+fn quantity_text(bytes: f64) -> String {
+    for (suffix, unit) in [("Ti", 1099511627776.0), ("Gi", 1073741824.0), ("Mi", 1048576.0), ("Ki", 1024.0)] {
+        if bytes >= unit && (bytes / unit).fract() == 0.0 {
+            return format!("{}{suffix}", bytes / unit);
+        }
+    }
+    format!("{bytes}")
+}
+
+/// A Kubernetes quantity in bytes ("1Gi", "500M", "1073741824").
+fn quantity_bytes(quantity: &str) -> Option<f64> {
+    const SUFFIXES: &[(&str, f64)] = &[
+        ("Ki", 1024.0),
+        ("Mi", 1048576.0),
+        ("Gi", 1073741824.0),
+        ("Ti", 1099511627776.0),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+    ];
+    let quantity = quantity.trim();
+    for (suffix, factor) in SUFFIXES {
+        if let Some(number) = quantity.strip_suffix(suffix) {
+            return number.parse::<f64>().ok().map(|n| n * factor);
+        }
+    }
+    quantity.parse().ok()
+}
+
 async fn call<T>(what: &str, future: impl Future<Output = Result<T, kube::Error>>) -> Result<T> {
     match tokio::time::timeout(CALL_TIMEOUT, future).await {
         Err(_) => bail!("{what}: the API server did not answer within {}s", CALL_TIMEOUT.as_secs()),
@@ -153,6 +263,11 @@ impl KubeCluster {
             }
             if let Some(why) = self.stuck(client, name).await? {
                 bail!("{why}");
+            }
+            if started.elapsed() > CLAIM_BINDS_WITHIN
+                && let Some(why) = self.unbindable_claim(client, &self.pods(client, name).await?).await?
+            {
+                return Err(crate::workload::Unfit(why).into());
             }
             if started.elapsed() > timeout {
                 let pods = self.pods(client, name).await?;
@@ -425,6 +540,12 @@ impl KubeCluster {
             if let Some(why) = self.stuck_pods(client, name, &pods).await? {
                 bail!("{why}");
             }
+            // A claim is Pending for a moment while its volume binds: certain only after that.
+            if started.elapsed() > CLAIM_BINDS_WITHIN
+                && let Some(why) = self.unbindable_claim(client, &pods).await?
+            {
+                return Err(crate::workload::Unfit(why).into());
+            }
             for pod in &pods {
                 if let Some(why) = self.crashed(client, pod, container).await? {
                     bail!("{why}");
@@ -440,6 +561,27 @@ impl KubeCluster {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+    }
+
+    /// Why a pending pod's claim can never bind, where that is certain: its storage class does
+    /// not exist, or it has no provisioner (only the volumes made for it, as a `local` class)
+    /// and none of its Available volumes fits the claim's mode, size and access.
+    async fn unbindable_claim(&self, client: &Client, pods: &[Pod]) -> Result<Option<String>> {
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &self.namespace);
+        let pending = pods.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"));
+        let names = pending
+            .flat_map(|p| p.spec.iter().flat_map(|s| s.volumes.iter().flatten()))
+            .filter_map(|v| Some(v.persistent_volume_claim.as_ref()?.claim_name.clone()));
+        for name in names {
+            let Some(claim) = call("reading a claim", claims.get_opt(&name)).await? else { continue };
+            if claim.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Pending") {
+                continue;
+            }
+            if let Some(why) = unbindable(client, &claim).await? {
+                return Ok(Some(format!("claim {name} cannot bind: {why}")));
+            }
+        }
+        Ok(None)
     }
 
     /// How a pod's container ended, if it ended: its exit code and the end of its log.
@@ -530,4 +672,20 @@ pub fn is_ready(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_read_and_print_as_kubernetes_writes_them() {
+        assert_eq!(quantity_bytes("1Gi"), Some(1073741824.0));
+        assert_eq!(quantity_bytes("500M"), Some(5e8));
+        assert_eq!(quantity_bytes("1073741824"), Some(1073741824.0));
+        assert_eq!(quantity_bytes("lots"), None);
+        assert_eq!(quantity_text(1073741824.0), "1Gi");
+        assert_eq!(quantity_text(4.0 * 1073741824.0), "4Gi");
+        assert_eq!(quantity_text(5e8), "500000000");
+    }
 }

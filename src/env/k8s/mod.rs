@@ -296,7 +296,7 @@ impl Environment for K8s {
         let (request, loaders) = self.pod_request(launch.request);
         let name = object_name(launch.run_dir);
         self.record_run(launch.ledger, &name)?;
-        let (reports, proof) = self.run_job(&JobRun {
+        let ran = self.run_job(&JobRun {
             name: &name,
             token: launch.ledger.token(),
             pod: &self.pod,
@@ -304,7 +304,18 @@ impl Environment for K8s {
             claim: launch.volume.claim.as_ref(),
             loaders,
             deadline: launch.timeout + START_ALLOWANCE,
-        })?;
+        });
+        let (reports, proof) = match ran {
+            // A cause that holds for every run (a claim that cannot bind) spares the others.
+            Err(e) if e.downcast_ref::<crate::workload::Unfit>().is_some() => {
+                return Ok(crate::store::AgentReport {
+                    error: Some(format!("{e:#}")),
+                    unfit: true,
+                    ..Default::default()
+                });
+            }
+            ran => ran?,
+        };
         let mut report = match (&request.workload, loaders) {
             (Spec::Cql(cql), Some(_)) => cql.combine_indexed(reports, launch.run_dir),
             _ => reports.into_iter().next().context("the Job had no pod")?,
