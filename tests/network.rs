@@ -117,7 +117,7 @@ fn sigkill_during_traffic_then_cleanup_leaves_no_namespace_link_or_iperf3() {
     let (run, _) = sb.start_suite(&runc_only, &[]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let started = loop {
-        if sb.processes().iter().any(|p| p.contains("iperf3 -s")) && common::network_left().len() >= 2 {
+        if sb.processes().iter().any(|p| p.contains("iperf3 -s")) && common::network_objects(true).len() >= 2 {
             break true;
         }
         if Instant::now() > deadline {

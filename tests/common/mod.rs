@@ -252,11 +252,16 @@ impl Scratch {
     }
 }
 
-/// Network namespaces and host links of the kinds isobench makes ("isobench-<pid>-…" namespaces,
-/// "ib<pid>n<id>" veth ends and taps, in hex) whose isobench has exited: a live one's belong to a
-/// test running at the same time, a dead one's are left behind.
+/// Network namespaces and host links of the kinds isobench makes whose isobench has exited: a
+/// live one's belong to a test running at the same time, a dead one's are left behind.
 pub fn network_left() -> Vec<String> {
-    let dead = |pid: Option<u32>| pid.is_none_or(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists());
+    network_objects(false)
+}
+
+/// Network namespaces and host links of the kinds isobench makes ("isobench-<pid>-…" namespaces,
+/// "ib<pid>n<id>" veth ends and taps, in hex), those of live isobench processes only if `live`.
+pub fn network_objects(live: bool) -> Vec<String> {
+    let dead = |pid: Option<u32>| live || pid.is_none_or(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists());
     let netns = Command::new("ip").args(["netns", "list"]).output().map(|o| o.stdout).unwrap_or_default();
     let links = Command::new("ip").args(["-o", "link", "show"]).output().map(|o| o.stdout).unwrap_or_default();
     let is_ours = |name: &str| {
