@@ -124,6 +124,11 @@ impl CellResult {
         self.metrics.iter().find(|m| m.metric == name)
     }
 
+    /// The median of the metric `name` over the cell's runs.
+    pub fn median(&self, name: &str) -> Option<f64> {
+        self.metric(name).map(|m| m.summary.median)
+    }
+
     pub fn name(&self) -> String {
         format!("{}/{}", self.record.labels.env, self.record.labels.volume)
     }

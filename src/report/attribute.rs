@@ -64,12 +64,11 @@ const FAULTS_PER_OP: &str = "sys.host_page_faults_per_op";
 /// The attribution of `cell` against `base`, where the baseline counted its calls, both
 /// environments' `syscall` probes are in the analysis, and the CPU per operation grew.
 pub fn attribute(analysis: &Analysis, cell: &CellResult, base: &CellResult) -> Option<Attribution> {
-    let median = |c: &CellResult, metric: &str| c.metric(metric).map(|m| m.summary.median);
-    let (cell_us, baseline_us) = (median(cell, "sys.cpu_per_op")?, median(base, "sys.cpu_per_op")?);
+    let (cell_us, baseline_us) = (cell.median("sys.cpu_per_op")?, base.median("sys.cpu_per_op")?);
     if cell_us <= baseline_us {
         return None;
     }
-    let syscalls = median(base, SYSCALLS_PER_OP)?;
+    let syscalls = base.median(SYSCALLS_PER_OP)?;
     let extra = |metric: &str| {
         Some(probe(analysis, &cell.record.labels.env, metric)? - probe(analysis, &base.record.labels.env, metric)?)
     };
@@ -79,7 +78,7 @@ pub fn attribute(analysis: &Analysis, cell: &CellResult, base: &CellResult) -> O
         us: syscalls * syscall_ns / 1e3,
         how: format!("{} per operation on the baseline × {} more each", units::sig3(syscalls), ns(syscall_ns)),
     }];
-    if let (Some(faults), Some(fault_ns)) = (median(base, FAULTS_PER_OP), extra("mmap_1m_ns")) {
+    if let (Some(faults), Some(fault_ns)) = (base.median(FAULTS_PER_OP), extra("mmap_1m_ns")) {
         parts.push(Part {
             name: "page faults",
             us: faults * fault_ns / 1e3,
@@ -105,8 +104,8 @@ pub fn why_line(analysis: &Analysis, cell: &CellResult, base: &CellResult) -> Op
     if let Some(a) = attribute(analysis, cell, base) {
         return Some(a.line());
     }
-    let per_op = base.metric(SYSCALLS_PER_OP)?.summary.median;
-    let grew = cell.metric("sys.cpu_per_op")?.summary.median > base.metric("sys.cpu_per_op")?.summary.median;
+    let per_op = base.median(SYSCALLS_PER_OP)?;
+    let grew = cell.median("sys.cpu_per_op")? > base.median("sys.cpu_per_op")?;
     grew.then(|| {
         format!(
             "the baseline made {} system calls per operation; a `syscall` workload in the suite, run in {} and {}, would price them and split the CPU per operation by part",
@@ -124,12 +123,7 @@ fn ns(value: f64) -> String {
 /// The median of `metric` in a cell of environment `env` that measured it (the suite's
 /// `syscall` workload there).
 fn probe(analysis: &Analysis, env: &str, metric: &str) -> Option<f64> {
-    analysis
-        .cells
-        .iter()
-        .filter(|c| c.record.labels.env == env)
-        .find_map(|c| c.metric(metric))
-        .map(|m| m.summary.median)
+    analysis.cells.iter().filter(|c| c.record.labels.env == env).find_map(|c| c.median(metric))
 }
 
 #[cfg(test)]

@@ -117,7 +117,7 @@ pub fn nodes_and_money(report: &Report) -> Option<(Table, Vec<String>)> {
             rows.push(row);
             continue;
         };
-        let capacity = c.metric("capacity").map_or(0.0, |m| m.summary.median) / c.record.nodes.unwrap_or(1) as f64;
+        let capacity = c.median("capacity").unwrap_or(0.0) / c.record.nodes.unwrap_or(1) as f64;
         row.push(human(capacity, "op/s"));
         row.push(format!("{}{}", size.nodes, range_text(size.range)));
         let hour = size.per_node_hour.map(|p| p * size.nodes as f64);

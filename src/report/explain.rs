@@ -57,10 +57,6 @@ fn by_process(cell: &CellResult) -> String {
     format!(" ({})", named.join(", "))
 }
 
-fn median(cell: &CellResult, metric: &str) -> Option<f64> {
-    cell.metric(metric).map(|m| m.summary.median)
-}
-
 fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
     let mut out = Vec::new();
     let runtime = match (cell.setup.get("runtime.name"), cell.setup.get("runtime.version")) {
@@ -80,10 +76,11 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
             _ => cell.setup.get("env.kind").cloned().unwrap_or_else(|| "the environment".into()),
         },
     };
-    if let (Some(own), Some(host)) = (median(cell, "sys.cpu_runtime"), median(cell, "sys.cpu_host")) {
-        let against = median(base, "sys.cpu_runtime").unwrap_or(0.0);
+    if let (Some(own), Some(host)) = (cell.median("sys.cpu_runtime"), cell.median("sys.cpu_host")) {
+        let against = base.median("sys.cpu_runtime").unwrap_or(0.0);
         let share = if host > 0.0 { own / host * 100.0 } else { 0.0 };
-        let per_ops = median(cell, "ops")
+        let per_ops = cell
+            .median("ops")
             .filter(|n| *n > 0.0)
             .map(|n| format!(", {} per 100k operations", cpu(own / n * 1e5)))
             .unwrap_or_default();
@@ -95,15 +92,15 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
             cpu(against)
         ));
     }
-    if median(cell, "sys.cpu_runtime").is_none()
-        && median(cell, "sys.cpu_workload").is_some()
-        && median(base, "sys.cpu_runtime").is_some()
+    if cell.median("sys.cpu_runtime").is_none()
+        && cell.median("sys.cpu_workload").is_some()
+        && base.median("sys.cpu_runtime").is_some()
     {
         out.push(format!(
             "{runtime}: its own CPU is not known, since some of its processes were not counted (see the runs' notes)"
         ));
     }
-    if let (Some(per_op), Some(base_per_op)) = (median(cell, "sys.cpu_per_op"), median(base, "sys.cpu_per_op")) {
+    if let (Some(per_op), Some(base_per_op)) = (cell.median("sys.cpu_per_op"), base.median("sys.cpu_per_op")) {
         out.push(format!(
             "CPU per operation: {} against {} ({})",
             units::human(per_op, "us"),
@@ -111,8 +108,8 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
             times(per_op, base_per_op)
         ));
     }
-    if let Some(own) = median(cell, "sys.cpu_volume") {
-        let against = median(base, "sys.cpu_volume").unwrap_or(0.0);
+    if let Some(own) = cell.median("sys.cpu_volume") {
+        let against = base.median("sys.cpu_volume").unwrap_or(0.0);
         if against <= 0.0 || moved(own, against) {
             out.push(format!(
                 "the volume's daemons (nbdkit, qemu-storage-daemon) used {} per run (the baseline's: {})",
@@ -121,7 +118,7 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
             ));
         }
     }
-    if let Some(ratio) = median(cell, "sys.device_write_ratio").filter(|r| *r < compare::ABSORBED_BELOW) {
+    if let Some(ratio) = cell.median("sys.device_write_ratio").filter(|r| *r < compare::ABSORBED_BELOW) {
         let device = cell.setup.get("sys.device").map(String::as_str).unwrap_or("the volume's device");
         out.push(format!(
             "{device} saw {:.0}% of the bytes the workload wrote: {} absorbed them",
@@ -140,7 +137,7 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
     ] {
         // Absent where the sandbox's kernel counts in its own way (gVisor's switches and
         // faults), 0 where it does not count at all.
-        if let (Some(v), Some(b)) = (median(cell, metric), median(base, metric))
+        if let (Some(v), Some(b)) = (cell.median(metric), base.median(metric))
             && b > 0.0
             && v > 0.0
             && moved(v, b)
@@ -148,7 +145,7 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
             out.push(format!("{what}: {} the baseline's", times(v, b)));
         }
     }
-    if let (Some(ipc), Some(base_ipc)) = (median(cell, "sys.perf.ipc"), median(base, "sys.perf.ipc"))
+    if let (Some(ipc), Some(base_ipc)) = (cell.median("sys.perf.ipc"), base.median("sys.perf.ipc"))
         && (ipc / base_ipc - 1.0).abs() >= IPC_MOVED_BY
     {
         out.push(format!(

@@ -486,11 +486,8 @@ fn setting_charts(report: &Report, cells: &[&CellResult]) -> String {
         let lines = cells
             .iter()
             .filter_map(|c| {
-                let values: Vec<(f64, f64)> = points
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(k, (_, name))| Some((k as f64, c.metric(name)?.summary.median)))
-                    .collect();
+                let values: Vec<(f64, f64)> =
+                    points.iter().enumerate().filter_map(|(k, (_, name))| Some((k as f64, c.median(name)?))).collect();
                 (!values.is_empty()).then(|| Line {
                     name: c.name(),
                     points: values,

@@ -261,16 +261,16 @@ impl KubeCluster {
                 let pod = self.failed_pod(client, name).await.unwrap_or_default();
                 bail!("the Job failed ({}){pod}", why.unwrap_or_else(|| "a pod failed".into()));
             }
-            if let Some(why) = self.stuck(client, name).await? {
+            let pods = self.pods(client, name).await?;
+            if let Some(why) = self.stuck_pods(client, name, &pods).await? {
                 bail!("{why}");
             }
             if started.elapsed() > CLAIM_BINDS_WITHIN
-                && let Some(why) = self.unbindable_claim(client, &self.pods(client, name).await?).await?
+                && let Some(why) = self.unbindable_claim(client, &pods).await?
             {
                 return Err(crate::workload::Unfit(why).into());
             }
             if started.elapsed() > timeout {
-                let pods = self.pods(client, name).await?;
                 let last = self.warnings(client, name, &pods).await?.pop();
                 bail!(
                     "the Job did not complete within {}s{}",
@@ -281,14 +281,6 @@ impl KubeCluster {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(2));
         }
-    }
-
-    /// A reason the Job cannot go on by itself: the job controller could not create a pod (the
-    /// API server's admission said no), the node could not make the sandbox, or the image cannot
-    /// be had.
-    async fn stuck(&self, client: &Client, name: &str) -> Result<Option<String>> {
-        let pods = self.pods(client, name).await?;
-        self.stuck_pods(client, name, &pods).await
     }
 
     /// Why `pods` (of the controller `owner`) cannot start by themselves, if they cannot.
