@@ -72,6 +72,10 @@ pub struct Plan {
     /// No rate above this is offered (a ceiling the suite sets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<f64>,
+    /// A failed rate is offered this many times more before it counts as failed: one window's
+    /// stall (a commit-log sync, a collector's pause, a neighbour) fails that window, not the rate.
+    #[serde(default)]
+    pub retries: u32,
 }
 
 impl Plan {
@@ -83,13 +87,15 @@ impl Plan {
     /// What the setup of a run records: "p99 ≤ 10 ms; from 500 op/s ×2, to 5%, steps of 2 s + 5 s".
     pub fn describe(&self) -> String {
         format!(
-            "{}; from {} ×{}, bisected to {}%, steps of {} warm-up + {} measured, budget {}",
+            "{}; from {} ×{}, bisected to {}%, steps of {} warm-up + {} measured, a failed rate offered {} more {}, budget {}",
             self.bound.text(),
             units::human(self.start, "op/s"),
             trim_float(self.growth),
             trim_float(self.resolution * 100.0),
             seconds(self.warmup),
             seconds(self.window),
+            self.retries,
+            if self.retries == 1 { "time" } else { "times" },
             seconds(self.budget)
         )
     }
@@ -265,11 +271,27 @@ impl Search {
         self.steps
     }
 
-    /// The highest rate that passed and the lowest that failed above it.
+    /// The highest rate that passed and the lowest that failed above it: a rate passed when one of
+    /// its steps did, and failed when all of its `1 + retries` steps did.
     fn bracket(&self) -> (Option<f64>, Option<f64>) {
         let pass = self.steps.iter().filter(|s| s.pass).map(|s| s.offered).fold(None, max);
-        let fail = self.steps.iter().filter(|s| !s.pass && pass.is_none_or(|p| s.offered > p)).map(|s| s.offered);
+        let fail = self
+            .steps
+            .iter()
+            .filter(|s| pass.is_none_or(|p| s.offered > p) && self.failed(s.offered))
+            .map(|s| s.offered);
         (pass, fail.fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.min(b)))))
+    }
+
+    fn failed(&self, rate: f64) -> bool {
+        let at = || self.steps.iter().filter(|s| s.offered == rate);
+        !at().any(|s| s.pass) && at().count() > self.plan.retries as usize
+    }
+
+    /// The rate of the last step when it failed but has retries left.
+    fn to_retry(&self) -> Option<f64> {
+        let last = self.steps.last().filter(|s| !s.pass)?;
+        (!self.failed(last.offered)).then_some(last.offered)
     }
 
     fn resolved(&self) -> bool {
@@ -292,6 +314,9 @@ impl Search {
         }
         if self.resolved() || self.out_of_time() {
             return None;
+        }
+        if let Some(again) = self.to_retry() {
+            return Some(again);
         }
         let next = match self.bracket() {
             // Every rate so far failed: the start was above the capacity; step down a little.
@@ -420,6 +445,7 @@ mod tests {
             window: Duration::ZERO,
             budget: Duration::from_secs(3600),
             max: None,
+            retries: 0,
         }
     }
 
@@ -466,6 +492,35 @@ mod tests {
         assert!(outcome.client_limit.is_none());
         let at = outcome.at.unwrap();
         assert!(at.pass && at.offered == found && at.latency_us <= 10_000.0);
+    }
+
+    #[test]
+    fn a_failed_rate_is_offered_again_before_it_counts_so_one_stalled_window_does_not_halve_the_capacity() {
+        let retrying = Plan { retries: 1, ..plan(1000.0) };
+        // The third step stalls once (a window holding a collector's pause); offered again, it passes.
+        let mut search = Search::new(retrying.clone(), 2.0, None);
+        let mut n = 0;
+        run(&mut search, |rate| {
+            n += 1;
+            if n == 3 { Step { latency_us: 80_000.0, ..simulated(5000.0, rate) } } else { simulated(5000.0, rate) }
+        });
+        let offered: Vec<f64> = search.steps().iter().map(|s| s.offered).collect();
+        assert_eq!(offered[..5], [1000.0, 2000.0, 4000.0, 4000.0, 8000.0], "{offered:?}");
+        let found = search.outcome().capacity.unwrap();
+        assert!(found >= 4000.0, "the stall did not set the capacity: {found} ({offered:?})");
+        // A rate that fails every time it is offered counts as failed after its retry.
+        assert_eq!(offered[5], 8000.0, "{offered:?}");
+        assert_eq!(offered.iter().filter(|r| **r == 8000.0).count(), 2, "{offered:?}");
+        assert!(retrying.describe().contains("a failed rate offered 1 more time"), "{}", retrying.describe());
+
+        // Without retries, the same stall halves it.
+        let mut search = Search::new(plan(1000.0), 2.0, None);
+        let mut n = 0;
+        run(&mut search, |rate| {
+            n += 1;
+            if n == 3 { Step { latency_us: 80_000.0, ..simulated(5000.0, rate) } } else { simulated(5000.0, rate) }
+        });
+        assert!(search.outcome().capacity.unwrap() < 4000.0);
     }
 
     #[test]

@@ -138,12 +138,15 @@ pub struct CapacityDefaults {
     pub window: Duration,
 }
 
+/// How many more times a failed rate is offered before it counts, unless the suite says.
+const CAPACITY_RETRIES: u32 = 1;
+
 /// How long a capacity search may take unless the suite says.
 const CAPACITY_BUDGET: Duration = Duration::from_secs(300);
 
 /// `capacity = { percentile = 99, latency = "10ms", … }`: the latency bound a capacity search
 /// holds and how it searches (`start`, `growth`, `resolution`, `warmup`, `window`, `budget`,
-/// `max`).
+/// `max`, `retries`).
 pub fn parse_capacity(f: &mut Fields, defaults: CapacityDefaults) -> Result<Option<Plan>, SuiteError> {
     let Some(mut c) = f.table("capacity")? else {
         return Ok(None);
@@ -180,9 +183,14 @@ pub fn parse_capacity(f: &mut Fields, defaults: CapacityDefaults) -> Result<Opti
     if max.is_some_and(|m| m < start) {
         return Err(c.error_at("max", "must not be below start"));
     }
+    let retries = match c.uint("retries")? {
+        None => CAPACITY_RETRIES,
+        Some(n @ 0..=9) => n as u32,
+        Some(_) => return Err(c.error_at("retries", "a failed rate is offered at most 9 more times, e.g. retries = 1")),
+    };
     c.finish()?;
     let bound = Bound { percentile, latency_us: latency.as_secs_f64() * 1e6 };
-    Ok(Some(Plan { bound, start, growth, resolution: resolution / 100.0, warmup, window, budget, max }))
+    Ok(Some(Plan { bound, start, growth, resolution: resolution / 100.0, warmup, window, budget, max, retries }))
 }
 
 /// What a capacity search is expected to take (for the ETA): a dozen steps and their setup,
