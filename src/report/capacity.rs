@@ -3,6 +3,7 @@
 //! nodes and dollars against the baseline), and the latency–throughput chart of the steps.
 
 use super::{Report, Table, diff_text};
+use crate::capacity::Step;
 use crate::chart::{self, Line, LineChart, Mark, Rule};
 use crate::compare::{CellResult, HOURS_PER_MONTH};
 use crate::store::{RunRecord, Status};
@@ -165,6 +166,21 @@ fn tax(size: &Sizing, base: &Sizing) -> String {
     }
 }
 
+/// One step per rate offered, by rate: the one that decided it (a retried rate's pass, else its
+/// last fail), so that a stalled window offered again does not fold the curve back on itself.
+fn deciding_steps(steps: &[Step]) -> Vec<&Step> {
+    let mut steps: Vec<&Step> = steps.iter().collect();
+    steps.sort_by(|a, b| a.offered.total_cmp(&b.offered).then(a.pass.cmp(&b.pass)));
+    steps.dedup_by(|later, earlier| {
+        let same = later.offered == earlier.offered;
+        if same {
+            *earlier = *later;
+        }
+        same
+    });
+    steps
+}
+
 /// The run whose capacity is its cell's median (or nearest it): the steps the chart draws.
 fn median_run<'a>(report: &'a Report, cell: &CellResult) -> Option<&'a RunRecord> {
     let median = cell.metric("capacity")?.summary.median;
@@ -188,8 +204,7 @@ pub fn chart(report: &Report, cells: &[&CellResult]) -> String {
     for (i, c) in cells.iter().enumerate() {
         let Some(run) = median_run(report, c) else { continue };
         let colour = if c.is_baseline { chart::BASELINE_COLOUR } else { chart::colour(i) };
-        let mut steps: Vec<_> = run.steps.iter().collect();
-        steps.sort_by(|a, b| a.offered.total_cmp(&b.offered));
+        let steps = deciding_steps(&run.steps);
         let name = format!("{} #{}", c.name(), run.rep);
         lines.push(Line {
             name: name.clone(),
@@ -266,5 +281,20 @@ mod tests {
         let (table, _) = nodes_and_money(&report([10_000.0; 3], [4_000.0; 3], None)).unwrap();
         assert_eq!(table.rows[1][5], "— (no cost_per_hour)");
         assert_eq!(table.rows[1][6], "+3 nodes");
+    }
+
+    #[test]
+    fn the_curve_has_one_point_per_rate_the_step_that_decided_it() {
+        let step = |offered: f64, latency_us: f64, pass: bool| Step { offered, latency_us, pass, ..Step::default() };
+        let steps = [
+            step(1000.0, 2000.0, true),
+            step(2000.0, 90_000.0, false),
+            step(2000.0, 3000.0, true),
+            step(4000.0, 50_000.0, false),
+            step(4000.0, 70_000.0, false),
+            step(2800.0, 4000.0, true),
+        ];
+        let points: Vec<(f64, f64)> = deciding_steps(&steps).iter().map(|s| (s.offered, s.latency_us)).collect();
+        assert_eq!(points, [(1000.0, 2000.0), (2000.0, 3000.0), (2800.0, 4000.0), (4000.0, 70_000.0)]);
     }
 }
