@@ -497,13 +497,8 @@ mod tests {
     #[test]
     fn a_failed_rate_is_offered_again_before_it_counts_so_one_stalled_window_does_not_halve_the_capacity() {
         let retrying = Plan { retries: 1, ..plan(1000.0) };
-        // The third step stalls once (a window holding a collector's pause); offered again, it passes.
-        let mut search = Search::new(retrying.clone(), 2.0, None);
-        let mut n = 0;
-        run(&mut search, |rate| {
-            n += 1;
-            if n == 3 { Step { latency_us: 80_000.0, ..simulated(5000.0, rate) } } else { simulated(5000.0, rate) }
-        });
+        // The third step stalls once; offered again, it passes.
+        let search = stalled_once_at_step_3(retrying.clone());
         let offered: Vec<f64> = search.steps().iter().map(|s| s.offered).collect();
         assert_eq!(offered[..5], [1000.0, 2000.0, 4000.0, 4000.0, 8000.0], "{offered:?}");
         let found = search.outcome().capacity.unwrap();
@@ -514,13 +509,20 @@ mod tests {
         assert!(retrying.describe().contains("a failed rate offered 1 more time"), "{}", retrying.describe());
 
         // Without retries, the same stall halves it.
-        let mut search = Search::new(plan(1000.0), 2.0, None);
+        assert!(stalled_once_at_step_3(plan(1000.0)).outcome().capacity.unwrap() < 4000.0);
+    }
+
+    /// A search against a server of capacity 5000 whose third step stalls once (a window holding a
+    /// collector's pause).
+    fn stalled_once_at_step_3(plan: Plan) -> Search {
+        let mut search = Search::new(plan, 2.0, None);
         let mut n = 0;
         run(&mut search, |rate| {
             n += 1;
-            if n == 3 { Step { latency_us: 80_000.0, ..simulated(5000.0, rate) } } else { simulated(5000.0, rate) }
+            let step = simulated(5000.0, rate);
+            if n == 3 { Step { latency_us: 80_000.0, ..step } } else { step }
         });
-        assert!(search.outcome().capacity.unwrap() < 4000.0);
+        search
     }
 
     #[test]

@@ -425,7 +425,7 @@ pub fn absorbing_cache(cell: &CellResult) -> &'static str {
 /// A storage benchmark whose writes did not reach the device under the volume: the device's own
 /// counters (`sys.device_write_ratio`) say a cache took them.
 fn absorbed_writes_warning(cell: &CellResult) -> Option<String> {
-    let ratio = cell.metric("sys.device_write_ratio")?.summary.median;
+    let ratio = cell.median("sys.device_write_ratio")?;
     let device = cell.setup.get("sys.device").map(String::as_str).unwrap_or("the volume's device");
     (ratio < ABSORBED_BELOW).then(|| {
         format!(

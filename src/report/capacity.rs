@@ -39,7 +39,7 @@ pub fn table(report: &Report) -> Option<Table> {
                 None => "—".into(),
             });
             row.push(c.metric("capacity_latency").map_or("—".into(), |l| human(l.summary.median, &l.unit)));
-            row.push(c.metric("capacity_steps").map_or("—".into(), |n| format!("{:.0}", n.summary.median)));
+            row.push(c.median("capacity_steps").map_or("—".into(), |n| format!("{n:.0}")));
             row.push(ended(c));
             row
         })
@@ -183,7 +183,7 @@ fn deciding_steps(steps: &[Step]) -> Vec<&Step> {
 
 /// The run whose capacity is its cell's median (or nearest it): the steps the chart draws.
 fn median_run<'a>(report: &'a Report, cell: &CellResult) -> Option<&'a RunRecord> {
-    let median = cell.metric("capacity")?.summary.median;
+    let median = cell.median("capacity")?;
     let capacity = |r: &RunRecord| r.samples.iter().find(|s| s.metric == "capacity").map(|s| s.value);
     report
         .runs
