@@ -84,7 +84,7 @@ impl Plan {
         self.warmup + self.window
     }
 
-    /// What the setup of a run records: "p99 ≤ 10 ms; from 500 op/s ×2, to 5%, steps of 2 s + 5 s".
+    /// What the setup of a run records: the bound, then how the search went about it.
     pub fn describe(&self) -> String {
         format!(
             "{}; from {} ×{}, bisected to {}%, steps of {} warm-up + {} measured, a failed rate offered {} more {}, budget {}",
