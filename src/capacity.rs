@@ -2,7 +2,8 @@
 //! bound, the unit clusters are sized by. A search offers fixed rates in steps (each a measured
 //! window after a short warm-up), ramps them geometrically from a low rate until one fails (or,
 //! when the first fails, steps down a little), then bisects between the last pass and the first
-//! fail to a stated resolution. What runs a step
+//! fail to a stated resolution. A rate that failed before any passed is offered again once one
+//! has: a node fresh from its start may fail any rate while it settles. What runs a step
 //! is the workload's (a CQL load at `fixed=R/s`, fio at `rate_iops`); the search only decides.
 
 use std::time::{Duration, Instant};
@@ -87,7 +88,7 @@ impl Plan {
     /// What the setup of a run records: the bound, then how the search went about it.
     pub fn describe(&self) -> String {
         format!(
-            "{}; from {} ×{}, bisected to {}%, steps of {} warm-up + {} measured, a failed rate offered {} more {}, budget {}",
+            "{}; from {} ×{}, bisected to {}%, steps of {} warm-up + {} measured, a failed rate offered {} more {} (and again after the first pass when it failed before it), budget {}",
             self.bound.text(),
             units::human(self.start, "op/s"),
             trim_float(self.growth),
@@ -271,12 +272,21 @@ impl Search {
         self.steps
     }
 
+    /// The steps that judge the environment: from the first that passed on. A rate that failed
+    /// before anything passed was offered to a node still settling (a fresh JVM's first half
+    /// minute under gVisor fails any rate here), so the ramp offers it again rather than stop
+    /// at it; with nothing passed yet, every step counts.
+    fn counted(&self) -> &[Step] {
+        let first_pass = self.steps.iter().position(|s| s.pass).unwrap_or(0);
+        &self.steps[first_pass..]
+    }
+
     /// The highest rate that passed and the lowest that failed above it: a rate passed when one of
     /// its steps did, and failed when all of its `1 + retries` steps did.
     fn bracket(&self) -> (Option<f64>, Option<f64>) {
-        let pass = self.steps.iter().filter(|s| s.pass).map(|s| s.offered).fold(None, max);
+        let pass = self.counted().iter().filter(|s| s.pass).map(|s| s.offered).fold(None, max);
         let fail = self
-            .steps
+            .counted()
             .iter()
             .filter(|s| pass.is_none_or(|p| s.offered > p) && self.failed(s.offered))
             .map(|s| s.offered);
@@ -284,7 +294,7 @@ impl Search {
     }
 
     fn failed(&self, rate: f64) -> bool {
-        let at = || self.steps.iter().filter(|s| s.offered == rate);
+        let at = || self.counted().iter().filter(|s| s.offered == rate);
         !at().any(|s| s.pass) && at().count() > self.plan.retries as usize
     }
 
@@ -359,7 +369,7 @@ impl Search {
             (Some(_), _) if self.out_of_time() => Stop::Budget,
             _ => Stop::Resolved,
         };
-        let first_fail = fail.and_then(|f| self.steps.iter().find(|s| !s.pass && s.offered == f));
+        let first_fail = fail.and_then(|f| self.counted().iter().find(|s| !s.pass && s.offered == f));
         Outcome { capacity: pass, at, stop, client_limit: first_fail.and_then(|s| self.client_limit(s)) }
     }
 
@@ -512,6 +522,25 @@ mod tests {
         assert!(stalled_once_at_step_3(plan(1000.0)).outcome().capacity.unwrap() < 4000.0);
     }
 
+    #[test]
+    fn rates_that_failed_while_a_fresh_node_settled_are_offered_again_once_one_passed() {
+        // A node whose first three windows fail at any rate (a fresh JVM settling), then serves
+        // up to its capacity: the search must not stop at the rates it offered while settling.
+        let retrying = Plan { retries: 1, ..plan(2000.0) };
+        let mut search = Search::new(retrying, 2.0, None);
+        let mut n = 0;
+        run(&mut search, |rate| {
+            n += 1;
+            let step = simulated(5000.0, rate);
+            if n <= 3 { Step { latency_us: 60_000.0, ..step } } else { step }
+        });
+        let offered: Vec<f64> = search.steps().iter().map(|s| s.offered).collect();
+        assert_eq!(offered[..5], [2000.0, 2000.0, 1000.0, 1000.0, 2000.0], "{offered:?}");
+        let true_capacity = 5000.0 * (1.0 - 4.6 * 200.0 / 10_000.0);
+        let found = search.outcome().capacity.unwrap();
+        assert!(found <= true_capacity && found >= true_capacity / 1.05, "found {found} ({offered:?})");
+    }
+
     /// A search against a server of capacity 5000 whose third step stalls once (a window holding a
     /// collector's pause).
     fn stalled_once_at_step_3(plan: Plan) -> Search {
@@ -530,7 +559,8 @@ mod tests {
         let mut search = Search::new(plan(8000.0), 2.0, None);
         run(&mut search, |rate| simulated(5000.0, rate));
         let offered: Vec<f64> = search.steps().iter().map(|s| s.offered).collect();
-        assert_eq!(offered[..2], [8000.0, 4000.0], "one step down, then the bisection");
+        assert_eq!(offered[..3], [8000.0, 4000.0, 8000.0], "one step down, the start again, then the bisection");
+        assert!(offered[3] > 4000.0 && offered[3] < 8000.0, "{offered:?}");
         assert!(search.outcome().capacity.is_some_and(|c| c >= 4000.0));
 
         let mut search = Search::new(plan(8000.0), 2.0, None);
