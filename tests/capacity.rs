@@ -7,14 +7,9 @@ mod common;
 
 use std::path::Path;
 
-use common::{Missing, Scratch, chromium, load_in_chromium, need_program, need_root, run_record, samples, text};
-
-/// Held by the searches that measure: the known answer's 1 s windows need the cores, and the
-/// Cassandra search beside it takes both (with it, a search here once found 293 IOPS, not 350–500).
-fn alone() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
+use common::{
+    Missing, Scratch, chromium, load_in_chromium, need_program, need_root, run_record, samples, serial, text,
+};
 
 fn load(text: &str) -> Result<isobench::suite::Suite, String> {
     isobench::suite::Suite::from_text("suite.toml", text, Path::new("."), &[]).map_err(|e| e.to_string())
@@ -106,7 +101,9 @@ fn sample(run: &serde_json::Value, metric: &str) -> f64 {
 #[test]
 fn a_storage_nodes_delay_and_bandwidth_set_the_capacity_fio_finds() {
     skip_if!(unable_fio());
-    let _alone = alone();
+    // The known answer's 1 s windows need the cores; the Cassandra search beside it takes both
+    // (with it, this search once found 293 IOPS, not 350–500).
+    let _alone = serial();
     let sb = Scratch::new();
     let suite = r#"
 name = "known"
@@ -181,7 +178,7 @@ fn unable_cql() -> Option<Missing> {
 #[test]
 fn cassandra_capacity_is_searched_at_fixed_rates_under_the_host_and_runc() {
     skip_if!(unable_cql());
-    let _alone = alone();
+    let _alone = serial();
     let sb = Scratch::new();
     let suite = r#"
 name = "cap"

@@ -291,7 +291,8 @@ pub fn network_objects(live: bool) -> Vec<String> {
     left
 }
 
-/// Held by tests that make network namespaces, so that they run one at a time.
+/// Held by tests that run one at a time: those that make network namespaces, start a cluster or
+/// measure with the cores to themselves.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
