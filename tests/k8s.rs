@@ -190,9 +190,11 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
     a_block_claim_gives_fio_the_device_in_a_pod(&sb, &cluster);
     indexed_loaders_fill_the_hosts_cassandra(&sb, &cluster);
     a_killed_run_is_cleaned_up_by_label(&sb, &cluster);
-    a_database_in_a_pod_is_written_and_read_with_a_login(&sb, &cluster, "runc", "isobench-local");
+    let runc = a_database_in_a_pod_is_written_and_read_with_a_login(&sb, &cluster, "runc", "isobench-local");
     if gvisor {
-        a_database_in_a_pod_is_written_and_read_with_a_login(&sb, &cluster, "gvisor", "isobench-loop");
+        let gvisor = a_database_in_a_pod_is_written_and_read_with_a_login(&sb, &cluster, "gvisor", "isobench-loop");
+        // The gVisor pod's count holds its sentry and gofer: a read costs it more CPU.
+        assert!(gvisor > runc * 1.5, "CPU per read: gvisor {gvisor:.0} µs, runc {runc:.0} µs");
     }
     a_ring_of_three_pods_survives_a_deleted_pod(&sb, &cluster);
     a_killed_database_run_leaves_no_statefulset_or_claim(&sb, &cluster);
@@ -575,14 +577,15 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
     cluster: &LocalCluster,
     runtime_class: &str,
     storage_class: &str,
-) {
+) -> f64 {
     let out = format!("out-db-{runtime_class}");
     let suite = database_suite(
         cluster,
         runtime_class,
         storage_class,
         "",
-        "load = \"write n=3000 no-warmup -rate threads=4\"\nargs = \"read n=3000 no-warmup -rate threads=4\"",
+        // Reads long enough that the kubelet's CPU figures, read every second, span them.
+        "load = \"write n=3000 no-warmup -rate threads=4\"\nargs = \"read duration=6s no-warmup -pop dist=uniform(1..3000) -rate threads=4\"",
     );
     let mut run = spawn_suite(sb, &suite, &out);
     // Once the loaders are done, the run is held still while a client of another make counts
@@ -624,7 +627,16 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
     } else {
         assert_eq!(kernel, host_kernel());
     }
+    // The pods' CPU in the measured phase, as the kubelet counts their cgroups: no more than
+    // the machine's cores could give in the phase's time.
+    assert!(setup["sys.cpu_counted_by"].as_str().unwrap_or_default().contains("kubelet's stats summary"), "{setup}");
+    let (database, loaders) = (value(&record, "sys.cpu_measured"), value(&record, "sys.cpu_loaders"));
+    let phase = value(&record, "ops") / value(&record, "op_rate");
+    let cores = std::thread::available_parallelism().unwrap().get() as f64;
+    assert!(database > 0.0 && database <= cores * (phase + 2.0), "{database} CPU-s in {phase:.1} s");
+    assert!(loaders > 0.0 && loaders <= cores * (phase + 2.0), "{loaders} CPU-s in {phase:.1} s");
     assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
+    value(&record, "sys.cpu_per_op")
 }
 
 fn a_ring_of_three_pods_survives_a_deleted_pod(sb: &Scratch, cluster: &LocalCluster) {

@@ -1,5 +1,5 @@
 //! Why a cell differs from its baseline, in words, from the `sys.` figures its runs recorded:
-//! the CPU the runtime's own processes burned, the CPU per operation, the device I/O the
+//! the CPU the runtime's own processes burned (or a pod's, runtime and all), the CPU per operation, the device I/O the
 //! workload's writes became, and context switches or page faults that moved, named with the
 //! runtime's build. Only for cells whose headline difference is outside the noise.
 
@@ -98,6 +98,19 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
     {
         out.push(format!(
             "{runtime}: its own CPU is not known, since some of its processes were not counted (see the runs' notes)"
+        ));
+    }
+    // Pods, as their kubelets count them: the runtime's processes are inside each pod's figure.
+    if cell.median("sys.cpu_host").is_none()
+        && let (Some(pods), Some(loaders)) = (cell.median("sys.cpu_measured"), cell.median("sys.cpu_loaders"))
+    {
+        let baseline = |metric: &str| base.median(metric).map(cpu).unwrap_or_else(|| "not counted".into());
+        out.push(format!(
+            "{runtime}: the database's pods used {} in the measured phase (the baseline's: {}), the loaders' pods {} (the baseline's: {})",
+            cpu(pods),
+            baseline("sys.cpu_measured"),
+            cpu(loaders),
+            baseline("sys.cpu_loaders")
         ));
     }
     if let (Some(per_op), Some(base_per_op)) = (cell.median("sys.cpu_per_op"), base.median("sys.cpu_per_op")) {
@@ -283,6 +296,20 @@ mod tests {
         let (analysis, _) = fixture::analysis(samples, setup);
         let lines = &explain(&analysis)[0].lines;
         assert_eq!(lines[0], "CPU per operation: 300 µs against 100 µs (×3.00)");
+        // The kubelets' count of the database's and the loaders' pods in the measured phase.
+        let counted = |env: &str, rep: u32| {
+            let mut s = samples(env, rep);
+            let (pods, loaders) = if env == "host" { (20.0, 9.5) } else { (30.0, 5.0) };
+            s.extend([Sample::new("sys.cpu_measured", pods, "s"), Sample::new("sys.cpu_loaders", loaders, "s")]);
+            s
+        };
+        let (analysis, _) = fixture::analysis(counted, setup);
+        let lines = &explain(&analysis)[0].lines;
+        assert_eq!(
+            lines[0],
+            "gvisor (handler runsc on containerd://2.1.5): the database's pods used 30.0 CPU-s in the measured phase (the baseline's: 20.0 CPU-s), the loaders' pods 5.00 CPU-s (the baseline's: 9.50 CPU-s)"
+        );
+        assert_eq!(lines[1], "CPU per operation: 300 µs against 100 µs (×3.00)");
         let mut cpu = samples("runc", 1);
         cpu.extend([Sample::new("sys.cpu_host", 2.0, "s"), Sample::new("sys.cpu_runtime", 1.0, "s")]);
         let (analysis, _) =

@@ -17,6 +17,7 @@ use kube::Client;
 
 use crate::agent;
 use crate::env::k8s::api::{block_on, is_ready};
+use crate::env::k8s::kubelet::{Kubelet, PodCpu};
 use crate::env::k8s::manifest::SCRATCH_DIR;
 use crate::env::k8s::statefulset::{self, CONTAINER, Database};
 use crate::env::k8s::{JobRun, K8s, object_name};
@@ -26,7 +27,7 @@ use crate::server::{Managed, STOP_TIMEOUT};
 use crate::store::{RunRecord, Sample};
 use crate::volume::Provisioned;
 use crate::workload::Spec;
-use crate::workload::cql::{Cql, MEASURED_LINE, Target};
+use crate::workload::cql::{Cql, MEASURED_END_LINE, MEASURED_LINE, Target};
 
 /// How long pods may take to be scheduled, bind their claims and pull the image, on top of the
 /// nodes' own start.
@@ -453,14 +454,19 @@ fn load_pods(
         deadline: crate::workload::Workload::timeout(&load) + SCHEDULE_ALLOWANCE,
     };
     let load_done = AtomicBool::new(false);
-    let (loaded, killed) = std::thread::scope(|scope| {
+    let (loaded, killed, cpu) = std::thread::scope(|scope| {
         let fault = kill.map(|kill| {
             let load_done = &load_done;
             scope.spawn(move || fault(db, name, loaders, kill, load_done))
         });
+        let cpu = scope.spawn(|| measured_cpu(db, name, loaders, &load_done));
         let loaded = k8s.run_job(&job);
         load_done.store(true, Ordering::Relaxed);
-        (loaded, fault.map(|f| f.join().unwrap_or_else(|_| Err(anyhow!("the fault panicked")))))
+        (
+            loaded,
+            fault.map(|f| f.join().unwrap_or_else(|_| Err(anyhow!("the fault panicked")))),
+            cpu.join().unwrap_or_else(|_| Err(anyhow!("counting the pods' CPU panicked"))),
+        )
     });
     let mut report = match loaded {
         Ok((reports, proof)) => {
@@ -481,6 +487,15 @@ fn load_pods(
         Err(e) if e.downcast_ref::<crate::sys::Interrupted>().is_some() => return Err(e),
         Err(e) => crate::store::AgentReport { error: Some(format!("the load failed: {e:#}")), ..Default::default() },
     };
+    match cpu {
+        Ok(Some(cpu)) => {
+            report.samples.extend(super::collect::per_op(cpu.database, &report.samples));
+            report.samples.extend(cpu.loaders.map(|s| Sample::new("sys.cpu_loaders", s, "s")));
+            report.setup.insert("sys.cpu_counted_by".into(), format!("{}: each pod's cgroup, from the loaders' first line of the measured phase to their last (a loader pod's to its last reading, at most a second before it ended; a gVisor pod's cgroup is its sandbox's: the sentry and gofer with the workload)", cpu.route));
+        }
+        Ok(None) => {}
+        Err(e) => report.notes.push(format!("the pods' CPU was not counted: {e:#}")),
+    }
     match killed {
         Some(Ok(Some(killed))) => {
             let node = format!("node {} (pod {})", killed.node, db.pod(killed.node - 1));
@@ -570,6 +585,112 @@ struct Killed {
     deleted: Instant,
 }
 
+/// How often the loader pods' logs are read for a cue: a cue is seen this much late at most
+/// (and the time an API call takes).
+const CUE_POLL: Duration = Duration::from_millis(500);
+
+/// Waits until every loader pod of `job` has printed `line`: false when the load ended first.
+async fn all_logged(
+    db: &Db<'_>,
+    client: &Client,
+    job: &str,
+    loaders: u32,
+    line: &str,
+    load_done: &AtomicBool,
+) -> Result<bool> {
+    loop {
+        // Read before the end is looked at: the last line of a load that just ended still counts.
+        let ended = load_done.load(Ordering::Relaxed);
+        if logged(db, client, job, line).await? == loaders as usize {
+            return Ok(true);
+        }
+        if ended || crate::sys::interrupted() {
+            return Ok(false);
+        }
+        tokio::time::sleep(CUE_POLL).await;
+    }
+}
+
+/// How many loader pods of `job` have printed `line`.
+async fn logged(db: &Db<'_>, client: &Client, job: &str, line: &str) -> Result<usize> {
+    let mut cued = 0;
+    for pod in db.cluster.pods(client, job).await? {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        if db.cluster.logs(client, &name).await.is_ok_and(|log| log.contains(line)) {
+            cued += 1;
+        }
+    }
+    Ok(cued)
+}
+
+/// How often the pods' CPU is read while the measured phase runs: a loader pod's figure ends
+/// with its last reading before it exits (a pod that ended has none), and each reading costs
+/// the kubelet ~7 ms of CPU here.
+const CPU_READ_EVERY: Duration = Duration::from_secs(1);
+
+/// The CPU the database's pods and the loader pods used in the measured phase, as their nodes'
+/// kubelets count each pod's cgroup.
+struct PodsCpu {
+    database: f64,
+    loaders: Option<f64>,
+    route: String,
+}
+
+/// Reads the pods' CPU when every loader says its measured phase began and every second until
+/// every one says it ended (the cues are seen up to a poll late). None when the load ended
+/// before it began; an error names what could not be read.
+fn measured_cpu(db: &Db, job: &str, loaders: u32, load_done: &AtomicBool) -> Result<Option<PodsCpu>> {
+    block_on(async {
+        let client = db.cluster.client().await?;
+        if !all_logged(db, &client, job, loaders, MEASURED_LINE, load_done).await? {
+            return Ok(None);
+        }
+        let loader_pods: Vec<Pod> = db.cluster.pods(&client, job).await?;
+        let mut database_pods = Vec::new();
+        for name in &db.pods {
+            database_pods.extend(db.cluster.pod(&client, name).await?);
+        }
+        let uids = |pods: &[Pod]| -> Vec<String> { pods.iter().filter_map(|p| p.metadata.uid.clone()).collect() };
+        let (database_uids, loader_uids) = (uids(&database_pods), uids(&loader_pods));
+        let nodes: std::collections::BTreeSet<String> =
+            database_pods.iter().chain(&loader_pods).filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
+        let mut kubelets = Vec::new();
+        for node in &nodes {
+            kubelets.push(Kubelet::connect(db.cluster, &client, node).await?);
+        }
+        let read = async || {
+            let mut all = BTreeMap::new();
+            for kubelet in &kubelets {
+                all.extend(kubelet.pods_cpu(&db.cluster.namespace).await?);
+            }
+            Ok::<_, anyhow::Error>(all)
+        };
+        let before = read().await?;
+        let mut last = before.clone();
+        let after = loop {
+            let ended = load_done.load(Ordering::Relaxed) || crate::sys::interrupted();
+            let done = logged(db, &client, job, MEASURED_END_LINE).await? == loaders as usize;
+            let now = read().await?;
+            last.extend(now.clone());
+            if done || ended {
+                break now;
+            }
+            tokio::time::sleep(CPU_READ_EVERY).await;
+        };
+        // A pod missing from a reading (replaced by a fault) is not counted in full: no figure,
+        // rather than a part of one.
+        let used = |uids: &[String], at_end: &BTreeMap<String, PodCpu>| -> Option<f64> {
+            uids.iter().map(|uid| Some(at_end.get(uid)?.cpu_s - before.get(uid)?.cpu_s)).sum()
+        };
+        let Some(database) = used(&database_uids, &after).filter(|_| database_uids.len() == db.pods.len()) else {
+            bail!("a database pod was replaced or ended during the measured phase");
+        };
+        let route = kubelets.iter().map(|k| k.route.as_str()).collect::<std::collections::BTreeSet<_>>();
+        let route = route.into_iter().collect::<Vec<_>>().join("; ");
+        Ok(Some(PodsCpu { database, loaders: used(&loader_uids, &last), route }))
+    })?
+}
+
 /// Deletes node `kill.node`'s pod (grace 0) `kill.after` into the measured phase: when every
 /// loader pod has said its measured phase began. None when the load ended first.
 fn fault(
@@ -581,23 +702,10 @@ fn fault(
 ) -> Result<Option<Killed>> {
     block_on(async {
         let client = db.cluster.client().await?;
-        let began = loop {
-            if load_done.load(Ordering::Relaxed) || crate::sys::interrupted() {
-                return Ok(None);
-            }
-            let pods = db.cluster.pods(&client, job).await?;
-            let mut cued = 0;
-            for pod in &pods {
-                let name = pod.metadata.name.clone().unwrap_or_default();
-                if db.cluster.logs(&client, &name).await.is_ok_and(|log| log.contains(MEASURED_LINE)) {
-                    cued += 1;
-                }
-            }
-            if cued == loaders as usize {
-                break Instant::now();
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        };
+        if !all_logged(db, &client, job, loaders, MEASURED_LINE, load_done).await? {
+            return Ok(None);
+        }
+        let began = Instant::now();
         while began.elapsed() < kill.after {
             if load_done.load(Ordering::Relaxed) || crate::sys::interrupted() {
                 return Ok(None);

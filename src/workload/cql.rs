@@ -59,9 +59,12 @@ const CAPACITY_THREADS: u32 = 64;
 /// Where Kubernetes tells a pod of an Indexed Job its index.
 pub const INDEX_VAR: &str = "JOB_COMPLETION_INDEX";
 
-/// What a loader pod prints on stderr as its measured phase begins: the cue for a fault, read
-/// from the pods' logs.
+/// What a loader pod prints on stderr as its measured phase begins: the cue for a fault and for
+/// counting the database pods' CPU, read from the pods' logs.
 pub const MEASURED_LINE: &str = "ISOBENCH-MEASURED";
+
+/// What a loader pod prints on stderr as its measured phase ends.
+pub const MEASURED_END_LINE: &str = "ISOBENCH-MEASURED-END";
 
 /// Where the database is and how to log in. The password travels to the agent but is never
 /// shown: `Debug` and every description redact it.
@@ -526,6 +529,9 @@ impl Cql {
                 .map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
             let command = commands.get(index).ok_or_else(|| anyhow!("loader index {index} of {n}"))?;
             let loader = loaders::run_single(index + 1, command, &ctx.scratch_dir.join(phase))?;
+            if phase == "run" {
+                eprintln!("{MEASURED_END_LINE}");
+            }
             out.raw.push(RawFile {
                 name: format!("{phase}-loader-{}.log", index + 1),
                 content: format!("isobench cql {}\n\n{}", loader.command, loader.output),

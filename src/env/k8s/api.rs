@@ -145,7 +145,7 @@ fn quantity_bytes(quantity: &str) -> Option<f64> {
     quantity.parse().ok()
 }
 
-async fn call<T>(what: &str, future: impl Future<Output = Result<T, kube::Error>>) -> Result<T> {
+pub(super) async fn call<T>(what: &str, future: impl Future<Output = Result<T, kube::Error>>) -> Result<T> {
     match tokio::time::timeout(CALL_TIMEOUT, future).await {
         Err(_) => bail!("{what}: the API server did not answer within {}s", CALL_TIMEOUT.as_secs()),
         Ok(Err(e)) => Err(anyhow!("{what}: {}", message(&e))),
@@ -185,6 +185,16 @@ impl KubeCluster {
     }
 
     pub async fn client(&self) -> Result<Client> {
+        let config = self.config().await?;
+        // The CQL driver's rustls brings aws-lc-rs beside kube's ring, and with two providers
+        // built in rustls cannot choose one for a client that names none, as kube's does:
+        // ring is made the process's (an Err says one is installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Client::try_from(config).context("making the Kubernetes client")
+    }
+
+    /// The API server's address and credentials, as the kubeconfig (or the pod) gives them.
+    pub async fn config(&self) -> Result<Config> {
         let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
         let config = match self.kubeconfig_path().filter(|p| p.exists()) {
             Some(path) => {
@@ -198,11 +208,7 @@ impl KubeCluster {
         let mut config = config;
         config.connect_timeout = Some(Duration::from_secs(10));
         config.read_timeout = Some(CALL_TIMEOUT);
-        // The CQL driver's rustls brings aws-lc-rs beside kube's ring, and with two providers
-        // built in rustls cannot choose one for a client that names none, as kube's does:
-        // ring is made the process's (an Err says one is installed already).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        Client::try_from(config).context("making the Kubernetes client")
+        Ok(config)
     }
 
     /// The API server's version and that the namespace exists.

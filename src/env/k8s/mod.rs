@@ -6,6 +6,7 @@
 //! carries the run's labels; the ledger deletes them by label, after the run or in `cleanup`.
 
 pub mod api;
+pub mod kubelet;
 pub mod manifest;
 pub mod statefulset;
 
