@@ -129,7 +129,10 @@ fn a_managed_server_runs_in_each_cell_with_its_data_on_the_volume() {
         assert_eq!(r["status"], "ok", "{r:#}");
         assert!(sample(&r, "op_rate") > 0.0);
         assert_eq!(sample(&r, "errors"), 0.0);
-        assert!(sample(&r, "server_startup") > 0.0);
+        // The start's phases, in the order the node logs them, within its start.
+        let phases =
+            ["server_start_jvm", "server_start_storage", "server_start_cql", "server_startup"].map(|m| sample(&r, m));
+        assert!(phases[0] > 0.0 && phases.windows(2).all(|w| w[0] <= w[1]), "{cell}: {phases:?}");
         assert!(sample(&r, "server_rss") > 100e6, "a JVM with a heap");
         assert!(sample(&r, "server_commitlog_size") > 0.0, "the writes reached the volume");
         assert_eq!(r["setup"]["server.version"], "5.0.9");

@@ -154,6 +154,9 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
     }
     let stop_took = node.stop(STOP_TIMEOUT)?;
     out.samples.push(Sample::new("server_startup", node.ready_after.as_secs_f64(), "s"));
+    for (metric, after) in &node.start_phases {
+        out.samples.push(Sample::new(metric.clone(), after.as_secs_f64(), "s"));
+    }
     if !killed {
         out.samples.push(Sample::new("server_stop", stop_took.as_secs_f64(), "s"));
     }

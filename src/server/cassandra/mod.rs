@@ -30,6 +30,13 @@ use jvm::{Cds, java_command};
 /// The line Cassandra logs once it accepts CQL clients.
 pub(super) const READY_LINE: &str = "Starting listening for CQL clients on";
 
+/// What ends each phase of a start in the node's log, and the sample that gives its time from
+/// spawning java: the JVM up (its first line), the system tables loaded (the version known),
+/// the native transport listening. Each is when isobench first saw the line, polling every
+/// 100 ms; `server_startup` ends at the first answered CQL query.
+const START_PHASES: &[(&str, &str)] =
+    &[("server_start_jvm", ""), ("server_start_storage", "Cassandra version:"), ("server_start_cql", READY_LINE)];
+
 /// A running node.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Node {
@@ -39,6 +46,9 @@ pub struct Node {
     pub cds: Cds,
     /// From spawning java to the first successful CQL query.
     pub ready_after: Duration,
+    /// Each of `START_PHASES` seen, with its time from spawning java.
+    #[serde(default)]
+    pub start_phases: Vec<(String, Duration)>,
     pub release_version: String,
     /// Which process `pid` was (the boot and its start time): a state file read after a reboot,
     /// or after the node died and its pid was given to another process, names no process.
@@ -110,6 +120,7 @@ impl Node {
             distribution: dist.clone(),
             cds,
             ready_after: Duration::ZERO,
+            start_phases: Vec::new(),
             release_version: String::new(),
             identity: Identity::of(pid),
             child: Some(child),
@@ -141,7 +152,14 @@ impl Node {
             if sys::interrupted() {
                 return Err(sys::Interrupted.into());
             }
-            if read_text(&self.config.stdout_log()).contains(READY_LINE)
+            let log = read_text(&self.config.stdout_log());
+            for (metric, line) in START_PHASES {
+                let seen = if line.is_empty() { !log.is_empty() } else { log.contains(line) };
+                if seen && !self.start_phases.iter().any(|(m, _)| m == metric) {
+                    self.start_phases.push((metric.to_string(), started.elapsed()));
+                }
+            }
+            if log.contains(READY_LINE)
                 && let Ok(version) = cql_probe(
                     &address,
                     self.config.auth.then_some(DEFAULT_LOGIN),
