@@ -610,6 +610,9 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
     assert_eq!(value(&record, "errors"), 0.0);
     assert!(value(&record, "op_rate") > 0.0);
     assert!(value(&record, "server_ready") > 0.0 && value(&record, "server_startup") > 0.0);
+    let phases =
+        ["server_start_jvm", "server_start_storage", "server_start_cql", "server_startup"].map(|m| value(&record, m));
+    assert!(phases[0] > 0.0 && phases.windows(2).all(|w| w[0] <= w[1]), "the start's phases in the pod: {phases:?}");
     assert!(value(&record, "server_table_size") > 0.0, "the flushed table's size: {record}");
     let setup = &record["setup"];
     assert_eq!(setup["db.pod1.runtime_class"], runtime_class);

@@ -291,6 +291,15 @@ pub fn run(
     report.samples.push(Sample::new("server_ready", ready.as_secs_f64(), "s"));
     let startup = facts.iter().map(|f| f.ready_after_s).fold(0.0, f64::max);
     report.samples.push(Sample::new("server_startup", startup, "s"));
+    // Each phase as the ring's slowest node's, as the start itself.
+    let mut phases: Vec<(String, f64)> = Vec::new();
+    for (metric, after) in facts.iter().flat_map(|f| &f.start_phases) {
+        match phases.iter_mut().find(|(m, _)| m == metric) {
+            Some((_, slowest)) => *slowest = slowest.max(*after),
+            None => phases.push((metric.clone(), *after)),
+        }
+    }
+    report.samples.extend(phases.into_iter().map(|(metric, after)| Sample::new(metric, after, "s")));
 
     // After the load: the server's figures and the proof of where it ran.
     let after = block_on(async {

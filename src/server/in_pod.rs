@@ -62,6 +62,9 @@ pub struct DbPod {
 pub struct PodFacts {
     pub facts: Facts,
     pub ready_after_s: f64,
+    /// The start's phases (`server_start_jvm`, …), seconds from spawning java.
+    #[serde(default)]
+    pub start_phases: Vec<(String, f64)>,
     pub release_version: String,
     /// The node's certificate (PEM) when clients speak TLS: what the loaders trust.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,6 +176,7 @@ pub fn run(spec: &DbPod) -> Result<()> {
     let mut node = Node::start(&dist, &config, how)?;
     let status = PodFacts {
         ready_after_s: node.ready_after.as_secs_f64(),
+        start_phases: node.start_phases.iter().map(|(m, d)| (m.clone(), d.as_secs_f64())).collect(),
         release_version: node.release_version.clone(),
         ..Default::default()
     };
