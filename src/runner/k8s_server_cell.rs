@@ -17,7 +17,7 @@ use kube::Client;
 
 use crate::agent;
 use crate::env::k8s::api::{block_on, is_ready};
-use crate::env::k8s::kubelet::{Kubelet, PodCpu};
+use crate::env::k8s::kubelet::Kubelet;
 use crate::env::k8s::manifest::SCRATCH_DIR;
 use crate::env::k8s::statefulset::{self, CONTAINER, Database};
 use crate::env::k8s::{JobRun, K8s, object_name};
@@ -688,8 +688,8 @@ fn measured_cpu(db: &Db, job: &str, loaders: u32, load_done: &AtomicBool) -> Res
         };
         // A pod missing from a reading (replaced by a fault) is not counted in full: no figure,
         // rather than a part of one.
-        let used = |uids: &[String], at_end: &BTreeMap<String, PodCpu>| -> Option<f64> {
-            uids.iter().map(|uid| Some(at_end.get(uid)?.cpu_s - before.get(uid)?.cpu_s)).sum()
+        let used = |uids: &[String], at_end: &BTreeMap<String, f64>| -> Option<f64> {
+            uids.iter().map(|uid| Some(at_end.get(uid)? - before.get(uid)?)).sum()
         };
         let Some(database) = used(&database_uids, &after).filter(|_| database_uids.len() == db.pods.len()) else {
             bail!("a database pod was replaced or ended during the measured phase");

@@ -63,8 +63,8 @@ impl Kubelet {
         Ok(direct)
     }
 
-    /// CPU seconds each pod of `namespace` on the node has used, by the pod's uid.
-    pub async fn pods_cpu(&self, namespace: &str) -> Result<BTreeMap<String, PodCpu>> {
+    /// CPU seconds each running pod of `namespace` on the node has used, by the pod's uid.
+    pub async fn pods_cpu(&self, namespace: &str) -> Result<BTreeMap<String, f64>> {
         parse_summary(&self.summary().await?, namespace)
     }
 
@@ -72,13 +72,6 @@ impl Kubelet {
         let request = http::Request::get(&self.path).body(Vec::new())?;
         call("reading the kubelet's stats summary", self.client.request_text(request)).await
     }
-}
-
-/// A pod's CPU so far, as its kubelet counts it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PodCpu {
-    pub name: String,
-    pub cpu_s: f64,
 }
 
 /// The kubelet's port, as the node reports it.
@@ -89,8 +82,8 @@ async fn kubelet_port(client: &Client, node: &str) -> Result<u16> {
     Ok(u16::try_from(port)?)
 }
 
-/// The pods of `namespace` in a stats summary, with the CPU their cgroups used so far.
-fn parse_summary(text: &str, namespace: &str) -> Result<BTreeMap<String, PodCpu>> {
+/// The pods of `namespace` in a stats summary, with the CPU seconds their cgroups used so far.
+fn parse_summary(text: &str, namespace: &str) -> Result<BTreeMap<String, f64>> {
     let summary: serde_json::Value =
         serde_json::from_str(text).map_err(|e| anyhow!("the kubelet's stats summary: {e}"))?;
     let mut pods = BTreeMap::new();
@@ -100,12 +93,10 @@ fn parse_summary(text: &str, namespace: &str) -> Result<BTreeMap<String, PodCpu>
             continue;
         }
         // A pod that has not run yet, or has ended, has no CPU figure.
-        let (Some(uid), Some(name), Some(ns)) =
-            (pod_ref["uid"].as_str(), pod_ref["name"].as_str(), pod["cpu"]["usageCoreNanoSeconds"].as_f64())
-        else {
+        let (Some(uid), Some(ns)) = (pod_ref["uid"].as_str(), pod["cpu"]["usageCoreNanoSeconds"].as_f64()) else {
             continue;
         };
-        pods.insert(uid.to_string(), PodCpu { name: name.to_string(), cpu_s: ns / 1e9 });
+        pods.insert(uid.to_string(), ns / 1e9);
     }
     Ok(pods)
 }
@@ -124,8 +115,7 @@ mod tests {
              "cpu": {"usageCoreNanoSeconds": 5}}]}"#;
         let pods = parse_summary(summary, "default").unwrap();
         assert_eq!(pods.len(), 1);
-        assert_eq!(pods["u1"].name, "db-0");
-        assert!((pods["u1"].cpu_s - 33.036672913).abs() < 1e-9);
+        assert!((pods["u1"] - 33.036672913).abs() < 1e-9);
         assert!(parse_summary("not json", "default").is_err());
     }
 }
