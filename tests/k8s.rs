@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use common::{Scratch, ok, run_record, text};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 /// The suites' volume: a claim of the local cluster's storage class.
@@ -503,13 +503,55 @@ fn spawn_suite(sb: &Scratch, suite: &str, out: &str) -> std::process::Child {
         .unwrap()
 }
 
-/// Waits (at most `limit`) until `done` says yes of what the cluster holds.
+/// Waits (at most `limit`) until `done` says yes of what the cluster holds; a timeout says what
+/// its pods were doing.
 fn wait_until(cluster: &LocalCluster, limit: Duration, what: &str, done: impl Fn(&LocalCluster) -> bool) {
     let deadline = Instant::now() + limit;
     while !done(cluster) {
-        assert!(Instant::now() < deadline, "{what}: not within {} s", limit.as_secs());
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {} s; the cluster:\n{}",
+            limit.as_secs(),
+            pods_and_events(cluster)
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Each pod's phase and containers' states, and the namespace's last 20 events.
+fn pods_and_events(cluster: &LocalCluster) -> String {
+    cluster.with(async |client| {
+        let mut said = String::new();
+        let pods: Api<Pod> = Api::default_namespaced(client.clone());
+        for pod in pods.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default() {
+            let status = pod.status.unwrap_or_default();
+            let containers: Vec<String> = status
+                .container_statuses
+                .unwrap_or_default()
+                .iter()
+                .map(|c| format!("{} {}", c.name, serde_json::to_string(&c.state).unwrap_or_default()))
+                .collect();
+            said += &format!(
+                "pod {} {}: {}\n",
+                pod.metadata.name.unwrap_or_default(),
+                status.phase.unwrap_or_default(),
+                containers.join("; ")
+            );
+        }
+        let events: Api<Event> = Api::default_namespaced(client);
+        let mut events = events.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+        events.sort_by_key(|e| e.last_timestamp.clone().map(|t| t.0));
+        for e in events.iter().rev().take(20).rev() {
+            said += &format!(
+                "event {} {}: {} {}\n",
+                e.involved_object.kind.clone().unwrap_or_default(),
+                e.involved_object.name.clone().unwrap_or_default(),
+                e.reason.clone().unwrap_or_default(),
+                e.message.clone().unwrap_or_default()
+            );
+        }
+        said
+    })
 }
 
 /// The run's loader Job has completed (and the database's pods still run).

@@ -17,7 +17,7 @@ use kube::Client;
 
 use crate::agent;
 use crate::env::k8s::api::{block_on, is_ready};
-use crate::env::k8s::kubelet::Kubelet;
+use crate::env::k8s::kubelet::{CpuSample, Kubelet};
 use crate::env::k8s::manifest::SCRATCH_DIR;
 use crate::env::k8s::statefulset::{self, CONTAINER, Database};
 use crate::env::k8s::{JobRun, K8s, object_name};
@@ -500,7 +500,7 @@ fn load_pods(
         Ok(Some(cpu)) => {
             report.samples.extend(super::collect::per_op(cpu.database, &report.samples));
             report.samples.extend(cpu.loaders.map(|s| Sample::new("sys.cpu_loaders", s, "s")));
-            report.setup.insert("sys.cpu_counted_by".into(), format!("{}: each pod's cgroup, from the loaders' first line of the measured phase to their last (a loader pod's to its last reading, at most a second before it ended; a gVisor pod's cgroup is its sandbox's: the sentry and gofer with the workload)", cpu.route));
+            report.setup.insert("sys.cpu_counted_by".into(), format!("{}: each pod's cgroup, its rate between the kubelet's first and last samples in the measured phase (from the loaders' first line of it to their last) times the phase's length; a gVisor pod's cgroup is its sandbox's: the sentry and gofer with the workload", cpu.route));
         }
         Ok(None) => {}
         Err(e) => report.notes.push(format!("the pods' CPU was not counted: {e:#}")),
@@ -632,9 +632,9 @@ async fn logged(db: &Db<'_>, client: &Client, job: &str, line: &str) -> Result<u
     Ok(cued)
 }
 
-/// How often the pods' CPU is read while the measured phase runs: a loader pod's figure ends
-/// with its last reading before it exits (a pod that ended has none), and each reading costs
-/// the kubelet ~7 ms of CPU here.
+/// How often the pods' CPU is read while the measured phase runs: each reading catches the
+/// kubelet's latest sample (a loader pod's last one comes before it exits: a pod that ended has
+/// none), and costs the kubelet ~7 ms of CPU here.
 const CPU_READ_EVERY: Duration = Duration::from_secs(1);
 
 /// The CPU the database's pods and the loader pods used in the measured phase, as their nodes'
@@ -674,29 +674,51 @@ fn measured_cpu(db: &Db, job: &str, loaders: u32, load_done: &AtomicBool) -> Res
             }
             Ok::<_, anyhow::Error>(all)
         };
-        let before = read().await?;
-        let mut last = before.clone();
-        let after = loop {
+        // Each pod's distinct samples: the kubelet serves its last one until it takes the next.
+        let mut samples: BTreeMap<String, Vec<CpuSample>> = BTreeMap::new();
+        let mut keep = |reading: BTreeMap<String, CpuSample>| {
+            for (uid, sample) in reading {
+                let kept = samples.entry(uid).or_default();
+                if kept.last().is_none_or(|last| last.at != sample.at) {
+                    kept.push(sample);
+                }
+            }
+        };
+        let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let began = now();
+        keep(read().await?);
+        loop {
             let ended = load_done.load(Ordering::Relaxed) || crate::sys::interrupted();
             let done = logged(db, &client, job, MEASURED_END_LINE).await? == loaders as usize;
-            let now = read().await?;
-            last.extend(now.clone());
+            keep(read().await?);
             if done || ended {
-                break now;
+                break;
             }
             tokio::time::sleep(CPU_READ_EVERY).await;
+        }
+        let phase = now().saturating_sub(began);
+        // A pod's CPU in the phase: its rate between its first and last samples taken in the
+        // phase (whole seconds apart, as the kubelet stamps them), over the phase's length.
+        let (from, to) = (began.as_secs() as i64, now().as_secs() as i64 + 1);
+        let in_phase = |uid: &String| -> Option<f64> {
+            let inside: Vec<&CpuSample> = samples.get(uid)?.iter().filter(|s| s.at >= from && s.at <= to).collect();
+            let (first, last) = (inside.first()?, inside.last()?);
+            (last.at > first.at)
+                .then(|| (last.seconds - first.seconds) / (last.at - first.at) as f64 * phase.as_secs_f64())
         };
-        // A pod missing from a reading (replaced by a fault) is not counted in full: no figure,
-        // rather than a part of one.
-        let used = |uids: &[String], at_end: &BTreeMap<String, f64>| -> Option<f64> {
-            uids.iter().map(|uid| Some(at_end.get(uid)? - before.get(uid)?)).sum()
-        };
-        let Some(database) = used(&database_uids, &after).filter(|_| database_uids.len() == db.pods.len()) else {
+        if database_uids.len() != db.pods.len() || database_uids.iter().any(|uid| !samples.contains_key(uid)) {
             bail!("a database pod was replaced or ended during the measured phase");
+        }
+        let Some(database) = database_uids.iter().map(in_phase).sum::<Option<f64>>() else {
+            bail!(
+                "the kubelet sampled the database's pods fewer than twice in the {:.1} s measured phase (it samples each pod at its housekeeping interval, 10 s unless set): a longer phase gets a figure",
+                phase.as_secs_f64()
+            );
         };
+        let loaders = loader_uids.iter().map(in_phase).sum::<Option<f64>>();
         let route = kubelets.iter().map(|k| k.route.as_str()).collect::<std::collections::BTreeSet<_>>();
         let route = route.into_iter().collect::<Vec<_>>().join("; ");
-        Ok(Some(PodsCpu { database, loaders: used(&loader_uids, &last), route }))
+        Ok(Some(PodsCpu { database, loaders, route }))
     })?
 }
 

@@ -63,8 +63,8 @@ impl Kubelet {
         Ok(direct)
     }
 
-    /// CPU seconds each running pod of `namespace` on the node has used, by the pod's uid.
-    pub async fn pods_cpu(&self, namespace: &str) -> Result<BTreeMap<String, f64>> {
+    /// The CPU seconds each running pod of `namespace` on the node has used, by the pod's uid.
+    pub async fn pods_cpu(&self, namespace: &str) -> Result<BTreeMap<String, CpuSample>> {
         parse_summary(&self.summary().await?, namespace)
     }
 
@@ -82,8 +82,17 @@ async fn kubelet_port(client: &Client, node: &str) -> Result<u16> {
     Ok(u16::try_from(port)?)
 }
 
+/// A pod's CPU seconds so far, as the kubelet last sampled them (it samples every pod at its
+/// housekeeping interval, 10 s by default, and serves the last sample in between).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CpuSample {
+    pub seconds: f64,
+    /// When the kubelet took the sample, in whole seconds since the epoch (its resolution).
+    pub at: i64,
+}
+
 /// The pods of `namespace` in a stats summary, with the CPU seconds their cgroups used so far.
-fn parse_summary(text: &str, namespace: &str) -> Result<BTreeMap<String, f64>> {
+fn parse_summary(text: &str, namespace: &str) -> Result<BTreeMap<String, CpuSample>> {
     let summary: serde_json::Value =
         serde_json::from_str(text).map_err(|e| anyhow!("the kubelet's stats summary: {e}"))?;
     let mut pods = BTreeMap::new();
@@ -93,10 +102,15 @@ fn parse_summary(text: &str, namespace: &str) -> Result<BTreeMap<String, f64>> {
             continue;
         }
         // A pod that has not run yet, or has ended, has no CPU figure.
-        let (Some(uid), Some(ns)) = (pod_ref["uid"].as_str(), pod["cpu"]["usageCoreNanoSeconds"].as_f64()) else {
+        let cpu = &pod["cpu"];
+        let (Some(uid), Some(ns), Some(at)) = (
+            pod_ref["uid"].as_str(),
+            cpu["usageCoreNanoSeconds"].as_f64(),
+            cpu["time"].as_str().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok()),
+        ) else {
             continue;
         };
-        pods.insert(uid.to_string(), ns / 1e9);
+        pods.insert(uid.to_string(), CpuSample { seconds: ns / 1e9, at: at.as_second() });
     }
     Ok(pods)
 }
@@ -112,10 +126,11 @@ mod tests {
              "cpu": {"time": "2026-11-27T02:45:30Z", "usageCoreNanoSeconds": 33036672913}},
             {"podRef": {"name": "loader-0", "namespace": "default", "uid": "u2"}},
             {"podRef": {"name": "coredns", "namespace": "kube-system", "uid": "u3"},
-             "cpu": {"usageCoreNanoSeconds": 5}}]}"#;
+             "cpu": {"time": "2026-11-27T02:45:30Z", "usageCoreNanoSeconds": 5}}]}"#;
         let pods = parse_summary(summary, "default").unwrap();
         assert_eq!(pods.len(), 1);
-        assert!((pods["u1"] - 33.036672913).abs() < 1e-9);
+        assert!((pods["u1"].seconds - 33.036672913).abs() < 1e-9);
+        assert_eq!(pods["u1"].at, 1795747530);
         assert!(parse_summary("not json", "default").is_err());
     }
 }
