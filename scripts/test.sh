@@ -5,7 +5,8 @@
 # lacked, and the ten slowest tests. With CI=true (CI sets it), a skip of a capability
 # tests/capabilities.txt marks required on this machine kind fails the run, naming the tests.
 # Arguments select the tests as cargo test's do, harness arguments after `--`
-# (`scripts/test.sh --test server -- a_managed`): the same checks and summary over fewer tests.
+# (`scripts/test.sh --test server -- a_managed`): the same checks and summary over fewer tests,
+# without the fuzzing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -28,10 +29,14 @@ done
 
 status=0
 python3 scripts/layers.py || status=1
-cargo build --profile ci || exit 1
+# The test binaries cargo builds for this selection, isobench's own among them: one cargo run,
+# so that the library's two builds (with and without its unit tests) share the cores, and no
+# `cargo build`, which would build the library a third time (without the dev-dependencies,
+# some crates' features differ).
+cargo test --profile ci --no-run --message-format=json-render-diagnostics "${cargo_args[@]}" >"$work/build.json" \
+  || exit 1
+[ -x target/ci/isobench ] || cargo build --profile ci || exit 1
 target/ci/isobench server fetch cassandra || exit 1
-# The test binaries cargo builds for this selection, in cargo's order (the library's first).
-cargo test --profile ci --no-run --message-format=json "${cargo_args[@]}" >"$work/build.json" || exit 1
 python3 - "$work/build.json" >"$work/binaries" <<'EOF'
 import json, sys
 for line in open(sys.argv[1]):
@@ -44,15 +49,79 @@ for line in open(sys.argv[1]):
         print(f"{kind}\t{m['target']['src_path']}\t{m['executable']}")
 EOF
 # Each binary as cargo test runs it (from the package's root, two tests at a time), with the
-# harness timing each test (`--report-time`, which stable's libtest gives under RUSTC_BOOTSTRAP).
-while IFS=$'\t' read -r kind src exe; do
-  echo
-  echo "     Running ${src#"$PWD"/} ($exe)"
-  RUSTC_BOOTSTRAP=1 "$exe" --test-threads=2 -Z unstable-options --report-time "${harness_args[@]}" 2>&1 \
-    | sed -u -E "s|^test (.+ \.\.\. )|test $(basename "$src" .rs)::\1|" | tee -a "$work/tests.log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-done <"$work/binaries"
-scripts/fuzz.sh --quick 10 || status=1
+# harness timing each test (`--report-time`, which stable's libtest gives under RUSTC_BOOTSTRAP),
+# and the fuzz targets: side by side in two lanes, as the tests use about 1.2 of the 2 cores
+# (they wait on JVMs, guests and timeouts), the longest first so that the lanes end together.
+# Tests that call `alone()` (tests/common) run first, when nothing else runs. Each job's output
+# is shown whole when it ends.
+durations=target/ci/test-durations.txt
+[ -f "$durations" ] || durations=tests/durations.txt
+python3 - "$work/binaries" "$durations" "${cargo_args[*]}" "${harness_args[*]}" >"$work/queue" <<'EOF2'
+import re, sys
+binaries, durations, selected, harness = sys.argv[1:5]
+seconds = {}
+for line in open(durations):
+    words = line.split()
+    if len(words) == 2 and not line.startswith("#"):
+        seconds[words[1]] = float(words[0])
+jobs = []  # (runs beside others, -expected seconds, name, source, executable, harness arguments)
+for line in open(binaries):
+    kind, src, exe = line.rstrip("\n").split("\t")
+    name = src.split("/")[-1].removesuffix(".rs")
+    # A test is alone if its body (up to the next #[test]) calls alone().
+    alone = [] if harness or kind != "test" else [
+        m.group(1) for chunk in open(src).read().split("#[test]")[1:]
+        if "alone()" in chunk and (m := re.search(r"fn (\w+)", chunk))
+    ]
+    if alone:
+        jobs.append((False, 0, f"{name}-alone", src, exe, "--exact " + " ".join(alone)))
+    skips = ("--exact " + " ".join(f"--skip {t}" for t in alone)) if alone else ""
+    jobs.append((True, -seconds.get(name, 60), name, src, exe, skips))
+if not (selected or harness):
+    jobs.append((True, -seconds.get("fuzz", 60), "fuzz", "scripts/fuzz.sh", "-", ""))
+for beside, _, name, src, exe, args in sorted(jobs):
+    print("\t".join(["lane" if beside else "alone", name, src, exe, args]))
+EOF2
+run_job() { # name src exe args: runs one job into its log, shows it and keeps its time
+  local name=$1 src=$2 exe=$3 log=$work/log.$1 start=$SECONDS rc args
+  read -ra args <<<"$4"
+  if [ "$exe" = - ]; then
+    scripts/fuzz.sh --quick 10 >"$log" 2>&1
+    rc=$?
+  else
+    { echo; echo "     Running ${src#"$PWD"/} ($exe)"; } >"$log"
+    RUSTC_BOOTSTRAP=1 "$exe" --test-threads=2 -Z unstable-options --report-time "${args[@]}" "${harness_args[@]}" \
+      >>"$log" 2>&1
+    rc=$?
+    sed -i -E "s|^test (.+ \.\.\. )|test ${name%-alone}::\1|" "$log"
+  fi
+  (
+    flock 9
+    cat "$log"
+    cat "$log" >>"$work/tests.log"
+    echo "$((SECONDS - start)) $name" >>"$work/durations"
+    [ "$rc" -eq 0 ] || echo "$name" >>"$work/failed"
+  ) 9>"$work/show.lock"
+}
+lane() {
+  local job name src exe args
+  while :; do
+    job=$( (flock 9; head -n1 "$work/lane"; sed -i 1d "$work/lane") 9>"$work/queue.lock")
+    [ -n "$job" ] || return 0
+    IFS=$'\t' read -r name src exe args <<<"$job"
+    run_job "$name" "$src" "$exe" "$args"
+  done
+}
+: >"$work/tests.log" && : >"$work/durations" && : >"$work/failed"
+grep -P '^lane\t' "$work/queue" | cut -f2- >"$work/lane"
+while IFS=$'\t' read -r _ name src exe args; do
+  run_job "$name" "$src" "$exe" "$args"
+done < <(grep -P '^alone\t' "$work/queue")
+lane &
+lane
+wait
+[ -s "$work/failed" ] && status=1
+[ -n "${cargo_args[*]}${harness_args[*]}" ] || sort -rn "$work/durations" >target/ci/test-durations.txt
 
 python3 - "$work/tests.log" "$ISOBENCH_SKIP_LOG" tests/capabilities.txt "${CI:-}" <<'EOF' || status=1
 import re, sys

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Missing, Scratch, have, need_program, need_root, serial, text};
+use common::{Missing, Scratch, alone, have, need_program, need_root, text};
 use nix::sys::signal::Signal;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -489,7 +489,8 @@ fn assert_clean_kills(kills: &[Kill]) {
 
 #[test]
 fn runs_signalled_in_every_phase_leave_nothing_behind() {
-    let _serial = serial();
+    // It counts every container, mount and process of isobench's on the machine.
+    let _alone = alone();
     let seed = seed();
     let kills_wanted: usize = std::env::var("ISOBENCH_CHAOS_KILLS").ok().and_then(|n| n.parse().ok()).unwrap_or(0);
     eprintln!("chaos: seed {seed} (ISOBENCH_CHAOS_SEED={seed} repeats this schedule)");

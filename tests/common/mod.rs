@@ -225,21 +225,24 @@ impl Scratch {
         let left: Vec<_> =
             std::fs::read_dir(&run).map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect()).unwrap_or_default();
         assert!(left.is_empty(), "run directories left: {left:?}");
-        // The runtimes' shared roots also hold the containers of tests running at the same time
-        // (podman's): theirs go when their runs end, a leftover stays.
+        // The runtimes' roots are shared with the tests running at the same time: this test's
+        // containers are those whose bundle is in its sandbox. A stopping one may take a moment
+        // (podman's go when their runs end); a leftover stays.
+        let prefix = self.path().to_string_lossy().into_owned();
         for (program, root) in [("runc", "/run/runc"), ("runsc", "/var/run/runsc")] {
             if let Some(path) = isobench::env::oci::Runtime::resolve(program).path {
                 let listed = || {
                     let out = Command::new(&path).args(["--root", root, "list"]).output().unwrap();
-                    String::from_utf8_lossy(&out.stdout).into_owned()
+                    let ours = String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(&prefix)).count();
+                    (ours, String::from_utf8_lossy(&out.stdout).into_owned())
                 };
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
                 let mut last = listed();
-                while last.contains("isobench-") && std::time::Instant::now() < deadline {
+                while last.0 > 0 && std::time::Instant::now() < deadline {
                     std::thread::sleep(std::time::Duration::from_secs(1));
                     last = listed();
                 }
-                assert!(!last.contains("isobench-"), "{program} lists an isobench container:\n{last}");
+                assert_eq!(last.0, 0, "{program} lists a container of this test's:\n{}", last.1);
             }
         }
     }
@@ -291,11 +294,18 @@ pub fn network_objects(live: bool) -> Vec<String> {
     left
 }
 
-/// Held by tests that run one at a time: those that make network namespaces, start a cluster or
-/// measure with the cores to themselves.
+/// Held by tests of one file that run one at a time: those that make network namespaces or
+/// start a cluster.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Held by a test that needs the machine to itself: it measures with the cores, or counts
+/// everything of isobench's on it. `scripts/test.sh` runs such tests first, when no other test
+/// runs (the rest run side by side); within their file this is [`serial`].
+pub fn alone() -> std::sync::MutexGuard<'static, ()> {
+    serial()
 }
 
 /// The command's output, after asserting that it succeeded.
