@@ -707,6 +707,9 @@ fn a_ring_of_three_pods_survives_a_deleted_pod(sb: &Scratch, cluster: &LocalClus
     // The pod came back on its own claim and the ring served the load at QUORUM throughout.
     assert!(value(&record, "server_recovery") > 0.0, "{record}");
     assert!(value(&record, "op_rate") > 0.0);
+    // The deleted pod's CPU ends with it: no part of the ring's is given as the whole.
+    assert!(!record["samples"].to_string().contains("sys.cpu_measured"), "{record}");
+    assert!(record["notes"].to_string().contains("a database pod was replaced"), "{record}");
     eprintln!(
         "ring of 3 with pod 2 deleted: {} errors, back after {:.1} s",
         value(&record, "errors"),
