@@ -701,10 +701,11 @@ fn measured_cpu(db: &Db, job: &str, loaders: u32, load_done: &AtomicBool) -> Res
         }
         let phase = now().saturating_sub(began);
         // A pod's CPU in the phase: its rate between its first and last samples taken in the
-        // phase (whole seconds apart, as the kubelet stamps them), over the phase's length.
-        let (from, to) = (began.as_secs() as i64, now().as_secs() as i64 + 1);
+        // phase (whole seconds apart, as the kubelet stamps them), over the phase's length. No
+        // sample is later than the last reading; a stale one can be older than the phase.
+        let from = began.as_secs() as i64;
         let in_phase = |uid: &String| -> Option<f64> {
-            let inside: Vec<&CpuSample> = samples.get(uid)?.iter().filter(|s| s.at >= from && s.at <= to).collect();
+            let inside: Vec<&CpuSample> = samples.get(uid)?.iter().filter(|s| s.at >= from).collect();
             let (first, last) = (inside.first()?, inside.last()?);
             (last.at > first.at)
                 .then(|| (last.seconds - first.seconds) / (last.at - first.at) as f64 * phase.as_secs_f64())

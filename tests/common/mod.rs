@@ -233,8 +233,8 @@ impl Scratch {
             if let Some(path) = isobench::env::oci::Runtime::resolve(program).path {
                 let listed = || {
                     let out = Command::new(&path).args(["--root", root, "list"]).output().unwrap();
-                    let ours = String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(&prefix)).count();
-                    (ours, String::from_utf8_lossy(&out.stdout).into_owned())
+                    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+                    (listing.lines().filter(|l| l.contains(&prefix)).count(), listing)
                 };
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
                 let mut last = listed();
