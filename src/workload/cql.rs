@@ -466,8 +466,9 @@ impl Cql {
         let response = loaders::merge(&ran, "rt")?;
         let service = loaders::merge(&ran, "st")?;
         let errors = response.errors + u64::from(response.failed.is_some());
-        let step =
-            cql::stress::step_of(&response.latency, &service.latency, response.op_rate, errors, plan.bound.percentile);
+        let logs: Vec<_> = ran.iter().filter(|l| l.hdr.exists()).map(|l| l.hdr.clone()).collect();
+        let achieved = cql::hdrlog::summed_rate(&logs, "rt")?;
+        let step = cql::stress::step_of(&response.latency, &service.latency, achieved, errors, plan.bound.percentile);
         // Each loader offers a whole op/s share: within one op/s per loader of what was asked.
         Ok(Step { offered: rate, client_cpu: Some(cpu), ..step })
     }
