@@ -13,10 +13,14 @@
 # instructions per read of each tool (the difference between a run of 2×PROFILE_OPS reads and
 # one of PROFILE_OPS, which cancels start-up), isobench's split into the driver's request path,
 # the connection's reader/writer task and isobench around the driver call. PROFILE_OPS=0 skips it.
+# With ISOBENCH_B, another build of isobench takes latte's place (its own keyspace, the same
+# runs): how a build profile changes the client's CPU per operation.
 #
 #   bench/cql-vs-latte.sh                  defaults: ROWS=1000000 CONCURRENCY=128 RUNS=3
 #   ROWS=200000 RUNS=5 bench/cql-vs-latte.sh
 #   NODE=10.0.0.5 NODETOOL="nodetool -h 10.0.0.5" bench/cql-vs-latte.sh
+#   ISOBENCH_B=/tmp/thin/release/isobench PROFILE_OPS=0 bench/cql-vs-latte.sh
+#                                          target/release/isobench against another build
 #                                          an existing node instead of one started here
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +30,10 @@ LATTE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/isobench/latte
 LATTE=$LATTE_ROOT/bin/latte
 export PATH="$HOME/.cargo/bin:$PATH"
 [ -x "$BIN" ] || cargo build --release -q
-if [ ! -x "$LATTE" ]; then
+B=${ISOBENCH_B:-}
+OTHER=latte OTHER_KEYSPACE=latte_bench
+[ -z "$B" ] || OTHER=B OTHER_KEYSPACE=isobench_b
+if [ -z "$B" ] && [ ! -x "$LATTE" ]; then
   echo "building latte into $LATTE_ROOT (cargo install --locked latte-cli; about 10 minutes, once)" >&2
   cargo install --locked --quiet latte-cli --root "$LATTE_ROOT"
 fi
@@ -85,8 +92,8 @@ isobench() { # WORKLOAD [OPS [WRAPPER...]]
   local workload=$1 ops=${2:-$ROWS}
   shift $(( $# < 2 ? $# : 2 ))
   # shellcheck disable=SC2046
-  "$@" "$BIN" cql $(isobench_args "$workload" "$ops") -rate threads="$CONCURRENCY" -node "$NODE" \
-    -port native="$PORT" -schema keyspace=isobench_bench > "$WORK/out" 2>&1 || { tail -20 "$WORK/out" >&2; return 1; }
+  "$@" "${RUN_BIN:-$BIN}" cql $(isobench_args "$workload" "$ops") -rate threads="$CONCURRENCY" -node "$NODE" \
+    -port native="$PORT" -schema keyspace="${KEYSPACE:-isobench_bench}" > "$WORK/out" 2>&1 || { tail -20 "$WORK/out" >&2; return 1; }
   grep -q '^END$' "$WORK/out" || { tail -20 "$WORK/out" >&2; return 1; }
   if [ "$workload" = read ] && ! grep -Eq '^Total errors +: +0 ' "$WORK/out"; then
     grep -m 5 'not validated' "$WORK/out" >&2; echo "isobench's validating read reported errors" >&2; return 1
@@ -94,6 +101,10 @@ isobench() { # WORKLOAD [OPS [WRAPPER...]]
 }
 
 latte_run() { # WORKLOAD [OPS [WRAPPER...]]
+  if [ -n "$B" ]; then
+    RUN_BIN=$B KEYSPACE=$OTHER_KEYSPACE isobench "$@"
+    return
+  fi
   local workload=$1 ops=${2:-$ROWS}
   shift $(( $# < 2 ? $# : 2 ))
   "$@" "$LATTE" run -f "${workload%-nv}" -d "$ops" -w 0 -t "$THREADS" -p "$PER_THREAD" -P rows="$ROWS" -q \
@@ -105,7 +116,7 @@ timed() { # TOOL WORKLOAD: prints "total user sys" CPU-s per 100k operations
   cpu_per_100k "$ROWS" "$WORK/time"
 }
 
-"$LATTE" schema bench/latte/standard1.rn "$NODE:$PORT" > /dev/null
+[ -n "$B" ] || "$LATTE" schema bench/latte/standard1.rn "$NODE:$PORT" > /dev/null
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -113,12 +124,12 @@ median_of() { # FIELD "TOTAL USER SYS;…": the median of one field over the run
   echo "$2" | tr ';' '\n' | awk -v f="$1" 'NF { print $f }' | median
 }
 
-printf '%-8s %-5s %s\n' workload run "client CPU-s per 100k ops: isobench  latte"
+printf '%-8s %-5s %s\n' workload run "client CPU-s per 100k ops: isobench  $OTHER"
 for workload in write read read-nv; do
   if [ "$workload" = read ]; then
     # How many sstables a read meets depends on when compactions happened to run, which differs
     # from one tool's table to the other's: one sstable each, so both read tables of one shape.
-    for keyspace in isobench_bench latte_bench; do
+    for keyspace in isobench_bench "$OTHER_KEYSPACE"; do
       { nodetool flush "$keyspace" && nodetool compact "$keyspace"; } > "$WORK/nodetool.log" 2>&1 || {
         tail -3 "$WORK/nodetool.log" >&2
         echo "$keyspace was not compacted (set NODETOOL for a node not started here): the tools' reads may meet different numbers of sstables" >&2
@@ -142,10 +153,10 @@ for workload in write read read-nv; do
     printf '%-8s %-5s %37s  %s\n' "$workload" "$run" "${a%% *}" "${b%% *}"
   done
   m_ours=$(median_of 1 "$ours") m_theirs=$(median_of 1 "$theirs")
-  printf '%-8s median %36s  %s   ratio isobench/latte %.2f\n' "$workload" "$m_ours" "$m_theirs" \
+  printf '%-8s median %36s  %s   ratio isobench/%s %.2f\n' "$workload" "$m_ours" "$m_theirs" "$OTHER" \
     "$(echo "$m_ours $m_theirs" | awk '{ print $1 / $2 }')"
   if [ "$workload" = read ]; then
-    split="user $(median_of 2 "$ours") sys $(median_of 3 "$ours") | latte: user $(median_of 2 "$theirs") sys $(median_of 3 "$theirs")"
+    split="user $(median_of 2 "$ours") sys $(median_of 3 "$ours") | $OTHER: user $(median_of 2 "$theirs") sys $(median_of 3 "$theirs")"
   fi
 done
 
@@ -179,5 +190,6 @@ for tool in isobench latte_run; do
     [ -n "$task" ] && [ -n "$request" ] && [ -n "$router" ] &&
       line+=$(echo "$task $request $router $ops" | awk '{ printf " (of a run of %d: driver request path %.0f, connection task %.0f, isobench around the call %.0f)", $4, $2 / $4, $3 / $4, ($1 - $2) / $4 }')
   fi
-  printf '%-9s %s\n' "${tool%_run}" "$line"
+  name=isobench; [ "$tool" = isobench ] || name=$OTHER
+  printf '%-9s %s\n' "$name" "$line"
 done
