@@ -19,8 +19,12 @@ pub(super) async fn session(
     trust: Option<&Path>,
     timeout: Duration,
 ) -> Result<scylla::client::session::Session> {
-    let mut builder =
-        scylla::client::session_builder::SessionBuilder::new().known_node(address).connection_timeout(timeout);
+    // No schema metadata: neither the probe nor the roles need it, and reading every
+    // system_schema table from a node that has just started is most of a probe's time.
+    let mut builder = scylla::client::session_builder::SessionBuilder::new()
+        .known_node(address)
+        .connection_timeout(timeout)
+        .fetch_schema_metadata(false);
     if let Some((user, password)) = login {
         builder = builder.user(user, password);
     }

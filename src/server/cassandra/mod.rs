@@ -126,7 +126,10 @@ impl Node {
             child: Some(child),
         };
         match node.wait_ready(started, how.timeout) {
-            Ok(()) => Ok(node),
+            Ok(()) => {
+                jvm::keep_row_overhead(dist, config, &read_text(&config.stdout_log()));
+                Ok(node)
+            }
             Err(e) => {
                 let _ = node.stop(Duration::from_secs(10));
                 Err(e)
