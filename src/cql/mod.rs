@@ -119,7 +119,7 @@ pub fn main(args: &[String]) -> i32 {
             return 1;
         }
     };
-    match run(settings, &redacted(args), true) {
+    match run(settings, &redacted(args), true, Pauses::AsCassandraStress) {
         Ok(report) if report.success => 0,
         Ok(_) => 1,
         Err(e) => {
@@ -223,9 +223,19 @@ pub fn capacity(
     result
 }
 
+/// How a run paces itself around its schema.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Pauses {
+    /// cassandra-stress's sleeps: a second per node after making the schema, two before the load.
+    AsCassandraStress,
+    /// None: a suite's phases run back to back (the driver has waited for the nodes to agree on
+    /// the schema), and the measured phase begins with its load rather than with a sleep.
+    None,
+}
+
 /// Runs parsed settings to the end (printing cassandra-stress's output when `print`), writes the
 /// graph if asked, and returns what was measured.
-pub fn run(settings: Settings, command_line: &str, print: bool) -> Result<Report> {
+pub fn run(settings: Settings, command_line: &str, print: bool, pauses: Pauses) -> Result<Report> {
     for w in &settings.warnings {
         eprintln!("WARNING: {w}");
     }
@@ -238,7 +248,7 @@ pub fn run(settings: Settings, command_line: &str, print: bool) -> Result<Report
     let mut out = if print { Out::new(file) } else { Out::quiet() };
     let settings = Arc::new(settings);
     let runtime = runtime(settings.rate.threads.unwrap_or(settings.rate.max_threads))?;
-    let report = runtime.block_on(stress::stress(settings.clone(), &mut out));
+    let report = runtime.block_on(stress::stress(settings.clone(), &mut out, pauses));
     // The session's background tasks end with the runtime; nothing may outlive the run.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     let report = match report {

@@ -357,9 +357,10 @@ async fn open(settings: &Arc<Settings>, out: &mut Out, pause: bool) -> Result<Op
 
 /// Runs a parsed command line to the end. Errors before the load starts (connection, schema)
 /// are returned; failures during it are in the report.
-pub async fn stress(settings: Arc<Settings>, out: &mut Out) -> Result<Report> {
+pub async fn stress(settings: Arc<Settings>, out: &mut Out, pauses: super::Pauses) -> Result<Report> {
     let step = step_settle();
-    let Some(mut ctx) = open(&settings, out, step.is_none()).await? else {
+    let pause = pauses == super::Pauses::AsCassandraStress && step.is_none();
+    let Some(mut ctx) = open(&settings, out, pause).await? else {
         return Ok(Report { success: true, runs: Vec::new() });
     };
     if !settings.command.no_warmup {

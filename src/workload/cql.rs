@@ -339,7 +339,7 @@ impl Cql {
             return self.run_with_loaders(n, ctx, out, measured);
         }
         if let Some(load) = &self.load {
-            let report = cql::run(self.phase(load)?, &shown(load), false)?;
+            let report = cql::run(self.phase(load)?, &shown(load), false, cql::Pauses::None)?;
             let last = report.runs.last().ok_or_else(|| anyhow!("the load phase ran nothing"))?;
             if !report.success {
                 bail!("the load phase ({load}) failed: {} errors", last.total.errors);
@@ -350,7 +350,8 @@ impl Cql {
         if let Some(plan) = &self.capacity {
             return self.search(plan, ctx, out);
         }
-        let report = cql::run(self.phase(&self.args)?, &shown(&self.args), false).map_err(unfit_if_unreachable)?;
+        let report = cql::run(self.phase(&self.args)?, &shown(&self.args), false, cql::Pauses::None)
+            .map_err(unfit_if_unreachable)?;
         let run = report.runs.last().ok_or_else(|| anyhow!("the measured phase ran nothing"))?;
         out.samples.extend(samples(run));
         out.series.extend(series(run));
