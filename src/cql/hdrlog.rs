@@ -119,14 +119,6 @@ pub fn series(paths: &[PathBuf], series: &str) -> Result<Span> {
     total(by_tag.iter().filter(|(tag, _)| tag.ends_with(&format!("-{series}"))).map(|(_, span)| span))
 }
 
-/// The logs' rates of one series added, each over its own span. Loaders that share one offered
-/// rate start their windows a process start and a connection apart, so the span from the first
-/// start to the last end is longer than any of them ran and [`series`]'s rate understates what
-/// they were served.
-pub fn summed_rate(paths: &[PathBuf], series_name: &str) -> Result<f64> {
-    paths.iter().map(|p| Ok(series(std::slice::from_ref(p), series_name)?.rate())).sum()
-}
-
 /// `isobench cql merge a.hdr b.hdr …`: the Results block of all the logs together. Logs hold
 /// latencies, so partition and row counts are not in it.
 pub fn merge(paths: &[PathBuf]) -> Result<String> {
@@ -296,18 +288,6 @@ mod tests {
         assert!(summary.contains("Op rate                   :      200 op/s  [WRITE: 200 op/s]"), "{summary}");
         assert!(summary.contains("Latency max               :    3.0 ms"), "{summary}");
         assert!(summary.contains("Total operations          :        200 [WRITE: 200]"), "{summary}");
-    }
-
-    #[test]
-    fn loaders_whose_windows_start_apart_are_each_rated_over_their_own() {
-        let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (dir.path().join("a.hdr"), dir.path().join("b.hdr"));
-        let epoch = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        log_with(&a, epoch, &[1_000_000; 100]);
-        log_with(&b, epoch + Duration::from_millis(500), &[1_000_000; 100]);
-        let both = [a, b];
-        assert_eq!(series(&both, "st").unwrap().rate().round(), 133.0, "200 operations over 1.5 s");
-        assert_eq!(summed_rate(&both, "st").unwrap().round(), 200.0, "100 op/s each");
     }
 
     #[test]

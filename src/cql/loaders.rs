@@ -342,6 +342,28 @@ mod tests {
     }
 
     #[test]
+    fn loaders_whose_windows_start_apart_are_each_rated_over_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let epoch = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        let mut h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        h.record_n(1_000_000, 100).unwrap();
+        let ran: Vec<Loader> = [0, 500]
+            .iter()
+            .enumerate()
+            .map(|(i, late_ms)| {
+                let hdr = dir.path().join(format!("{i}.hdr"));
+                let at = epoch + std::time::Duration::from_millis(*late_ms);
+                let mut log = hdrlog::HdrLog::create(&hdr, at, false).unwrap();
+                log.write("WRITE-st", 0, 1_000_000_000, &h).unwrap();
+                log.flush().unwrap();
+                Loader::read(String::new(), hdr, String::new(), true)
+            })
+            .collect();
+        assert_eq!(merge(&ran, "st").unwrap().op_rate.round(), 133.0, "200 operations over 1.5 s");
+        assert_eq!(ran.iter().map(|l| l.op_rate).sum::<f64>().round(), 200.0, "100 op/s each");
+    }
+
+    #[test]
     fn the_error_count_is_read_from_the_results_block() {
         assert_eq!(total_errors("Op rate : 1 op/s\nTotal errors              :      1,234 [WRITE: 1,234]\n"), 1234);
         assert_eq!(total_errors("no results"), 0);
