@@ -19,9 +19,9 @@
 #   bench/cql-vs-latte.sh                  defaults: ROWS=1000000 CONCURRENCY=128 RUNS=3
 #   ROWS=200000 RUNS=5 bench/cql-vs-latte.sh
 #   NODE=10.0.0.5 NODETOOL="nodetool -h 10.0.0.5" bench/cql-vs-latte.sh
+#                                          an existing node instead of one started here
 #   ISOBENCH_B=/tmp/thin/release/isobench PROFILE_OPS=0 bench/cql-vs-latte.sh
 #                                          target/release/isobench against another build
-#                                          an existing node instead of one started here
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS=${ROWS:-1000000} CONCURRENCY=${CONCURRENCY:-128} RUNS=${RUNS:-3} PROFILE_OPS=${PROFILE_OPS:-10000}
