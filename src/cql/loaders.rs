@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 
 use anyhow::{Context, Result, anyhow};
 
@@ -27,6 +28,11 @@ const SECRETS: [(&str, &str); 3] = [
     ("truststore-password=", TRUSTSTORE_PASSWORD_VAR),
     ("keystore-password=", KEYSTORE_PASSWORD_VAR),
 ];
+
+/// The environment variable that makes a loader say [`READY_LINE`] once connected and prepared,
+/// then wait for "go" on its stdin before its load: the loaders of one run measure one window.
+pub const START_TOGETHER_VAR: &str = "ISOBENCH_CQL_START_TOGETHER";
+pub const READY_LINE: &str = "Connected and prepared; waiting for the other loaders.";
 
 /// `-loaders N [dir=PATH]` taken out of a command line's tokens.
 #[derive(Debug, PartialEq)]
@@ -155,6 +161,7 @@ pub fn run_with(
 ) -> Result<Vec<Loader>> {
     let exe = std::env::current_exe().context("finding isobench's own binary")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let line = StartLine::new(commands.len());
     let begun = AtomicUsize::new(0);
     let on_running = || {
         if begun.fetch_add(1, Ordering::SeqCst) + 1 == commands.len() {
@@ -166,8 +173,8 @@ pub fn run_with(
             .iter()
             .enumerate()
             .map(|(i, command)| {
-                let (exe, on_running) = (&exe, &on_running);
-                scope.spawn(move || run_one(exe, i + 1, command, dir, env, on_running))
+                let (exe, on_running, line) = (&exe, &on_running, &line);
+                scope.spawn(move || run_one(exe, i + 1, command, dir, env, Some(line), on_running))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("a loader's thread panicked")))).collect()
@@ -180,7 +187,49 @@ pub fn run_with(
 pub fn run_single(index: usize, command: &[String], dir: &Path) -> Result<Loader> {
     let exe = std::env::current_exe().context("finding isobench's own binary")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    run_one(&exe, index, command, dir, &[], &|| {})
+    run_one(&exe, index, command, dir, &[], None, &|| {})
+}
+
+/// The loaders of one run start their load together. Each starts as soon as it can, but its own
+/// start (a process, a connection, the schema, the statements) takes a varying time on a busy
+/// machine, and another's start costs the server and the CPU: a loader already measuring would
+/// count that as its latency, and their windows, merged, would span more than any of them ran.
+struct StartLine {
+    state: Arc<(Mutex<Arrivals>, Condvar)>,
+}
+
+#[derive(Default)]
+struct Arrivals {
+    expected: usize,
+    ready: usize,
+    /// Loaders that ended before they were ready: the others are called off, not waited for.
+    gone: usize,
+}
+
+impl StartLine {
+    fn new(expected: usize) -> StartLine {
+        StartLine { state: Arc::new((Mutex::new(Arrivals { expected, ..Default::default() }), Condvar::new())) }
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Arrivals)) {
+        let (lock, changed) = &*self.state;
+        change(&mut lock.lock().unwrap_or_else(|p| p.into_inner()));
+        changed.notify_all();
+    }
+
+    /// What a loader's stdin gets once every loader has arrived: "go", or nothing when one of
+    /// them ended instead.
+    fn go(&self) -> Box<dyn FnOnce() -> Option<Vec<u8>> + Send> {
+        let state = Arc::clone(&self.state);
+        Box::new(move || {
+            let (lock, changed) = &*state;
+            let mut arrivals = lock.lock().unwrap_or_else(|p| p.into_inner());
+            while arrivals.ready + arrivals.gone < arrivals.expected {
+                arrivals = changed.wait(arrivals).unwrap_or_else(|p| p.into_inner());
+            }
+            (arrivals.gone == 0).then(|| b"go\n".to_vec())
+        })
+    }
 }
 
 fn run_one(
@@ -189,6 +238,7 @@ fn run_one(
     command: &[String],
     dir: &Path,
     env: &[(&str, String)],
+    start_line: Option<&StartLine>,
     running: &(dyn Fn() + Sync),
 ) -> Result<Loader> {
     let hdr = dir.join(format!("loader-{index}.hdr"));
@@ -204,8 +254,15 @@ fn run_one(
     });
     cmd.arg("cql").args(&args).env(SEED_VAR, index.to_string()).envs(env.iter().map(|(k, v)| (k, v)));
     let token = std::env::var(sys::TOKEN_VAR).ok();
-    let mut said_running = false;
+    if start_line.is_some() {
+        cmd.env(START_TOGETHER_VAR, "1");
+    }
+    let (mut said_running, mut said_ready) = (false, false);
     let mut on_line = |line: &str| {
+        if !said_ready && line == READY_LINE {
+            said_ready = true;
+            start_line.inspect(|s| s.update(|a| a.ready += 1));
+        }
         // cassandra-stress's "Running WRITE with 8 threads …" opens each run of the load.
         if !said_running && line.starts_with("Running ") {
             said_running = true;
@@ -214,8 +271,19 @@ fn run_one(
     };
     let finished = sys::run(
         &mut cmd,
-        sys::Options { token: token.as_deref(), on_stdout_line: Some(&mut on_line), ..Default::default() },
-    )?;
+        sys::Options {
+            token: token.as_deref(),
+            on_stdout_line: Some(&mut on_line),
+            stdin_then: start_line.map(StartLine::go),
+            ..Default::default()
+        },
+    );
+    if let Some(line) = start_line
+        && !said_ready
+    {
+        line.update(|a| a.gone += 1);
+    }
+    let finished = finished?;
     let output = format!("{}{}", finished.stdout, finished.stderr);
     std::fs::write(dir.join(format!("loader-{index}.log")), &output)?;
     Ok(Loader::read(super::redacted(command), hdr, output, finished.status.success()))
@@ -367,5 +435,22 @@ mod tests {
     fn the_error_count_is_read_from_the_results_block() {
         assert_eq!(total_errors("Op rate : 1 op/s\nTotal errors              :      1,234 [WRITE: 1,234]\n"), 1234);
         assert_eq!(total_errors("no results"), 0);
+    }
+
+    #[test]
+    fn loaders_go_once_all_are_ready_and_are_called_off_when_one_ended_first() {
+        let line = StartLine::new(2);
+        let go = line.go();
+        let waiting = std::thread::spawn(go);
+        line.update(|a| a.ready += 1);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiting.is_finished(), "one of two is ready: no go yet");
+        line.update(|a| a.ready += 1);
+        assert_eq!(waiting.join().unwrap(), Some(b"go\n".to_vec()));
+
+        let line = StartLine::new(2);
+        line.update(|a| a.ready += 1);
+        line.update(|a| a.gone += 1);
+        assert_eq!(line.go()(), None, "the one ready is called off, not kept waiting");
     }
 }

@@ -321,6 +321,19 @@ fn step_settle() -> Option<Duration> {
     std::env::var(STEP_VAR).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis)
 }
 
+/// Waits for the "go" of the process that started this loader with others (see `loaders`).
+async fn wait_for_go() -> Result<()> {
+    let said = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await??;
+    if said.trim() != "go" {
+        bail!("called off before the load: another loader of this run ended before it was ready");
+    }
+    Ok(())
+}
+
 /// Connects, makes the schema and prepares the statements; None for `n=0`, which stops there.
 /// `pause`: cassandra-stress's sleeps after the schema (a capacity search's steps need none: the
 /// driver already waited for the nodes to agree on it).
@@ -363,6 +376,10 @@ pub async fn stress(settings: Arc<Settings>, out: &mut Out, pauses: super::Pause
     let Some(mut ctx) = open(&settings, out, pause).await? else {
         return Ok(Report { success: true, runs: Vec::new() });
     };
+    if std::env::var_os(super::loaders::START_TOGETHER_VAR).is_some() {
+        out.line(super::loaders::READY_LINE);
+        wait_for_go().await?;
+    }
     if !settings.command.no_warmup {
         warm_up(&mut ctx, out).await?;
     }
