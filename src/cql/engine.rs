@@ -86,8 +86,8 @@ pub async fn connect(settings: &Settings) -> Result<Session> {
     };
     match tokio::time::timeout(CONNECT_TIMEOUT, builder.build()).await {
         Ok(Ok(session)) => Ok(session),
-        Ok(Err(e)) => bail!("cannot connect to {list}: {e}\n{hint}"),
-        Err(_) => bail!("cannot connect to {list}: no answer within {} s\n{hint}", CONNECT_TIMEOUT.as_secs()),
+        Ok(Err(e)) => bail!("cannot connect to {list}: {e}. {hint}"),
+        Err(_) => bail!("cannot connect to {list}: no answer within {} s. {hint}", CONNECT_TIMEOUT.as_secs()),
     }
 }
 

@@ -33,6 +33,8 @@ const SECRETS: [(&str, &str); 3] = [
 /// then wait for "go" on its stdin before its load: the loaders of one run measure one window.
 pub const START_TOGETHER_VAR: &str = "ISOBENCH_CQL_START_TOGETHER";
 pub const READY_LINE: &str = "Connected and prepared; waiting for the other loaders.";
+/// How a loader ends when another ended before it was ready.
+pub const CALLED_OFF: &str = "called off before the load: another loader of this run ended before it was ready";
 
 /// `-loaders N [dir=PATH]` taken out of a command line's tokens.
 #[derive(Debug, PartialEq)]
@@ -326,11 +328,7 @@ pub struct Each {
 }
 
 pub fn merge(loaders: &[Loader], series: &str) -> Result<Merged> {
-    let failed = loaders
-        .iter()
-        .enumerate()
-        .find(|(_, l)| !l.success)
-        .map(|(i, l)| format!("loader {} failed: {}", i + 1, l.reason()));
+    let failed = first_failure(loaders);
     let logs: Vec<PathBuf> = loaders.iter().filter(|l| l.hdr.exists()).map(|l| l.hdr.clone()).collect();
     let all = hdrlog::series(&logs, series)?;
     let each =
@@ -342,6 +340,17 @@ pub fn merge(loaders: &[Loader], series: &str) -> Result<Merged> {
         each,
         failed,
     })
+}
+
+/// "loader K failed: why" of the first loader that failed on its own, rather than one that it
+/// called off.
+pub fn first_failure(loaders: &[Loader]) -> Option<String> {
+    loaders
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.success)
+        .min_by_key(|(_, l)| l.reason().contains(CALLED_OFF))
+        .map(|(i, l)| format!("loader {} failed: {}", i + 1, l.reason()))
 }
 
 /// The "Total errors" figure of a loader's Results block.
@@ -452,5 +461,16 @@ mod tests {
         line.update(|a| a.ready += 1);
         line.update(|a| a.gone += 1);
         assert_eq!(line.go()(), None, "the one ready is called off, not kept waiting");
+    }
+
+    #[test]
+    fn a_failed_run_names_the_loader_that_failed_not_one_it_called_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let ended = |i: usize, last: &str| {
+            Loader::read(String::new(), dir.path().join(format!("{i}.hdr")), format!("…\n{last}\n"), false)
+        };
+        let ran = [ended(1, CALLED_OFF), ended(2, "cannot connect to 127.0.0.1:1: connection refused")];
+        let failed = merge(&ran, "st").unwrap().failed.unwrap();
+        assert_eq!(failed, "loader 2 failed: cannot connect to 127.0.0.1:1: connection refused");
     }
 }

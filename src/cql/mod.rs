@@ -148,6 +148,11 @@ fn run_loaders(tokens: &[String], how: &loaders::Loaders) -> i32 {
         .unwrap_or_else(|| std::env::temp_dir().join(format!("isobench-cql-loaders-{}", std::process::id())));
     let outcome = loaders::run(&commands, &dir, &|| {}).and_then(|ran| {
         let hdrs: Vec<PathBuf> = ran.iter().filter(|l| l.hdr.exists()).map(|l| l.hdr.clone()).collect();
+        if hdrs.is_empty()
+            && let Some(failed) = loaders::first_failure(&ran)
+        {
+            anyhow::bail!("no loader began its load; {failed}");
+        }
         Ok((hdrlog::merge(&hdrs)?, ran))
     });
     match outcome {

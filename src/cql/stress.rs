@@ -329,7 +329,7 @@ async fn wait_for_go() -> Result<()> {
     })
     .await??;
     if said.trim() != "go" {
-        bail!("called off before the load: another loader of this run ended before it was ready");
+        bail!("{}", super::loaders::CALLED_OFF);
     }
     Ok(())
 }
