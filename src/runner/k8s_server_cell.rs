@@ -702,13 +702,15 @@ fn measured_cpu(db: &Db, job: &str, loaders: u32, load_done: &AtomicBool) -> Res
         let phase = now().saturating_sub(began);
         // A pod's CPU in the phase: its rate between its first and last samples taken in the
         // phase (whole seconds apart, as the kubelet stamps them), over the phase's length. No
-        // sample is later than the last reading; a stale one can be older than the phase.
+        // sample is later than the last reading; a stale one can be older than the phase. A pod's
+        // count can fall between two samples (seen once in a test: -0.22 CPU-s over 6 s), so the
+        // CPU between its first and last samples is what it rose by, its falls not subtracted.
         let from = began.as_secs() as i64;
         let in_phase = |uid: &String| -> Option<f64> {
             let inside: Vec<&CpuSample> = samples.get(uid)?.iter().filter(|s| s.at >= from).collect();
             let (first, last) = (inside.first()?, inside.last()?);
-            (last.at > first.at)
-                .then(|| (last.seconds - first.seconds) / (last.at - first.at) as f64 * phase.as_secs_f64())
+            let rose: f64 = inside.windows(2).map(|w| (w[1].seconds - w[0].seconds).max(0.0)).sum();
+            (last.at > first.at).then(|| rose / (last.at - first.at) as f64 * phase.as_secs_f64())
         };
         // A database pod replaced by a fault is not counted in part: no figure instead.
         if database_uids.len() != db.pods.len() || database_uids.iter().any(|uid| !running.contains(uid)) {
