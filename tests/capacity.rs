@@ -7,9 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{
-    Missing, Scratch, alone, chromium, load_in_chromium, need_program, need_root, run_record, samples, serial, text,
-};
+use common::{Missing, Scratch, alone, chromium, load_in_chromium, need_program, need_root, run_record, samples, text};
 
 fn load(text: &str) -> Result<isobench::suite::Suite, String> {
     isobench::suite::Suite::from_text("suite.toml", text, Path::new("."), &[]).map_err(|e| e.to_string())
@@ -178,8 +176,9 @@ fn unable_cql() -> Option<Missing> {
 #[test]
 fn cassandra_capacity_is_searched_at_fixed_rates_under_the_host_and_runc() {
     skip_if!(unable_cql());
-    // Not beside the known answer above; its own bounds hold with other tests beside it.
-    let _serial = serial();
+    // A latency bound needs the machine: beside another test's JVMs (a ring, a database pod)
+    // the p99 of 125 op/s on runc was 16-160 ms and the search ended at 125 op/s.
+    let _alone = alone();
     let sb = Scratch::new();
     let suite = r#"
 name = "cap"
