@@ -467,8 +467,8 @@ impl Cql {
         let response = loaders::merge(&ran, "rt")?;
         let service = loaders::merge(&ran, "st")?;
         let errors = response.errors + u64::from(response.failed.is_some());
-        // Each loader's rate over its own window, added: the loaders start their windows a process
-        // start and a connection apart, so the merged span is longer than any of them ran.
+        // Each loader's rate over its own window, added: the loaders start together, but a few
+        // milliseconds apart, and the merged span would count those as time none of them ran.
         let achieved = ran.iter().map(|l| l.op_rate).sum();
         let step = cql::stress::step_of(&response.latency, &service.latency, achieved, errors, plan.bound.percentile);
         // Each loader offers a whole op/s share: within one op/s per loader of what was asked.
