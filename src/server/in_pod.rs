@@ -130,6 +130,8 @@ impl DbPod {
             // Pods reach one another over a network, gVisor's through its own stack, on a
             // loaded machine: 100 ms to hear from the seed is not enough there.
             ring_delay: Duration::from_secs(1),
+            // The StatefulSet starts a deleted or crashed pod again on the same claim.
+            one_run: false,
         }
     }
 }

@@ -104,6 +104,7 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
         ring: s.ring,
         tls: false,
         ring_delay: super::cassandra::QUICK_RING,
+        one_run: true,
     };
     let started = Node::start(
         &s.distribution,

@@ -46,6 +46,11 @@ pub struct NodeConfig {
     /// seed gives up on reaching one after twice this.
     #[serde(default = "quick_ring")]
     pub ring_delay: Duration,
+    /// Made for one run on a fresh directory and never started again (a cell's managed
+    /// server, whose volume goes with the run): nothing will replay its commit log, so its
+    /// system keyspaces need not be flushed as they are written (see `java_command`).
+    #[serde(default)]
+    pub one_run: bool,
 }
 
 /// A node's place in its ring: node `index` (from 0) of `nodes`. Its tokens are set from it
@@ -110,6 +115,7 @@ impl NodeConfig {
             ring: RingSlot::default(),
             tls: false,
             ring_delay: QUICK_RING,
+            one_run: false,
         })
     }
 

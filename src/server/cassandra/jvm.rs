@@ -90,12 +90,13 @@ pub(super) fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, c
     .arg(format!("-Dcassandra.jmx.local.port={}", cfg.jmx_port))
     // With logins, the default superuser is made at once rather than 10 s after start.
     .args(cfg.auth.then_some("-Dcassandra.superuser_setup_delay_ms=0"))
-    // Every node isobench starts is a fresh one, which makes its system keyspaces and flushes
-    // them table by table (some 25 blocking flushes, each with its fsyncs: 0.9 s of a 4.6 s
-    // start on the host, 2.4 s of 8.5 s in gVisor), a cost a user's node pays once in its life.
-    // Without the flushes those writes are durable through the commit log, as any other write;
-    // the drain at a clean stop still flushes them, and the user's tables are untouched.
-    .arg("-Dcassandra.unsafesystem=true")
+    // A fresh node makes its system keyspaces and flushes them table by table (some 25
+    // blocking flushes, each with its fsyncs: 0.9 s of a 4.6 s start on the host, 2.4 s of 8.5 s
+    // in gVisor), a cost a user's node pays once in its life. Without the flushes those writes
+    // are in the commit log only, which a restart replays after it has loaded the schema from
+    // the flushed tables: a node killed and started again would not know its tables. So only
+    // for a node that is never started again; the drain at its clean stop still flushes them.
+    .args(cfg.one_run.then_some("-Dcassandra.unsafesystem=true"))
     // At shutdown gossip sleeps so that its peers hear of it, and messaging waits for its
     // connections to drain: a node alone has neither (4.1 s of a 6.3 s stop here; the drain's
     // flushes still happen).
