@@ -1,6 +1,7 @@
 //! `isobench server` and `[[server]]` suites with a real Cassandra 5.0 from Maven Central: start
-//! from the cache, stop leaving no java, failures that carry the server's log and leave nothing,
-//! and a managed node inside the host and inside gVisor, loaded from the host.
+//! from the cache, stop leaving no java, a killed node started again on its data, failures that
+//! carry the server's log and leave nothing, and a managed node inside the host and inside
+//! gVisor, loaded from the host.
 
 mod common;
 
@@ -53,7 +54,7 @@ fn start_from_the_cache_then_stop_leaves_no_java_and_a_killed_node_keeps_its_tab
     ok(&sb.run(&start));
     let rows = common::cassandra::count_at_quorum("127.0.0.1", port.parse().unwrap(), "killed.standard1");
     eprintln!("{rows} of 500 rows after a kill and a start on the same data");
-    assert!((0..=500).contains(&rows), "{rows} rows");
+    assert!(rows <= 500, "{rows} rows");
     let stopped = ok(&sb.run(&["server", "stop", "cassandra"]));
     assert!(stopped.contains(&format!("stopped Cassandra on 127.0.0.1:{port}")), "{stopped}");
     assert_eq!(javas(&sb), Vec::<String>::new(), "stop leaves no java");
