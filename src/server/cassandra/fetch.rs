@@ -58,9 +58,14 @@ impl Distribution {
     /// The class-data-sharing archive for this Java and these jars (made at the first clean
     /// stop). Java checks an archive against the class path it was made with; its name holds
     /// a digest of that path, so a distribution that moved or changed makes a new one.
+    ///
+    /// An archive serves only the JVM build that made it: after an update of Java 17 (Debian's
+    /// 17.0.15 to 17.0.21 here) the JVM ignores it without a word and every start is slower, so
+    /// the name carries a digest of `java -version` beside the classpath's.
     pub fn cds_archive(&self) -> PathBuf {
-        let path = self.classpath().unwrap_or_default();
-        let digest = ring::digest::digest(&ring::digest::SHA256, path.as_bytes());
+        let java = java_version().unwrap_or_default();
+        let key = format!("{}\n{java}", self.classpath().unwrap_or_default());
+        let digest = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
         let short: String = digest.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
         self.home.join(format!("cds-java{}-{short}.jsa", java_feature_version().unwrap_or(0)))
     }
@@ -125,8 +130,15 @@ pub(super) const POM: &str = r#"<project xmlns="http://maven.apache.org/POM/4.0.
 
 /// The major version of the `java` on PATH (17 for "17.0.15").
 pub fn java_feature_version() -> Option<u32> {
-    let out = Command::new("java").arg("-version").output().ok()?;
-    let text = String::from_utf8_lossy(&out.stderr);
+    let text = java_version()?;
     let quoted = text.split('"').nth(1)?;
     quoted.split(['.', '-', '+']).next()?.parse().ok()
+}
+
+/// What `java -version` says: the version and the JVM's build (without the options it picked
+/// up from the environment, which it names first).
+fn java_version() -> Option<String> {
+    let out = Command::new("java").arg("-version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    Some(text.lines().filter(|l| !l.starts_with("Picked up ")).collect::<Vec<_>>().join("\n"))
 }

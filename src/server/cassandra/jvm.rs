@@ -22,8 +22,12 @@ pub(super) fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, c
         cmd.arg("-XX:TieredStopAtLevel=1");
     }
     match cds {
+        // The archive is made with the jamm agent loaded, and the JVM maps it only when the
+        // setting that allowed that is the same at its use: without it, it says so in its cds
+        // log alone and starts without the archive.
         Cds::Use(archive) => {
-            cmd.arg(format!("-XX:SharedArchiveFile={}", archive.display()));
+            cmd.args(["-XX:+UnlockDiagnosticVMOptions", "-XX:+AllowArchivingWithJavaAgent"])
+                .arg(format!("-XX:SharedArchiveFile={}", archive.display()));
         }
         Cds::Create(partial) => {
             cmd.args(["-XX:+UnlockDiagnosticVMOptions", "-XX:+AllowArchivingWithJavaAgent"])
@@ -131,12 +135,30 @@ impl Cds {
     }
 
     /// After a clean exit: the archive the JVM wrote becomes the one later starts use.
+    /// Archives of other JVM builds, 60 MB each, go once this one is in place.
     pub(super) fn settle(&self, dist: &Distribution) {
         if let Cds::Create(partial) = self {
-            if partial.metadata().is_ok_and(|m| m.len() > 0) && !dist.cds_archive().exists() {
-                let _ = fs::rename(partial, dist.cds_archive());
+            let archive = dist.cds_archive();
+            if partial.metadata().is_ok_and(|m| m.len() > 0) && !archive.exists() {
+                let _ = fs::rename(partial, &archive);
             }
             let _ = fs::remove_file(partial);
+            if archive.exists() {
+                remove_stale_archives(&archive);
+            }
+        }
+    }
+}
+
+/// Removes the archives (and their row overheads) beside `current` that other JVM builds made.
+fn remove_stale_archives(current: &Path) {
+    let (Some(dir), Some(stem)) = (current.parent(), current.file_stem()) else { return };
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let archive_or_overhead = name.ends_with(".jsa") || name.ends_with(".row-overhead");
+        if name.starts_with("cds-java") && archive_or_overhead && path.file_stem() != Some(stem) {
+            let _ = fs::remove_file(path);
         }
     }
 }
