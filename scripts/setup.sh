@@ -85,28 +85,96 @@ runtimes() {
 }
 
 current_runsc() {
-  if [ -x "$TOOL_DIR/runsc" ] && "$TOOL_DIR/runsc" --version 2>/dev/null | grep -q "$RUNSC_VERSION"; then
+  runsc_current && return 0
+  if ! have_go; then
+    log "go is not installed: cannot build a current runsc; tests that need it will say they skipped"
     return 0
   fi
-  local built="$CACHE/runsc-$RUNSC_VERSION/runsc" start=$SECONDS
-  if [ ! -x "$built" ]; then
-    export PATH="/usr/local/go/bin:$PATH"
-    if ! command -v go >/dev/null; then
-      log "go is not installed: cannot build a current runsc; tests that need it will say they skipped"
-      return 0
-    fi
-    log "building runsc $RUNSC_VERSION from the Go module proxy (about a minute on 2 cores)"
-    local src
-    src=$(mktemp -d)
-    (cd "$src" && go mod init isobench-runsc >/dev/null 2>&1 \
-      && GOFLAGS=-mod=mod go get "gvisor.dev/gvisor/runsc@$RUNSC_VERSION" \
-      && mkdir -p "$(dirname "$built")" \
-      && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -o "$built" \
-           -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" gvisor.dev/gvisor/runsc)
-    rm -rf "$src"
-    took runsc "$start"
-  fi
-  install -D -m 755 "$built" "$TOOL_DIR/runsc"
+  wait_go_parts
+  cached "runsc $RUNSC_VERSION" "$RUNSC_BIN" build_runsc
+  install -D -m 755 "$RUNSC_BIN" "$TOOL_DIR/runsc"
+}
+
+runsc_current() {
+  [ -x "$TOOL_DIR/runsc" ] && "$TOOL_DIR/runsc" --version 2>/dev/null | grep -q "$RUNSC_VERSION"
+}
+
+have_go() {
+  export PATH="/usr/local/go/bin:$PATH"
+  command -v go >/dev/null
+}
+
+RUNSC_BIN=$CACHE/runsc-$RUNSC_VERSION/runsc
+SHIM_BIN=$CACHE/runsc-$RUNSC_VERSION/containerd-shim-runsc-v1
+
+# build_gvisor OUT PACKAGE: a command of gVisor's module at RUNSC_VERSION (runsc, its shim).
+build_gvisor() {
+  local out=$1 package=$2 src
+  src=$(mktemp -d)
+  (cd "$src" && go mod init isobench-gvisor >/dev/null 2>&1 \
+    && GOFLAGS=-mod=mod go get "gvisor.dev/gvisor/$package@$RUNSC_VERSION" \
+    && mkdir -p "$(dirname "$out")" \
+    && { [ "$package" != shim ] || keep_shim_oom_score "$src"; } \
+    && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -o "$out" \
+         -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" "gvisor.dev/gvisor/$package")
+  rm -rf "$src"
+}
+
+build_runsc() { build_gvisor "$1" runsc; }
+
+build_shim() { build_gvisor "$1" shim; }
+
+# cached NAME BINARY BUILD [OUT]: unless BINARY is there, builds NAME with `BUILD OUT` (OUT
+# defaults to BINARY) from the Go module proxy, and says how long that took.
+cached() {
+  local name=$1 binary=$2 build=$3 out=${4:-$2} start=$SECONDS
+  [ -x "$binary" ] && return 0
+  log "building $name from the Go module proxy"
+  "$build" "$out"
+  took "$name" "$start"
+}
+
+# go_parts STAGE: builds into the cache what STAGE installs from it and the machine lacks.
+go_parts() {
+  have_go || return 0
+  runsc_current || cached "runsc $RUNSC_VERSION" "$RUNSC_BIN" build_runsc
+  [ "$1" = test ] || return 0
+  shim_installed || cached "gVisor's containerd shim $RUNSC_VERSION" "$SHIM_BIN" build_shim
+  kubernetes_installed && return 0
+  cached "Kubernetes v$KUBE_VERSION" "$CACHE/k8s-v$KUBE_VERSION/kubelet" build_kubernetes "$CACHE/k8s-v$KUBE_VERSION"
+  cached "containerd $CONTAINERD_VERSION" "$CACHE/containerd-$CONTAINERD_VERSION/containerd" build_containerd \
+    "$CACHE/containerd-$CONTAINERD_VERSION"
+  cached "CoreDNS $COREDNS_VERSION" "$CACHE/coredns-$COREDNS_VERSION/coredns" build_coredns \
+    "$CACHE/coredns-$COREDNS_VERSION"
+}
+
+# The Go builds keep both cores busy, while apt mostly waits on the network and the disk: they
+# start in the background before the packages (start_go_parts) and the steps that install from
+# the cache wait for them (wait_go_parts), then build in the foreground whatever is still missing,
+# so that a failed build shows its error there.
+start_go_parts() {
+  go_log=$(mktemp)
+  go_parts "$1" >"$go_log" 2>&1 &
+  go_builds=$!
+  trap 'stop_tree "${go_builds:-}"; rm -f "$go_log"' EXIT
+}
+
+wait_go_parts() {
+  [ -n "${go_builds:-}" ] || return 0
+  wait "$go_builds" || log "a build in the background failed (its output follows); trying it again"
+  cat "$go_log" >&2
+  rm -f "$go_log"
+  go_builds=
+}
+
+# stop_tree PID: a process and all its descendants (the background builds if setup fails first).
+stop_tree() {
+  [ -n "$1" ] || return 0
+  local child
+  for child in $(pgrep -P "$1"); do
+    stop_tree "$child"
+  done
+  kill "$1" 2>/dev/null || true
 }
 
 # A real Kubernetes node for the k8s environment's tests: etcd, kube-apiserver,
@@ -116,7 +184,8 @@ current_runsc() {
 # cannot start a current gVisor shim (it does not read the shim's bootstrap reply), so containerd
 # is the version that shim is built against, also from the Go module proxy.
 # The builds run in turn: each Go build already keeps every core busy, and side by side (with
-# cargo-fuzz's) they took 534 s from empty caches on 2 cores against 552 s in turn.
+# cargo-fuzz's) they took 534 s from empty caches on 2 cores against 552 s in turn. They run
+# beside the Debian packages' installation instead (start_go_parts).
 KUBE_VERSION=${KUBE_VERSION:-1.34.4}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.1.5}
 KUBE_DIR=/usr/local/lib/isobench/k8s-v$KUBE_VERSION
@@ -139,54 +208,31 @@ keep_shim_oom_score() {
 
 kubernetes() {
   apt_install runc openssl containernetworking-plugins busybox-static curl python3
-  export PATH="/usr/local/go/bin:$PATH"
-  if [ ! -x "$TOOL_DIR/containerd-shim-runsc-v1" ]; then
-    if command -v go >/dev/null; then
-      local shim="$CACHE/runsc-$RUNSC_VERSION/containerd-shim-runsc-v1" src start=$SECONDS
-      if [ ! -x "$shim" ]; then
-        log "building gVisor's containerd shim $RUNSC_VERSION from the Go module proxy"
-        src=$(mktemp -d)
-        (cd "$src" && go mod init isobench-shim >/dev/null 2>&1 \
-          && GOFLAGS=-mod=mod go get "gvisor.dev/gvisor/shim@$RUNSC_VERSION" \
-          && mkdir -p "$(dirname "$shim")" \
-          && keep_shim_oom_score "$src" \
-          && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -o "$shim" gvisor.dev/gvisor/shim)
-        rm -rf "$src"
-        took "gVisor's containerd shim" "$start"
-      fi
-      install -D -m 755 "$shim" "$TOOL_DIR/containerd-shim-runsc-v1"
-    fi
+  if ! shim_installed && have_go; then
+    wait_go_parts
+    cached "gVisor's containerd shim $RUNSC_VERSION" "$SHIM_BIN" build_shim
+    install -D -m 755 "$SHIM_BIN" "$TOOL_DIR/containerd-shim-runsc-v1"
   fi
-  if [ -x "$KUBE_DIR/kubelet" ] && [ -x "$KUBE_DIR/etcd" ] && [ -x "$KUBE_DIR/containerd" ] \
-    && [ -x "$KUBE_DIR/coredns" ]; then
-    return 0
-  fi
-  if ! command -v go >/dev/null; then
+  kubernetes_installed && return 0
+  if ! have_go; then
     log "go is not installed: cannot build Kubernetes; the k8s tests will say they skipped"
     return 0
   fi
-  local cached="$CACHE/k8s-v$KUBE_VERSION" start=$SECONDS
-  if [ ! -x "$cached/kubelet" ]; then
-    log "building Kubernetes v$KUBE_VERSION from the Go module proxy (about 5 minutes on 2 cores, once)"
-    build_kubernetes "$cached"
-    took "Kubernetes v$KUBE_VERSION" "$start"
-  fi
-  local containerd="$CACHE/containerd-$CONTAINERD_VERSION"
-  start=$SECONDS
-  if [ ! -x "$containerd/containerd" ]; then
-    log "building containerd $CONTAINERD_VERSION from the Go module proxy (about a minute)"
-    build_containerd "$containerd"
-    took "containerd $CONTAINERD_VERSION" "$start"
-  fi
+  wait_go_parts
+  local kube="$CACHE/k8s-v$KUBE_VERSION" containerd="$CACHE/containerd-$CONTAINERD_VERSION"
   local coredns="$CACHE/coredns-$COREDNS_VERSION"
-  start=$SECONDS
-  if [ ! -x "$coredns/coredns" ]; then
-    log "building CoreDNS $COREDNS_VERSION from the Go module proxy (about a minute)"
-    build_coredns "$coredns"
-    took "CoreDNS $COREDNS_VERSION" "$start"
-  fi
+  cached "Kubernetes v$KUBE_VERSION" "$kube/kubelet" build_kubernetes "$kube"
+  cached "containerd $CONTAINERD_VERSION" "$containerd/containerd" build_containerd "$containerd"
+  cached "CoreDNS $COREDNS_VERSION" "$coredns/coredns" build_coredns "$coredns"
   mkdir -p "$KUBE_DIR"
-  install -m 755 "$cached"/* "$containerd"/* "$coredns"/* "$KUBE_DIR/"
+  install -m 755 "$kube"/* "$containerd"/* "$coredns"/* "$KUBE_DIR/"
+}
+
+shim_installed() { [ -x "$TOOL_DIR/containerd-shim-runsc-v1" ]; }
+
+kubernetes_installed() {
+  [ -x "$KUBE_DIR/kubelet" ] && [ -x "$KUBE_DIR/etcd" ] && [ -x "$KUBE_DIR/containerd" ] \
+    && [ -x "$KUBE_DIR/coredns" ]
 }
 
 # The cluster's DNS: a StatefulSet's pods find one another by name through their headless
@@ -331,8 +377,12 @@ need_root
 check_rust
 started=$SECONDS
 case "$stage" in
-  demo) core; demo_runtimes; databases ;;
-  test) core; report_tools; runtimes; vms; network_volumes; databases; outside_clients; kubernetes; fuzz_tools ;;
+  demo | test) start_go_parts "$stage" ;;
   *) log "unknown stage '$stage' (demo | test)"; exit 2 ;;
+esac
+# The steps that install Go-built parts (demo_runtimes, runtimes, kubernetes) come last.
+case "$stage" in
+  demo) core; databases; demo_runtimes ;;
+  test) core; report_tools; vms; network_volumes; databases; outside_clients; runtimes; kubernetes; fuzz_tools ;;
 esac
 log "ready ($stage) in $((SECONDS - started)) s"
