@@ -199,3 +199,30 @@ fn row_overhead_file(dist: &Distribution) -> PathBuf {
 fn default_layout(cfg: &NodeConfig) -> bool {
     cfg.jvm_args.is_empty() && crate::units::parse_size(&cfg.heap).is_ok_and(|b| b < 31 << 30)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_archive_removes_the_ones_of_other_jvm_builds_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = [
+            "cds-java17-aaaa.jsa",
+            "cds-java17-aaaa.row-overhead",
+            "cds-java17-bbbb.jsa",
+            "cds-java17-bbbb.row-overhead",
+            "cds-java17-bbbb.jsa.4242",
+            "lib",
+        ];
+        for name in names {
+            fs::write(dir.path().join(name), "x").unwrap();
+        }
+        remove_stale_archives(&dir.path().join("cds-java17-aaaa.jsa"));
+        let mut left: Vec<String> =
+            fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        left.sort();
+        // Another start's archive in the making (".jsa.PID") stays.
+        assert_eq!(left, ["cds-java17-aaaa.jsa", "cds-java17-aaaa.row-overhead", "cds-java17-bbbb.jsa.4242", "lib"]);
+    }
+}
