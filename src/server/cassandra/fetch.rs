@@ -4,6 +4,7 @@
 use std::fs;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -130,15 +131,19 @@ pub(super) const POM: &str = r#"<project xmlns="http://maven.apache.org/POM/4.0.
 
 /// The major version of the `java` on PATH (17 for "17.0.15").
 pub fn java_feature_version() -> Option<u32> {
-    let text = java_version()?;
-    let quoted = text.split('"').nth(1)?;
+    let quoted = java_version()?.split('"').nth(1)?;
     quoted.split(['.', '-', '+']).next()?.parse().ok()
 }
 
 /// What `java -version` says: the version and the JVM's build (without the options it picked
-/// up from the environment, which it names first).
-fn java_version() -> Option<String> {
-    let out = Command::new("java").arg("-version").output().ok()?;
-    let text = String::from_utf8_lossy(&out.stderr);
-    Some(text.lines().filter(|l| !l.starts_with("Picked up ")).collect::<Vec<_>>().join("\n"))
+/// up from the environment, which it names first). Asked once per process: a start looks up
+/// its archive four times, and each `java -version` costs 35 ms here.
+fn java_version() -> Option<&'static str> {
+    static TEXT: OnceLock<Option<String>> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let out = Command::new("java").arg("-version").output().ok()?;
+        let text = String::from_utf8_lossy(&out.stderr);
+        Some(text.lines().filter(|l| !l.starts_with("Picked up ")).collect::<Vec<_>>().join("\n"))
+    })
+    .as_deref()
 }

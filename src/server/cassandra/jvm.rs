@@ -21,20 +21,15 @@ pub(super) fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, c
     if cfg.quick_jit {
         cmd.arg("-XX:TieredStopAtLevel=1");
     }
+    // The archive is made with the jamm agent loaded, and the JVM maps it only when the setting
+    // that allowed that is the same at its use: without it, it says so in its cds log alone and
+    // starts without the archive.
+    let with_agent = ["-XX:+UnlockDiagnosticVMOptions", "-XX:+AllowArchivingWithJavaAgent"];
     match cds {
-        // The archive is made with the jamm agent loaded, and the JVM maps it only when the
-        // setting that allowed that is the same at its use: without it, it says so in its cds
-        // log alone and starts without the archive.
-        Cds::Use(archive) => {
-            cmd.args(["-XX:+UnlockDiagnosticVMOptions", "-XX:+AllowArchivingWithJavaAgent"])
-                .arg(format!("-XX:SharedArchiveFile={}", archive.display()));
-        }
-        Cds::Create(partial) => {
-            cmd.args(["-XX:+UnlockDiagnosticVMOptions", "-XX:+AllowArchivingWithJavaAgent"])
-                .arg(format!("-XX:ArchiveClassesAtExit={}", partial.display()));
-        }
-        Cds::None => {}
-    }
+        Cds::Use(archive) => cmd.args(with_agent).arg(format!("-XX:SharedArchiveFile={}", archive.display())),
+        Cds::Create(partial) => cmd.args(with_agent).arg(format!("-XX:ArchiveClassesAtExit={}", partial.display())),
+        Cds::None => &mut cmd,
+    };
     cmd.args(row_overhead_flag(dist, cfg));
     cmd.args([
         "-XX:+UseG1GC",
