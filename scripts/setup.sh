@@ -91,7 +91,7 @@ current_runsc() {
     return 0
   fi
   wait_go_parts
-  cached "runsc $RUNSC_VERSION" "$RUNSC_BIN" build_runsc
+  go_parts demo
   install -D -m 755 "$RUNSC_BIN" "$TOOL_DIR/runsc"
 }
 
@@ -141,17 +141,15 @@ go_parts() {
   [ "$1" = test ] || return 0
   shim_installed || cached "gVisor's containerd shim $RUNSC_VERSION" "$SHIM_BIN" build_shim
   kubernetes_installed && return 0
-  cached "Kubernetes v$KUBE_VERSION" "$CACHE/k8s-v$KUBE_VERSION/kubelet" build_kubernetes "$CACHE/k8s-v$KUBE_VERSION"
-  cached "containerd $CONTAINERD_VERSION" "$CACHE/containerd-$CONTAINERD_VERSION/containerd" build_containerd \
-    "$CACHE/containerd-$CONTAINERD_VERSION"
-  cached "CoreDNS $COREDNS_VERSION" "$CACHE/coredns-$COREDNS_VERSION/coredns" build_coredns \
-    "$CACHE/coredns-$COREDNS_VERSION"
+  cached "Kubernetes v$KUBE_VERSION" "$KUBE_BUILD/kubelet" build_kubernetes "$KUBE_BUILD"
+  cached "containerd $CONTAINERD_VERSION" "$CONTAINERD_BUILD/containerd" build_containerd "$CONTAINERD_BUILD"
+  cached "CoreDNS $COREDNS_VERSION" "$COREDNS_BUILD/coredns" build_coredns "$COREDNS_BUILD"
 }
 
 # The Go builds keep both cores busy, while apt mostly waits on the network and the disk: they
 # start in the background before the packages (start_go_parts) and the steps that install from
-# the cache wait for them (wait_go_parts), then build in the foreground whatever is still missing,
-# so that a failed build shows its error there.
+# the cache wait for them (wait_go_parts), then build in the foreground whatever is still missing
+# (go_parts again), so that a failed build shows its error there.
 start_go_parts() {
   go_log=$(mktemp)
   go_parts "$1" >"$go_log" 2>&1 &
@@ -189,6 +187,8 @@ stop_tree() {
 KUBE_VERSION=${KUBE_VERSION:-1.34.4}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.1.5}
 KUBE_DIR=/usr/local/lib/isobench/k8s-v$KUBE_VERSION
+KUBE_BUILD=$CACHE/k8s-v$KUBE_VERSION
+CONTAINERD_BUILD=$CACHE/containerd-$CONTAINERD_VERSION
 
 # gVisor's shim gives itself an OOM score of -999, which takes CAP_SYS_RESOURCE; where root lacks
 # it (this project's CI VMs) every gVisor pod would fail with "failed to set OOM Score on shim".
@@ -208,24 +208,16 @@ keep_shim_oom_score() {
 
 kubernetes() {
   apt_install runc openssl containernetworking-plugins busybox-static curl python3
-  if ! shim_installed && have_go; then
-    wait_go_parts
-    cached "gVisor's containerd shim $RUNSC_VERSION" "$SHIM_BIN" build_shim
-    install -D -m 755 "$SHIM_BIN" "$TOOL_DIR/containerd-shim-runsc-v1"
-  fi
-  kubernetes_installed && return 0
   if ! have_go; then
-    log "go is not installed: cannot build Kubernetes; the k8s tests will say they skipped"
+    kubernetes_installed || log "go is not installed: cannot build Kubernetes; the k8s tests will say they skipped"
     return 0
   fi
   wait_go_parts
-  local kube="$CACHE/k8s-v$KUBE_VERSION" containerd="$CACHE/containerd-$CONTAINERD_VERSION"
-  local coredns="$CACHE/coredns-$COREDNS_VERSION"
-  cached "Kubernetes v$KUBE_VERSION" "$kube/kubelet" build_kubernetes "$kube"
-  cached "containerd $CONTAINERD_VERSION" "$containerd/containerd" build_containerd "$containerd"
-  cached "CoreDNS $COREDNS_VERSION" "$coredns/coredns" build_coredns "$coredns"
+  go_parts test
+  shim_installed || install -D -m 755 "$SHIM_BIN" "$TOOL_DIR/containerd-shim-runsc-v1"
+  kubernetes_installed && return 0
   mkdir -p "$KUBE_DIR"
-  install -m 755 "$kube"/* "$containerd"/* "$coredns"/* "$KUBE_DIR/"
+  install -m 755 "$KUBE_BUILD"/* "$CONTAINERD_BUILD"/* "$COREDNS_BUILD"/* "$KUBE_DIR/"
 }
 
 shim_installed() { [ -x "$TOOL_DIR/containerd-shim-runsc-v1" ]; }
@@ -240,6 +232,7 @@ kubernetes_installed() {
 # DNS serves its names with (kubernetes), built the way CoreDNS documents for a chosen set of
 # plugins: a main that imports them.
 COREDNS_VERSION=${COREDNS_VERSION:-v1.14.7}
+COREDNS_BUILD=$CACHE/coredns-$COREDNS_VERSION
 
 build_coredns() {
   local out=$1 src
