@@ -2,6 +2,7 @@
 # Installs what isobench needs on Debian 12, skipping what is already there.
 #   scripts/setup.sh demo    what `make demo` needs
 #   scripts/setup.sh test    what `make test` needs (everything the tests exercise)
+#   scripts/setup.sh fuzz    cargo-fuzz and a nightly toolchain, for long fuzzing runs
 # Run as root. Safe to run again: every step checks first.
 set -euo pipefail
 
@@ -339,8 +340,8 @@ vms() {
   depmod -b "$GUEST_DIR/$version" "$version"
 }
 
-# cargo-fuzz drives the fuzz targets (scripts/fuzz.sh); libFuzzer needs a nightly toolchain.
-# Where rustup cannot fetch one, scripts/fuzz.sh says so and skips them.
+# cargo-fuzz drives the long fuzzing runs (scripts/fuzz.sh 600) on a nightly toolchain; make
+# test's brief ones need neither (they build with the stable toolchain beside its tests).
 fuzz_tools() {
   local start=$SECONDS
   if ! cargo fuzz --version >/dev/null 2>&1; then
@@ -371,11 +372,13 @@ check_rust
 started=$SECONDS
 case "$stage" in
   demo | test) start_go_parts "$stage" ;;
-  *) log "unknown stage '$stage' (demo | test)"; exit 2 ;;
+  fuzz) ;;
+  *) log "unknown stage '$stage' (demo | test | fuzz)"; exit 2 ;;
 esac
 # The steps that install Go-built parts (demo_runtimes, runtimes, kubernetes) come last.
 case "$stage" in
   demo) core; databases; demo_runtimes ;;
-  test) core; report_tools; vms; network_volumes; databases; outside_clients; runtimes; kubernetes; fuzz_tools ;;
+  test) core; report_tools; vms; network_volumes; databases; outside_clients; runtimes; kubernetes ;;
+  fuzz) fuzz_tools ;;
 esac
 log "ready ($stage) in $((SECONDS - started)) s"
