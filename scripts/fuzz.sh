@@ -41,7 +41,7 @@ if [ -n "$quick" ]; then
   # The reuse holds only while the dependencies are built alike; a drift would silently build
   # them all again, so it is an error with its fix.
   python3 - <<'PY'
-import sys, tomllib
+import subprocess, sys, tomllib
 def ci(path):
     profiles = tomllib.load(open(path, "rb"))["profile"]
     settings = {"debug": 0, **profiles.get("release", {}), **profiles["ci"]}
@@ -58,6 +58,19 @@ drift = sorted(f"{n} {v}" for n, v in ours - project if n in names)
 if drift:
     sys.exit(f"fuzz/Cargo.lock pins {', '.join(drift)}, not what ../Cargo.lock pins; sync it: "
              "cp Cargo.lock fuzz/Cargo.lock && cargo metadata --manifest-path fuzz/Cargo.toml --format-version 1 >/dev/null")
+# Features as the tests build them (with the dev-dependencies): another set is only slower.
+def features(directory, *edges):
+    tree = subprocess.run(["cargo", "tree", "-f", "{p} {f}", "--prefix", "none", *edges], cwd=directory,
+                          capture_output=True, text=True, check=True).stdout
+    return {" ".join(line.split()[:2]): line for line in tree.replace(" (*)", "").splitlines()}
+ours, project = features("."), features("..", "-e", "normal,build,dev")
+def listed(line):
+    return (line.split()[2:3] or ["none"])[0]
+other = sorted(f"{p} with {listed(ours[p])} (the tests: {listed(project[p])})"
+               for p in ours.keys() & project.keys() if listed(ours[p]) != listed(project[p]))
+if other:
+    print(f"warning: the fuzz build has {'; '.join(other)}: each is built twice; give fuzz/Cargo.toml"
+          " the dependency with the tests' features", file=sys.stderr)
 PY
   RUSTC_WRAPPER="$PWD/instrumented-rustc" cargo build --profile ci --target-dir ../target --bins \
     >/dev/null 2>"$build_log" || {
