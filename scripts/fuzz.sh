@@ -10,8 +10,8 @@
 # The long runs use cargo-fuzz and a nightly toolchain (scripts/setup.sh fuzz installs both;
 # without them it says what is missing and exits 0). --quick needs neither: it builds the
 # targets into target/ci beside make test's build, whose dependencies it reuses uninstrumented
-# (fuzz/instrumented-rustc instruments isobench and the targets alone), in 20 s rather than the
-# 2.5 min of the whole tree instrumented.
+# (fuzz/instrumented-rustc instruments isobench and the targets alone), in about 20 s rather
+# than the 2.5 min of the whole tree instrumented.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -39,7 +39,7 @@ build_log=$(mktemp)
 trap 'rm -f "$build_log"' EXIT
 if [ -n "$quick" ]; then
   # The reuse holds only while the dependencies are built alike; a drift would silently build
-  # them all again, so it is an error with its fix.
+  # them again: the profile and the lock are errors with their fix, features a warning.
   python3 - <<'PY'
 import subprocess, sys, tomllib
 def ci(path):
