@@ -56,15 +56,28 @@ start() {
   echo $! >"$dir/$name.pid"
 }
 
-stop() {
-  local f="$dir/$1.pid" pid
-  [ -f "$f" ] || return 0
-  pid=$(cat "$f")
-  if kill "$pid" 2>/dev/null; then
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$f"
+running() { # running PID: alive, and not a zombie waiting for init to reap it
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
+stop() { # stop NAME...: SIGTERM to each together, SIGKILL to those still running 10 s later
+  local name pid pids=()
+  for name in "$@"; do
+    [ -f "$dir/$name.pid" ] || continue
+    pid=$(cat "$dir/$name.pid")
+    kill "$pid" 2>/dev/null && pids+=("$pid")
+    rm -f "$dir/$name.pid"
+  done
+  for _ in $(seq 1 100); do
+    local left=()
+    for pid in "${pids[@]}"; do running "$pid" && left+=("$pid"); done
+    [ ${#left[@]} -gt 0 ] || return 0
+    sleep 0.1
+  done
+  for pid in "${left[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
 }
 
 api() { # api METHOD PATH [BODY]: the API server with the cluster's token
@@ -331,8 +344,7 @@ down() {
       sleep 0.2
     done
   fi
-  stop reclaimer
-  stop kubelet
+  stop reclaimer kubelet
   local netns=""
   if [ -S "$dir/containerd.sock" ]; then
     local c
@@ -358,11 +370,9 @@ while True:
   stop containerd
   # Shims outlive containerd by design; these are this cluster's (their -address names DIR).
   pkill -9 -f -- "-address $dir/containerd.sock" 2>/dev/null || true
-  stop scheduler
-  stop controller-manager
+  stop scheduler controller-manager coredns
   stop apiserver
   stop etcd
-  stop coredns
   unmount_matching " $dir/[^ ]*"
   # gVisor's shim mounts a placeholder network namespace under /run/containerd, outside DIR: it
   # is this cluster's to remove once no other containerd runs.
