@@ -49,7 +49,7 @@ fn three_nodes_form_one_ring_that_four_loaders_fill_at_quorum_each_with_its_slic
     let load = sb
         .isobench()
         .arg("cql")
-        .args("write n=20000 no-warmup cl=QUORUM -pop seq=1..20000 -schema keyspace=t_cluster".split(' '))
+        .args("write n=4000 no-warmup cl=QUORUM -pop seq=1..4000 -schema keyspace=t_cluster".split(' '))
         .arg("replication(factor=3)")
         .args(["-rate", "threads=8", "-node", "127.0.0.1,127.0.0.2,127.0.0.3", "-port"])
         .arg(format!("native={port}"))
@@ -58,13 +58,13 @@ fn three_nodes_form_one_ring_that_four_loaders_fill_at_quorum_each_with_its_slic
         .output()
         .unwrap();
     let loaded = ok(&load);
-    for (i, slice) in ["1..5000", "5001..10000", "10001..15000", "15001..20000"].iter().enumerate() {
-        let line = format!("loader {}: isobench cql write n=5000 no-warmup cl=QUORUM -pop seq={slice}", i + 1);
+    for (i, slice) in ["1..1000", "1001..2000", "2001..3000", "3001..4000"].iter().enumerate() {
+        let line = format!("loader {}: isobench cql write n=1000 no-warmup cl=QUORUM -pop seq={slice}", i + 1);
         assert!(loaded.contains(&line), "{line}?\n{loaded}");
     }
     assert!(loaded.contains("Total errors              :          0"), "{loaded}");
     // Asked of another node than the loaders' first: the union of the slices, each key once.
-    assert_eq!(count_at_quorum("127.0.0.2", port, "t_cluster.standard1"), 20000);
+    assert_eq!(count_at_quorum("127.0.0.2", port, "t_cluster.standard1"), 4000);
 
     let stopped = ok(&sb.run(&["server", "stop", "cassandra"]));
     for k in 1..=3 {
@@ -119,10 +119,9 @@ fn a_node_killed_mid_run_at_quorum_is_reported_and_the_run_completes_priced_per_
     skip_if!(unable_to_manage());
     let _one_cluster = serial();
     let sb = Scratch::new();
-    // Killed well after the loaders' set-up (connecting, creating the schema, cassandra-stress's
-    // 5 s of sleeps): a node lost while the schema is made fails the loader, as it would fail
-    // cassandra-stress.
-    let (out, dir) = sb.run_suite(&cluster_suite("40s", "kill_node = 3\nkill_after = \"20s\""), &[]);
+    // Killed well after the loaders' set-up (connecting, creating the schema): a node lost while
+    // the schema is made fails the loader, as it would fail cassandra-stress.
+    let (out, dir) = sb.run_suite(&cluster_suite("24s", "kill_node = 3\nkill_after = \"12s\""), &[]);
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     let r = run_record(&dir, "host.data.write", 1);
@@ -131,7 +130,7 @@ fn a_node_killed_mid_run_at_quorum_is_reported_and_the_run_completes_priced_per_
     assert_eq!(r["setup"]["server.addresses"], "127.0.0.1, 127.0.0.2, 127.0.0.3");
     let killed = r["setup"]["fault.killed"].as_str().unwrap_or_else(|| panic!("{r:#}"));
     let at: f64 = killed.strip_prefix("node 3 (127.0.0.3) at ").unwrap().trim_end_matches(" s").parse().unwrap();
-    assert!((20.0..24.0).contains(&at), "killed {at} s into the measured phase");
+    assert!((12.0..16.0).contains(&at), "killed {at} s into the measured phase");
     assert!(r["notes"].to_string().contains("node 3 (127.0.0.3) was killed (SIGKILL)"), "{r:#}");
     assert!(sample(&r, "server_ring").unwrap() > 0.0);
     assert!(sample(&r, "op_rate").unwrap() > 0.0);
