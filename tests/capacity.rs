@@ -134,12 +134,14 @@ rw = "randread"
 bs = "4k"
 iodepth = 1
 size = "32M"
-capacity = { percentile = 99, latency = "20ms", start = 40, warmup = "500ms", window = "1s", budget = "90s" }
+# No failed rate is offered again: alone, the delay's and the filter's steps do not flake (three
+# runs took the same 12 steps, 27.6 s; with retries and from 40 op/s to 5 %: 21 steps, 48 s).
+capacity = { percentile = 99, latency = "20ms", start = 100, resolution = "10%", retries = 0, warmup = "500ms", window = "1s", budget = "90s" }
 "#;
     let (o, out) = sb.run_suite(suite, &[]);
     let said = text(&o);
     assert!(o.status.success(), "{said}");
-    assert!(said.contains("capacity step 1: offered 40.0 op/s"), "each step is on the progress line: {said}");
+    assert!(said.contains("capacity step 1: offered 100 op/s"), "each step is on the progress line: {said}");
     let far = run_record(&out, "host.far.fio", 1);
     let narrow = run_record(&out, "host.narrow.fio", 1);
     let (c_far, c_narrow) = (sample(&far, "capacity"), sample(&narrow, "capacity"));
