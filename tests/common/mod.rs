@@ -204,6 +204,7 @@ impl Scratch {
     /// SIGKILLs a running `isobench run` (no teardown can run), says what it left, and runs
     /// `isobench cleanup`, which must succeed; its output.
     pub fn kill_then_cleanup(&self, mut run: std::process::Child) -> Output {
+        let _left_by_design = killed_runs_lock(nix::fcntl::FlockArg::LockExclusive);
         run.kill().unwrap();
         run.wait().unwrap();
         eprintln!(
@@ -251,8 +252,20 @@ impl Scratch {
     pub fn assert_clean(&self) {
         assert_eq!(self.mounts_left(), Vec::<String>::new(), "mounts left behind");
         assert_eq!(self.loops_left(), Vec::<String>::new(), "loop devices left behind");
+        let _no_run_killed_meanwhile = killed_runs_lock(nix::fcntl::FlockArg::LockShared);
         assert_eq!(network_left(), Vec::<String>::new(), "network namespaces or links left behind");
     }
+}
+
+/// A lock the test binaries share, as they run side by side: a killed run's network namespaces
+/// and links are left behind by design until its cleanup, so a test holds it exclusively from
+/// the kill to the end of the cleanup, and one that looks for network objects left behind (by
+/// any run, since their names give only a pid) holds it shared. Without it a test once counted
+/// another file's killed run's namespace as its own leftover.
+fn killed_runs_lock(how: nix::fcntl::FlockArg) -> nix::fcntl::Flock<std::fs::File> {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("killed-runs.lock");
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap();
+    nix::fcntl::Flock::lock(file, how).unwrap_or_else(|(_, e)| panic!("locking {}: {e}", path.display()))
 }
 
 /// Network namespaces and host links of the kinds isobench makes whose isobench has exited: a
