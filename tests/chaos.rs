@@ -285,7 +285,7 @@ impl Observer {
         let entries = ledger_len(sb, run_pid);
         let procs: Vec<Proc> = processes().into_iter().filter(|p| ours(p, sb, run_pid)).collect();
         let serving = procs.iter().filter(|p| p.comm == "java").filter_map(native_port).any(listening);
-        let workload = procs.iter().any(|p| WORKLOADS.contains(&p.comm.as_str())) || fio_file_grows(sb) || serving;
+        let workload = procs.iter().any(|p| WORKLOADS.contains(&p.comm.as_str())) || sb.fio_at_work() || serving;
         let sandbox =
             procs.iter().any(|p| SANDBOXES.iter().any(|s| p.comm.starts_with(s)) || p.cmdline.contains(" agent"));
         if entries > self.entries && self.tearing_down {
@@ -309,15 +309,6 @@ impl Observer {
             Phase::Start
         }
     }
-}
-
-/// A fio file in one of the sandbox's volumes: fio at work where its process is out of sight
-/// (inside gVisor or a guest writing through 9p or virtio-fs).
-fn fio_file_grows(sb: &Scratch) -> bool {
-    sb.mounts_left().iter().any(|m| {
-        std::fs::read_dir(m)
-            .is_ok_and(|d| d.filter_map(|e| e.ok()).any(|e| e.file_name().to_string_lossy().starts_with("isobench.")))
-    })
 }
 
 /// Everything of isobench's still on the machine: mounts (also in other processes' mount

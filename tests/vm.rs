@@ -172,11 +172,7 @@ fn sigkill_during_a_guest_then_cleanup_leaves_no_qemu_or_virtiofsd() {
         let procs = sb.processes();
         let qemu = procs.iter().any(|p| p.contains("qemu-system") && p.contains("virtiofs.sock"));
         let daemon = procs.iter().any(|p| p.contains("virtiofsd"));
-        let fio_at_work = sb.mounts_left().iter().any(|m| {
-            std::fs::read_dir(m)
-                .is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("isobench.")))
-        });
-        if qemu && daemon && fio_at_work {
+        if qemu && daemon && sb.fio_at_work() {
             std::thread::sleep(Duration::from_secs(1));
             break;
         }

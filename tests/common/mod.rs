@@ -160,6 +160,15 @@ impl Scratch {
         (run, out)
     }
 
+    /// A fio file in one of this sandbox's mounted volumes: fio at work where its process is out
+    /// of sight (inside gVisor or a guest writing through 9p or virtio-fs).
+    pub fn fio_at_work(&self) -> bool {
+        self.mounts_left().iter().any(|m| {
+            std::fs::read_dir(m)
+                .is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("isobench.")))
+        })
+    }
+
     /// Mounts under this sandbox that are still there.
     pub fn mounts_left(&self) -> Vec<String> {
         let prefix = self.path().to_string_lossy().into_owned();
