@@ -72,11 +72,7 @@ if other:
     print(f"warning: the fuzz build has {'; '.join(other)}: each is built twice; give fuzz/Cargo.toml"
           " the dependency with the tests' features", file=sys.stderr)
 PY
-  RUSTC_WRAPPER="$PWD/instrumented-rustc" cargo build --profile ci --target-dir ../target --bins \
-    >/dev/null 2>"$build_log" || {
-    cat "$build_log" >&2
-    exit 1
-  }
+  build=(env RUSTC_WRAPPER="$PWD/instrumented-rustc" cargo build --profile ci --target-dir ../target --bins)
   fuzz_run() { # TARGET CORPUS... -- LIBFUZZER-ARGS..., as cargo fuzz run takes them
     local t=$1 a args=()
     shift
@@ -90,12 +86,13 @@ else
   # Debug assertions on (overflow is a finding), no sanitizer: the code under test is safe Rust,
   # and without ASan the runs get twice the executions.
   flags=(--release --debug-assertions --sanitizer none)
-  cargo +nightly fuzz build "${flags[@]}" >/dev/null 2>"$build_log" || {
-    cat "$build_log" >&2
-    exit 1
-  }
+  build=(cargo +nightly fuzz build "${flags[@]}")
   fuzz_run() { cargo +nightly fuzz run "${flags[@]}" "$@"; }
 fi
+"${build[@]}" >/dev/null 2>"$build_log" || {
+  cat "$build_log" >&2
+  exit 1
+}
 
 failed=0
 printf '%-16s %10s %10s %8s %s\n' target executions "exec/s" "rss MB" result
