@@ -49,11 +49,14 @@ for line in open(sys.argv[1]):
         print(f"{kind}\t{m['target']['src_path']}\t{m['executable']}")
 EOF
 # Each binary as cargo test runs it (from the package's root, two tests at a time), with the
-# harness timing each test (`--report-time`, which stable's libtest gives under RUSTC_BOOTSTRAP),
-# and the fuzz targets: side by side in two lanes, as the tests use about 1.2 of the 2 cores
-# (they wait on JVMs, guests and timeouts), the longest first so that the lanes end together.
-# Tests that call `alone()` (tests/common) run first, when nothing else runs. Each job's output
-# is shown whole when it ends.
+# harness timing each test (`--report-time`, which stable's libtest gives under RUSTC_BOOTSTRAP):
+# side by side in two lanes, as the tests use about 1.2 of the 2 cores (they wait on JVMs,
+# guests and timeouts), the longest first so that the lanes end together. Tests that call
+# `alone()` (tests/common) run first, when nothing else runs. The fuzz targets' build and runs,
+# which keep a core busy throughout, run beside the lanes at the lowest CPU priority (nice 19),
+# so that they take the cores the tests leave idle (15 % of the lanes' time) rather than a
+# lane's turn; their executions per second say what they got. Each job's output is shown whole
+# when it ends.
 durations=target/ci/test-durations.txt
 [ -f "$durations" ] || durations=tests/durations.txt
 python3 - "$work/binaries" "$durations" "${cargo_args[*]}" "${harness_args[*]}" >"$work/queue" <<'EOF2'
@@ -64,7 +67,7 @@ for line in open(durations):
     words = line.split()
     if len(words) == 2 and not line.startswith("#"):
         seconds[words[1]] = float(words[0])
-jobs = []  # (runs beside others, -expected seconds, name, source, executable, harness arguments)
+jobs = []  # (where it runs, -expected seconds, name, source, executable, harness arguments)
 for line in open(binaries):
     kind, src, exe = line.rstrip("\n").split("\t")
     name = src.split("/")[-1].removesuffix(".rs")
@@ -74,13 +77,13 @@ for line in open(binaries):
         if "alone()" in chunk and (m := re.search(r"fn (\w+)", chunk))
     ]
     if alone:
-        jobs.append((False, 0, f"{name}-alone", src, exe, "--exact " + " ".join(alone)))
+        jobs.append(("alone", 0, f"{name}-alone", src, exe, "--exact " + " ".join(alone)))
     skips = ("--exact " + " ".join(f"--skip {t}" for t in alone)) if alone else ""
-    jobs.append((True, -seconds.get(name, 60), name, src, exe, skips))
+    jobs.append(("lane", -seconds.get(name, 60), name, src, exe, skips))
 if not (selected or harness):
-    jobs.append((True, -seconds.get("fuzz", 60), "fuzz", "scripts/fuzz.sh", "-", ""))
-for beside, _, name, src, exe, args in sorted(jobs):
-    print("\t".join(["lane" if beside else "alone", name, src, exe, args]))
+    jobs.append(("niced", 0, "fuzz", "scripts/fuzz.sh", "-", ""))
+for where, _, name, src, exe, args in sorted(jobs):
+    print("\t".join([where, name, src, exe, args]))
 EOF2
 run_job() { # name src exe args: runs one job into its log, shows it and keeps its time
   local name=$1 src=$2 exe=$3 log=$work/log.$1 start=$SECONDS rc args
@@ -117,6 +120,9 @@ grep -P '^lane\t' "$work/queue" | cut -f2- >"$work/lane"
 while IFS=$'\t' read -r _ name src exe args; do
   run_job "$name" "$src" "$exe" "$args"
 done < <(grep -P '^alone\t' "$work/queue")
+while IFS=$'\t' read -r _ name src exe args; do
+  (renice -n 19 "$BASHPID" >/dev/null && run_job "$name" "$src" "$exe" "$args") &
+done < <(grep -P '^niced\t' "$work/queue")
 lane &
 lane
 wait
