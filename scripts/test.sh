@@ -89,7 +89,7 @@ run_job() { # name src exe args: runs one job into its log, shows it and keeps i
   local name=$1 src=$2 exe=$3 log=$work/log.$1 start=$SECONDS rc args
   read -ra args <<<"$4"
   if [ "$exe" = - ]; then
-    scripts/fuzz.sh --quick 10 >"$log" 2>&1
+    scripts/fuzz.sh --quick 5 >"$log" 2>&1
     rc=$?
   else
     { echo; echo "     Running ${src#"$PWD"/} ($exe)"; } >"$log"
