@@ -50,13 +50,13 @@ for line in open(sys.argv[1]):
 EOF
 # Each binary as cargo test runs it (from the package's root, two tests at a time), with the
 # harness timing each test (`--report-time`, which stable's libtest gives under RUSTC_BOOTSTRAP):
-# side by side in two lanes, as the tests use about 1.2 of the 2 cores (they wait on JVMs,
+# side by side in two lanes, as one lane leaves much of a core idle (its tests wait on JVMs,
 # guests and timeouts), the longest first so that the lanes end together. Tests that call
 # `alone()` (tests/common) run first, when nothing else runs. The fuzz targets' build and runs,
 # which keep a core busy throughout, run beside the lanes at the lowest CPU priority (nice 19),
-# so that they take the cores the tests leave idle (15 % of the lanes' time) rather than a
-# lane's turn; their executions per second say what they got. Each job's output is shown whole
-# when it ends.
+# so that they take first the cores the tests leave idle (a tenth of the lanes' time) rather
+# than a lane's turn; their executions per second say what they got. Each job's output is
+# shown whole when it ends.
 durations=target/ci/test-durations.txt
 [ -f "$durations" ] || durations=tests/durations.txt
 python3 - "$work/binaries" "$durations" "${cargo_args[*]}" "${harness_args[*]}" >"$work/queue" <<'EOF2'
