@@ -46,10 +46,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             return Err(format!("\"{text}\" has an unknown unit \"{other}\"; use ms, s, m or h"));
         }
     };
-    if !seconds.is_finite() || seconds < 0.0 {
-        return Err(format!("\"{text}\" is not a valid duration"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
+    // Too long for a Duration (2^64 s) is an error too: fuzz/ found "1099…9s" panicking here.
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("\"{text}\" is not a valid duration"))
+}
+
+/// A measured or estimated number of seconds as a Duration: negative or NaN is none, too long
+/// for a Duration is the longest (Duration::from_secs_f64 panics on both).
+pub fn seconds(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds.max(0.0)).unwrap_or(Duration::MAX)
 }
 
 /// A rate of operations: "50k op/s", "20000/s", "1.5M", "800 op/s" → operations per second.
@@ -193,6 +197,16 @@ mod tests {
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert!(parse_duration("10 parsecs").is_err());
         assert!(parse_duration("fast").is_err());
+        assert!(parse_duration(&format!("1{}s", "9".repeat(72))).is_err());
+    }
+
+    #[test]
+    fn seconds_saturate_rather_than_panic() {
+        assert_eq!(seconds(1.5), Duration::from_millis(1500));
+        assert_eq!(seconds(-3.0), Duration::ZERO);
+        assert_eq!(seconds(f64::NAN), Duration::ZERO);
+        assert_eq!(seconds(1e300), Duration::MAX);
+        assert_eq!(seconds(f64::INFINITY), Duration::MAX);
     }
 
     #[test]

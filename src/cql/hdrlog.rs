@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
@@ -195,7 +195,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<String> {
         group_digits(total.histogram.len() as i64),
         bracket(&|m| group_digits(m.histogram.len() as i64))
     );
-    let seconds = Duration::from_secs_f64((total.end - total.start).max(0.0)).as_secs();
+    let seconds = crate::units::seconds(total.end - total.start).as_secs();
     o += &format!("Total operation time      : {:02}:{:02}:{:02}\n", seconds / 3600, seconds / 60 % 60, seconds % 60);
     Ok(o)
 }
@@ -261,6 +261,7 @@ fn read_bytes(name: &str, data: &[u8], by_tag: &mut BTreeMap<String, Span>) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn log_with(path: &Path, epoch: SystemTime, values: &[u64]) {
         let mut log = HdrLog::create(path, epoch, false).unwrap();
