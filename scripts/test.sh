@@ -129,11 +129,11 @@ wait
 [ -s "$work/failed" ] && status=1
 [ -n "${cargo_args[*]}${harness_args[*]}" ] || sort -rn "$work/durations" >target/ci/test-durations.txt
 
-python3 - "$work/tests.log" "$ISOBENCH_SKIP_LOG" tests/capabilities.txt "${CI:-}" <<'EOF' || status=1
+python3 - "$work/tests.log" "$ISOBENCH_SKIP_LOG" tests/capabilities.txt "${CI:-}" "$work" <<'EOF' || status=1
 import re, sys
 from collections import defaultdict
 
-log, skips, capabilities, ci = sys.argv[1:5]
+log, skips, capabilities, ci, work = sys.argv[1:6]
 passed = failed = 0
 times = []
 for line in open(log, errors="replace"):
@@ -164,6 +164,12 @@ if times:
     print("the slowest tests:")
     for seconds, name, outcome in sorted(times, reverse=True)[:10]:
         print(f"  {seconds:7.1f} s  {name}" + ("" if outcome == "ok" else f" ({outcome})"))
+# A job that failed with no failed test (the fuzzing found a crash; a test binary died) is one
+# failure more, named, so that the summary never says 0 failed of a failed run.
+for job in open(f"{work}/failed").read().split():
+    if "test result: FAILED" not in open(f"{work}/log.{job}", errors="replace").read():
+        failed += 1
+        print(f"{job}: failed outside any test (its output is above)")
 print(f"summary: {passed - skipped} passed, {failed} failed, {skipped} skipped")
 if parts:
     print(f"  and {len(parts)} parts of tests skipped")
