@@ -51,6 +51,7 @@ impl LocalCluster {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         // The pods' images are made of the binary under test: the agent's, and the database's.
         let bin = Path::new(env!("CARGO_BIN_EXE_isobench"));
+        let making = Instant::now();
         let mut images = Vec::new();
         for (file, extra) in [
             ("isobench-image.tar", vec![]),
@@ -68,6 +69,7 @@ impl LocalCluster {
             }
             images.push(image);
         }
+        eprintln!("k8s: the images took {:.1} s", making.elapsed().as_secs_f64());
         let home = tempfile::Builder::new().prefix("isobench-k8s-").tempdir_in("/var/tmp").unwrap();
         let dir = home.path().join("cluster");
         let started = Instant::now();
@@ -186,25 +188,40 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
     };
     let gvisor = Path::new("/usr/local/lib/isobench/bin/containerd-shim-runsc-v1").exists();
 
-    fio_in_runc_and_gvisor_pods(&sb, &cluster, gvisor);
-    a_block_claim_gives_fio_the_device_in_a_pod(&sb, &cluster);
-    indexed_loaders_fill_the_hosts_cassandra(&sb, &cluster);
-    a_killed_run_is_cleaned_up_by_label(&sb, &cluster);
-    let runc = a_database_in_a_pod_is_written_and_read_with_a_login(&sb, &cluster, "runc", "isobench-local");
+    timed("fio in runc and gVisor pods", || fio_in_runc_and_gvisor_pods(&sb, &cluster, gvisor));
+    timed("fio on a block claim", || a_block_claim_gives_fio_the_device_in_a_pod(&sb, &cluster));
+    timed("indexed loaders", || indexed_loaders_fill_the_hosts_cassandra(&sb, &cluster));
+    timed("a killed run", || a_killed_run_is_cleaned_up_by_label(&sb, &cluster));
+    let runc = timed("a database in a runc pod", || {
+        a_database_in_a_pod_is_written_and_read_with_a_login(&sb, &cluster, "runc", "isobench-local")
+    });
     if gvisor {
-        let gvisor = a_database_in_a_pod_is_written_and_read_with_a_login(&sb, &cluster, "gvisor", "isobench-loop");
+        let gvisor = timed("a database in a gVisor pod", || {
+            a_database_in_a_pod_is_written_and_read_with_a_login(&sb, &cluster, "gvisor", "isobench-loop")
+        });
         // The gVisor pod's count holds its sentry and gofer: a read costs it more CPU.
         assert!(gvisor > runc * 1.5, "CPU per read: gvisor {gvisor:.0} µs, runc {runc:.0} µs");
     }
-    a_ring_of_three_pods_survives_a_deleted_pod(&sb, &cluster);
-    a_killed_database_run_leaves_no_statefulset_or_claim(&sb, &cluster);
-    a_claim_that_cannot_bind_fails_in_seconds_naming_the_class_and_the_fix(&sb, &cluster);
-    a_database_an_operator_made_is_found_by_its_labels(&sb, &cluster);
+    timed("a ring of three pods", || a_ring_of_three_pods_survives_a_deleted_pod(&sb, &cluster));
+    timed("a killed database run", || a_killed_database_run_leaves_no_statefulset_or_claim(&sb, &cluster));
+    timed("an unbindable claim", || {
+        a_claim_that_cannot_bind_fails_in_seconds_naming_the_class_and_the_fix(&sb, &cluster)
+    });
+    timed("an operator's database", || a_database_an_operator_made_is_found_by_its_labels(&sb, &cluster));
     let holding = Command::new("grep").args(["-rlaF", PASSWORD]).arg(sb.path()).output().unwrap();
     let files = String::from_utf8_lossy(&holding.stdout);
     assert!(files.lines().all(|f| f.ends_with("/s.toml")), "files holding the password besides the suites: {files}");
     drop(cluster);
     assert_eq!(overcommit(), before, "the kubelet's kernel tunables are put back when the cluster stops");
+}
+
+/// Runs one part of the test and says how long it took: the test is the longest of `make test`,
+/// and its parts are where to look when it grows.
+fn timed<T>(part: &str, f: impl FnOnce() -> T) -> T {
+    let began = Instant::now();
+    let out = f();
+    eprintln!("k8s: {part} took {:.1} s", began.elapsed().as_secs_f64());
+    out
 }
 
 fn fio_in_runc_and_gvisor_pods(sb: &Scratch, cluster: &LocalCluster, gvisor: bool) {
