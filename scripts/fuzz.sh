@@ -4,7 +4,7 @@
 # git), and prints executions and crashes per target. `make test` runs it briefly; by hand:
 #   scripts/fuzz.sh 600            # ten minutes per target
 #   scripts/fuzz.sh 60 hdr_log     # one target
-#   scripts/fuzz.sh --quick 5      # make test's: see below
+#   scripts/fuzz.sh --quick 3      # make test's: see below
 # A crash leaves its input in fuzz/artifacts/TARGET/ and makes the script exit 1; turn the input
 # into a regression test next to the parser it broke.
 # The long runs use cargo-fuzz and a nightly toolchain (scripts/setup.sh fuzz installs both;
