@@ -150,6 +150,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 
 /// xoshiro256** seeded through SplitMix64: small, fast and reproducible; statistics need no
 /// cryptographic randomness, only the same stream for the same data.
+#[derive(Clone, Debug)]
 pub struct Rng {
     s: [u64; 4],
 }

@@ -38,7 +38,11 @@ impl CpuGroup {
     }
 
     pub fn create(&self) -> Result<()> {
-        std::fs::create_dir(&self.dir).with_context(|| format!("making the cgroup {}", self.dir.display()))
+        std::fs::create_dir(&self.dir).with_context(|| format!("making the cgroup {}", self.dir.display()))?;
+        if self.version == Version::V1 {
+            hand_down_cpuset(&self.relative)?;
+        }
+        Ok(())
     }
 
     /// Whether runtimes can be told to make their container's cgroup below this one: v1,
@@ -154,6 +158,35 @@ fn hierarchy(mountinfo: &str, own: &str) -> Option<((PathBuf, Version), PathBuf)
     let (mount_point, _, _) = mounts.iter().find(|(_, fstype, _)| *fstype == "cgroup2")?;
     let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
     Some(((mount_point.clone(), Version::V2), PathBuf::from(path)))
+}
+
+/// A runtime told to nest its container below a v1 group makes the container's cgroup in every
+/// controller, cpuset's too, where a new cgroup has no CPUs until given some. runc fills an
+/// empty parent from its own parent; gVisor does not, and cannot set a container's CPUs under
+/// an empty parent. So the group's cpuset cgroup is made first, with its parent's CPUs and
+/// memory nodes, and hands them down to the cgroups made below it (`cgroup.clone_children`).
+fn hand_down_cpuset(relative: &Path) -> Result<()> {
+    let mountinfo = mountinfo();
+    let mounts = cgroup_mounts(&mountinfo);
+    let cpuset =
+        mounts.iter().find(|(_, fstype, options)| *fstype == "cgroup" && options.split(',').any(|o| o == "cpuset"));
+    let Some((mount_point, _, _)) = cpuset else { return Ok(()) };
+    let mut dir = mount_point.clone();
+    for part in relative.strip_prefix("/").unwrap_or(relative).components() {
+        let parent = dir.clone();
+        dir.push(part);
+        if dir.exists() {
+            continue;
+        }
+        std::fs::create_dir(&dir).with_context(|| format!("making the cgroup {}", dir.display()))?;
+        for file in ["cpuset.cpus", "cpuset.mems", "cgroup.clone_children"] {
+            let value =
+                if file == "cgroup.clone_children" { "1".into() } else { read(&parent.join(file)).unwrap_or_default() };
+            std::fs::write(dir.join(file), value.trim())
+                .with_context(|| format!("writing {}", dir.join(file).display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes a cgroup isobench made, named from the hierarchies' root, from every hierarchy: a

@@ -178,6 +178,32 @@ pub fn device_name((major, minor): (u32, u32)) -> Option<String> {
     Some(link.file_name()?.to_string_lossy().into_owned())
 }
 
+/// The disk that finally holds `path`, through loop devices to their backing files' disks and
+/// from a partition to its disk: "vda (256 GiB, virtio_blk, not rotational)". None where no disk
+/// does (tmpfs, a network filesystem).
+pub fn disk_behind(path: &Path) -> Option<String> {
+    let mut device = device_under(path)?;
+    // A loop device's file is on another device, possibly another loop device's.
+    for _ in 0..8 {
+        let name = device_name(device)?;
+        let Ok(backing) = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file")) else { break };
+        device = device_under(Path::new(backing.trim()))?;
+    }
+    let sys = std::fs::canonicalize(format!("/sys/dev/block/{}:{}", device.0, device.1)).ok()?;
+    let disk = if sys.join("partition").exists() { sys.parent()?.to_path_buf() } else { sys };
+    let read = |file: &str| std::fs::read_to_string(disk.join(file)).ok().map(|v| v.trim().to_string());
+    let mut said = Vec::new();
+    if let Some(sectors) = read("size").and_then(|s| s.parse::<u64>().ok()) {
+        said.push(format!("{:.0} GiB", sectors as f64 * 512.0 / f64::from(1u32 << 30)));
+    }
+    let driver = std::fs::read_link(disk.join("device/driver"))
+        .ok()
+        .and_then(|d| Some(d.file_name()?.to_string_lossy().into_owned()));
+    said.extend(read("device/model").filter(|m| !m.is_empty()).or(driver));
+    said.extend(read("queue/rotational").map(|r| if r == "1" { "rotational" } else { "not rotational" }.to_string()));
+    Some(format!("{} ({})", disk.file_name()?.to_string_lossy(), said.join(", ")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

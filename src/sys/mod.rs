@@ -1,18 +1,23 @@
 //! The bottom layer: what every other module may use and which names none of them — child
 //! processes, signals and pids, free ports, atomic writes, usage and device counters, the
-//! machine's perf counters, a cgroup that counts a sandbox's CPU, and the progress lines a run says.
+//! machine's perf counters, a cgroup that counts a sandbox's CPU, sets of CPUs to pin to, the
+//! machine let settle between runs, and the progress lines a run says.
 
 mod cgroup;
 mod counters;
+mod cpuset;
 mod files;
 mod perf;
 mod ports;
 mod process;
 pub mod progress;
+mod settle;
 
 pub use cgroup::*;
 pub use counters::*;
+pub use cpuset::*;
 pub use files::*;
 pub use perf::*;
 pub use ports::*;
 pub use process::*;
+pub use settle::*;
