@@ -226,6 +226,10 @@ struct RunArgs {
     /// Print the matrix and the run order, run nothing.
     #[arg(long)]
     dry_run: bool,
+    /// The seed the rounds' shuffled order is drawn from (a result set records its own), to
+    /// replay an order.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
     /// Run the cells this machine can run and record the others as skipped; without it, a suite
     /// some of whose cells lack a tool or a runtime here stops before the first run, saying what.
     #[arg(long)]
@@ -324,7 +328,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Server { action } => server(&workdir, action),
         Command::K8s { action: K8sAction::Render { suite, overrides } } => {
             let suite = Suite::load(&suite, &overrides)?;
-            let plan = Plan::new(&suite, &[]).map_err(anyhow::Error::msg)?;
+            let plan = Plan::new(&suite, &[], 0).map_err(anyhow::Error::msg)?;
             print!("{}", crate::runner::k8s_render::render_suite(&suite, &plan)?);
             Ok(ExitCode::SUCCESS)
         }
@@ -372,34 +376,10 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         .iter()
         .map(|f| Selector::parse(f).map_err(|e| anyhow::anyhow!("--filter {f}: {e}")))
         .collect::<Result<Vec<_>>>()?;
-    let plan = Plan::new(&suite, &selectors).map_err(anyhow::Error::msg)?;
-    crate::runner::density::check(&suite, &plan).map_err(anyhow::Error::msg)?;
-    if let Some(crate::server::ServerSpec::Managed(managed)) = &suite.server {
-        // The largest cluster a cell runs on this machine (a database in a cluster's pods takes
-        // the cluster's memory, not this machine's).
-        let local_nodes = plan
-            .cells
-            .iter()
-            .filter(|c| suite.envs[c.env].item.as_k8s().is_none())
-            .filter_map(|c| match &suite.workloads[c.workload].variants[c.variant].spec {
-                crate::workload::Spec::Cql(cql) => Some(cql.nodes.unwrap_or(managed.nodes)),
-                _ => None,
-            })
-            .max();
-        if let Some(nodes) = local_nodes {
-            let available = crate::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
-            crate::server::cluster::check_memory(nodes, &managed.heap, available)
-                .map_err(|e| anyhow::anyhow!("{}: [[server]]: {e}", suite.file))?;
-        }
-    }
-    let refused = crate::runner::refusals(&suite, &plan);
-    if !refused.is_empty() {
-        let mut said = format!("{}: cells that cannot run as the suite says:\n", suite.file);
-        for (why, cells) in &refused {
-            said += &format!("  {why}\n    {}\n", cells.join(", "));
-        }
-        bail!("{}change the suite, or leave these cells out with cells = [...]", said);
-    }
+    let resumed = args.resume.as_deref().map(ResultSet::open).transpose()?;
+    let seed = order_seed(args.seed, resumed.as_ref())?;
+    let plan = Plan::new(&suite, &selectors, seed).map_err(anyhow::Error::msg)?;
+    refuse_what_cannot_run(&suite, &plan)?;
     for id in &plan.added_baselines {
         eprintln!("isobench: also running {id}: the filter left out the baseline the selected cells are compared with");
     }
@@ -407,25 +387,14 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         print!("{}", crate::secrets::scrub(&describe_plan(&suite, &plan)));
         return Ok(ExitCode::SUCCESS);
     }
-    let missing = crate::runner::missing_here(&suite, &plan);
-    if !missing.is_empty() && !args.allow_skips {
-        let stopped: std::collections::BTreeSet<&String> = missing.iter().flat_map(|(_, cells)| cells).collect();
-        let mut said =
-            format!("{}: {} of {} cells cannot run on this machine:\n", suite.file, stopped.len(), plan.cells.len());
-        for (why, cells) in &missing {
-            said += &format!("  {why}\n    {}\n", cells.join(", "));
-        }
-        said += "`scripts/setup.sh test` (as root) installs every tool and runtime isobench's kinds use; what no package gives (KVM, a Docker engine, Kata, a cluster) stays missing: run again with --allow-skips to run the other cells and record these as skipped";
-        bail!("{said}");
-    }
-    let set = match &args.resume {
-        Some(dir) => {
-            let set = ResultSet::open(dir)?;
-            let stored = std::fs::read_to_string(dir.join("suite.toml")).unwrap_or_default();
+    refuse_what_is_missing(&suite, &plan, args.allow_skips)?;
+    let set = match resumed {
+        Some(set) => {
+            let stored = std::fs::read_to_string(set.dir.join("suite.toml")).unwrap_or_default();
             if stored != suite.resolved {
                 bail!(
                     "{} was made from a different suite (or different --set values); resume it with the same suite and overrides",
-                    dir.display()
+                    set.dir.display()
                 );
             }
             set
@@ -466,8 +435,76 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
     if closed.is_err() {
         return Ok(ExitCode::FAILURE);
     }
-    let report = Report::load(&set)?;
-    report::write(&set, &report, &[Format::Md, Format::Html])?;
+    report_run(&set)
+}
+
+/// The seed the rounds' order is drawn from: `--seed`, else the resumed result set's, else a
+/// fresh one.
+fn order_seed(given: Option<u64>, resumed: Option<&ResultSet>) -> Result<u64> {
+    let kept = resumed.and_then(|set| set.plan().ok()).and_then(|plan| plan.seed);
+    match (given, kept) {
+        (Some(given), Some(kept)) if given != kept => bail!(
+            "--seed {given}: {} ran its rounds in the order of seed {kept}; resume it without --seed",
+            resumed.map(|s| s.dir.display().to_string()).unwrap_or_default()
+        ),
+        (Some(seed), _) | (None, Some(seed)) => Ok(seed),
+        (None, None) => Ok(crate::plan::fresh_seed()),
+    }
+}
+
+/// Stops before any run when cells cannot run as the suite says, whatever the machine: too many
+/// sandboxes for its memory, a cluster larger than it holds, a combination that cannot work.
+fn refuse_what_cannot_run(suite: &Suite, plan: &Plan) -> Result<()> {
+    crate::runner::density::check(suite, plan).map_err(anyhow::Error::msg)?;
+    if let Some(crate::server::ServerSpec::Managed(managed)) = &suite.server {
+        // The largest cluster a cell runs on this machine (a database in a cluster's pods takes
+        // the cluster's memory, not this machine's).
+        let local_nodes = plan
+            .cells
+            .iter()
+            .filter(|c| suite.envs[c.env].item.as_k8s().is_none())
+            .filter_map(|c| match &suite.workloads[c.workload].variants[c.variant].spec {
+                crate::workload::Spec::Cql(cql) => Some(cql.nodes.unwrap_or(managed.nodes)),
+                _ => None,
+            })
+            .max();
+        if let Some(nodes) = local_nodes {
+            let available = crate::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
+            crate::server::cluster::check_memory(nodes, &managed.heap, available)
+                .map_err(|e| anyhow::anyhow!("{}: [[server]]: {e}", suite.file))?;
+        }
+    }
+    let refused = crate::runner::refusals(suite, plan);
+    if !refused.is_empty() {
+        let mut said = format!("{}: cells that cannot run as the suite says:\n", suite.file);
+        for (why, cells) in &refused {
+            said += &format!("  {why}\n    {}\n", cells.join(", "));
+        }
+        bail!("{}change the suite, or leave these cells out with cells = [...]", said);
+    }
+    Ok(())
+}
+
+/// Stops before any run when some cells lack a tool or a runtime here, unless `--allow-skips`.
+fn refuse_what_is_missing(suite: &Suite, plan: &Plan, allow_skips: bool) -> Result<()> {
+    let missing = crate::runner::missing_here(suite, plan);
+    if missing.is_empty() || allow_skips {
+        return Ok(());
+    }
+    let stopped: std::collections::BTreeSet<&String> = missing.iter().flat_map(|(_, cells)| cells).collect();
+    let mut said =
+        format!("{}: {} of {} cells cannot run on this machine:\n", suite.file, stopped.len(), plan.cells.len());
+    for (why, cells) in &missing {
+        said += &format!("  {why}\n    {}\n", cells.join(", "));
+    }
+    said += "`scripts/setup.sh test` (as root) installs every tool and runtime isobench's kinds use; what no package gives (KVM, a Docker engine, Kata, a cluster) stays missing: run again with --allow-skips to run the other cells and record these as skipped";
+    bail!("{said}");
+}
+
+/// The report of a finished run: written, printed, and the exit code its runs earned.
+fn report_run(set: &ResultSet) -> Result<ExitCode> {
+    let report = Report::load(set)?;
+    report::write(set, &report, &[Format::Md, Format::Html])?;
     print!("{}", crate::secrets::scrub(&report::terminal::render(&report)));
     println!(
         "\nresult set: {}\nreport:     {} (and report.html)",
@@ -504,20 +541,27 @@ fn describe_plan(suite: &Suite, plan: &Plan) -> String {
         if suite.repeat.is_adaptive() { " first, then more where the CI is still wide" } else { "" }
     );
     let mut expected = std::time::Duration::ZERO;
-    for cell in &plan.cells {
+    for (i, cell) in plan.cells.iter().enumerate() {
         let env = &suite.envs[cell.env];
         let volume = &suite.volumes[cell.volume];
         let workload = suite.workloads[cell.workload].variants[cell.variant].spec.workload();
         expected += workload.expected_duration() * suite.repeat.min;
         match crate::runner::skip_reason(env, volume) {
-            Some(why) => out.push_str(&format!("  {}  (will be skipped: {why})\n", cell.id)),
-            None => out.push_str(&format!("  {}\n", cell.id)),
+            Some(why) => out.push_str(&format!("  {:>3}  {}  (will be skipped: {why})\n", i + 1, cell.id)),
+            None => out.push_str(&format!("  {:>3}  {}\n", i + 1, cell.id)),
         }
     }
-    out.push_str(&format!(
-        "order: round-robin, repetition 1 of every cell first; expected at least {:.0} s\n",
-        expected.as_secs_f64()
-    ));
+    out.push_str(&match suite.order {
+        crate::store::Order::Fixed => "order: fixed, every round as the suite lists the cells:\n".to_string(),
+        crate::store::Order::Shuffled => {
+            format!("order: shuffled from seed {} (--seed {} replays it), round by round:\n", plan.seed, plan.seed)
+        }
+    });
+    for (i, round) in plan.rounds().iter().enumerate() {
+        let cells: Vec<String> = round.iter().map(|c| (c + 1).to_string()).collect();
+        out.push_str(&format!("  round {}: {}\n", i + 1, cells.join(" ")));
+    }
+    out.push_str(&format!("expected at least {:.0} s\n", expected.as_secs_f64()));
     out
 }
 

@@ -64,6 +64,7 @@ pub fn in_gvisor(facts: &Facts) -> bool {
 /// The machine, for `host.json`.
 pub fn host_facts() -> Facts {
     let mut f = sandbox_facts(None);
+    f.extend(machine_facts());
     if let Some(cpuinfo) = read_trimmed("/proc/cpuinfo")
         && let Some(model) = cpuinfo.lines().find(|l| l.starts_with("model name"))
     {
@@ -85,6 +86,63 @@ pub fn host_facts() -> Facts {
         }
     }
     f
+}
+
+/// What makes two machines of one kind: the CPU (its model, its microcode), how many CPUs and how
+/// much memory, the hypervisor's product where it says, and the disk under the root; recorded
+/// once per result set, so that what moves between machines shows up as a fact, not an answer.
+pub fn machine_facts() -> Facts {
+    let mut f = Facts::new();
+    let cpuinfo = read_trimmed("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        cpuinfo
+            .lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+            .and_then(|l| Some(l.split_once(':')?.1.trim().to_string()))
+    };
+    f.extend(field("model name").map(|m| ("machine.cpu_model".to_string(), m)));
+    f.extend(field("microcode").map(|m| ("machine.microcode".to_string(), m)));
+    if let Some(flags) = field("flags") {
+        let virtual_ = flags.split_whitespace().any(|f| f == "hypervisor");
+        f.insert("machine.virtual".into(), virtual_.to_string());
+    }
+    let online = read_trimmed("/sys/devices/system/cpu/online").and_then(|l| crate::sys::CpuSet::parse(&l).ok());
+    f.extend(online.map(|cpus| ("machine.cpus".to_string(), cpus.len().to_string())));
+    f.extend(meminfo_kib("MemTotal").map(|kib| ("machine.memory".to_string(), (kib * 1024).to_string())));
+    let product: Vec<String> =
+        ["sys_vendor", "product_name"].iter().filter_map(|f| read_trimmed(&format!("/sys/class/dmi/id/{f}"))).collect();
+    if !product.is_empty() {
+        f.insert("machine.product".into(), product.join(" "));
+    }
+    f.extend(crate::sys::disk_behind(Path::new("/")).map(|d| ("machine.root_disk".to_string(), d)));
+    f
+}
+
+/// Whether two result sets' machines are of one kind (the same CPU model, CPU count, product and
+/// memory within 2 %), and what else differs between them (the kernel, the microcode, the disk):
+/// None where either set recorded no machine.
+pub fn machine_kind_difference(a: &Facts, b: &Facts) -> Option<(bool, Vec<String>)> {
+    let key = |f: &Facts, k: &str| f.get(k).cloned().unwrap_or_else(|| "unknown".into());
+    a.get("machine.cpu_model").zip(b.get("machine.cpu_model"))?;
+    let memory = |f: &Facts| f.get("machine.memory").and_then(|m| m.parse::<f64>().ok());
+    let mut kind_differs = Vec::new();
+    for k in ["machine.cpu_model", "machine.cpus", "machine.product"] {
+        if key(a, k) != key(b, k) {
+            kind_differs.push(format!("{k} {} → {}", key(a, k), key(b, k)));
+        }
+    }
+    if let (Some(x), Some(y)) = (memory(a), memory(b))
+        && (x - y).abs() > 0.02 * x.max(y)
+    {
+        kind_differs.push(format!("machine.memory {:.1} GiB → {:.1} GiB", x / 1073741824.0, y / 1073741824.0));
+    }
+    let same_kind = kind_differs.is_empty();
+    for k in ["kernel.release", "machine.microcode", "machine.root_disk", "os"] {
+        if key(a, k) != key(b, k) {
+            kind_differs.push(format!("{k} {} → {}", key(a, k), key(b, k)));
+        }
+    }
+    Some((same_kind, kind_differs))
 }
 
 /// The cgroup directories of this process for `controller` (v1: "memory", "cpu"; v2: ""),

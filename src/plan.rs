@@ -1,9 +1,14 @@
 //! From a suite to the runs to do: the matrix of cells (env × volume × workload variant), the
-//! cells a `--filter` selects, and the order of runs. Runs go round-robin across cells (rep 1 of
-//! every cell, then rep 2 …) so that slow drift of the machine spreads over all cells instead of
-//! biasing the ones that happened to run last.
+//! cells a `--filter` selects, and the order of runs. Runs go in rounds (rep 1 of every cell,
+//! then rep 2 …) so that slow drift of the machine spreads over all cells instead of biasing the
+//! ones that happened to run last; within a round the cells are shuffled from a seed, so that
+//! what one run leaves behind (its teardown, its writeback) does not land on the same cell every
+//! round, where no CI could see it.
 
-use crate::store::{BoundRecord, CellRecord, Labels, PlanRecord, Selector};
+use std::collections::HashMap;
+
+use crate::stats::Rng;
+use crate::store::{BoundRecord, CellRecord, Labels, Order, PlanRecord, Selector};
 use crate::suite::Suite;
 
 /// One cell of the matrix, with indexes into the suite.
@@ -28,13 +33,17 @@ pub struct Plan {
     pub runs: Vec<Slot>,
     /// Baseline cells added because the filter left them out but a selected cell needs them.
     pub added_baselines: Vec<String>,
+    /// What the rounds' orders were drawn from.
+    pub seed: u64,
+    /// Orders the rounds after the first `repeat.min` (adaptive repetition), continuing theirs.
+    pub orderer: Orderer,
 }
 
 impl Plan {
     /// Expands the suite into cells, keeps those any of `filters` selects (all when none), and
-    /// orders the first `repeat.min` runs of each round-robin (adaptive rounds come later, from
-    /// what those runs measured).
-    pub fn new(suite: &Suite, filters: &[Selector]) -> Result<Plan, String> {
+    /// orders the first `repeat.min` runs in rounds, each in the suite's `order` (shuffled from
+    /// `seed`); adaptive rounds come later, from what those runs measured.
+    pub fn new(suite: &Suite, filters: &[Selector], seed: u64) -> Result<Plan, String> {
         let all = cells_of(suite);
         if all.is_empty() || !all.iter().any(|c| suite.baseline.contains(&c.labels)) {
             return Err(format!(
@@ -78,9 +87,24 @@ impl Plan {
                 texts.join(" --filter ")
             ));
         }
-        let runs =
-            (1..=suite.repeat.min).flat_map(|rep| (0..cells.len()).map(move |cell| Slot { cell, rep })).collect();
-        Ok(Plan { cells, runs, added_baselines })
+        let mut orderer = Orderer::new(suite.order, seed);
+        let all: Vec<usize> = (0..cells.len()).collect();
+        let runs = (1..=suite.repeat.min)
+            .flat_map(|rep| orderer.round(&all).into_iter().map(move |cell| Slot { cell, rep }))
+            .collect();
+        Ok(Plan { cells, runs, added_baselines, seed, orderer })
+    }
+
+    /// The runs' cells round by round, as `isobench run --dry-run` shows them.
+    pub fn rounds(&self) -> Vec<Vec<usize>> {
+        let mut rounds: Vec<Vec<usize>> = Vec::new();
+        for slot in &self.runs {
+            match rounds.get_mut(slot.rep as usize - 1) {
+                Some(round) => round.push(slot.cell),
+                None => rounds.push(vec![slot.cell]),
+            }
+        }
+        rounds
     }
 
     pub fn record(&self, suite: &Suite) -> PlanRecord {
@@ -141,7 +165,74 @@ impl Plan {
                     cells: b.cells.as_ref().map(|s| s.text().to_string()),
                 })
                 .collect(),
+            order: suite.order,
+            seed: (suite.order == Order::Shuffled).then_some(self.seed),
         }
+    }
+}
+
+/// A seed for a new result set's order: from the clock and the process, as no two runs should
+/// share one (`--seed` gives one to replay).
+pub fn fresh_seed() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let mixed = now.as_nanos() as u64 ^ (u64::from(std::process::id()) << 32);
+    // Small enough to type back as --seed.
+    Rng::new(mixed).next_u64() % 1_000_000_000
+}
+
+/// Orders each round's cells: as given (`Order::Fixed`) or shuffled. A shuffled round is, of
+/// some random orders, the one that least repeats the (cell, cell before it) pairs the rounds
+/// before had, so that over the rounds each cell follows the others about equally often rather
+/// than, by chance, one of them mostly.
+#[derive(Clone, Debug)]
+pub struct Orderer {
+    order: Order,
+    rng: Rng,
+    /// How often each cell has followed each other (None: it came first).
+    followed: HashMap<(Option<usize>, usize), u32>,
+    last: Option<usize>,
+}
+
+/// Random orders a shuffled round chooses among.
+const CANDIDATES: usize = 64;
+
+impl Orderer {
+    pub fn new(order: Order, seed: u64) -> Orderer {
+        Orderer { order, rng: Rng::new(seed), followed: HashMap::new(), last: None }
+    }
+
+    /// The next round's order of `cells`.
+    pub fn round(&mut self, cells: &[usize]) -> Vec<usize> {
+        let chosen = match self.order {
+            Order::Fixed => cells.to_vec(),
+            Order::Shuffled => {
+                let mut best: Option<(u32, Vec<usize>)> = None;
+                for _ in 0..CANDIDATES {
+                    let mut candidate = cells.to_vec();
+                    self.rng.shuffle(&mut candidate);
+                    // A pair seen twice costs more to repeat than two seen once: no pair runs away.
+                    let repeats = self
+                        .pairs(&candidate)
+                        .map(|pair| 4u32.saturating_pow(self.followed.get(&pair).copied().unwrap_or(0)) - 1)
+                        .sum();
+                    if best.as_ref().is_none_or(|(fewest, _)| repeats < *fewest) {
+                        best = Some((repeats, candidate));
+                    }
+                }
+                best.map(|(_, order)| order).unwrap_or_default()
+            }
+        };
+        for pair in self.pairs(&chosen).collect::<Vec<_>>() {
+            *self.followed.entry(pair).or_default() += 1;
+        }
+        self.last = chosen.last().copied().or(self.last);
+        chosen
+    }
+
+    /// Each cell of `order` with the cell before it (the last round's last for the first).
+    fn pairs<'a>(&self, order: &'a [usize]) -> impl Iterator<Item = (Option<usize>, usize)> + 'a {
+        let last = self.last;
+        order.iter().enumerate().map(move |(i, c)| (if i == 0 { last } else { Some(order[i - 1]) }, *c))
     }
 }
 
@@ -174,4 +265,44 @@ fn cells_of(suite: &Suite) -> Vec<Cell> {
         }
     }
     cells
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rounds(order: Order, seed: u64, cells: usize, n: usize) -> Vec<Vec<usize>> {
+        let mut orderer = Orderer::new(order, seed);
+        let all: Vec<usize> = (0..cells).collect();
+        (0..n).map(|_| orderer.round(&all)).collect()
+    }
+
+    #[test]
+    fn a_fixed_order_is_the_suites_and_a_shuffled_one_is_the_seeds() {
+        assert!(rounds(Order::Fixed, 7, 4, 3).iter().all(|r| *r == [0, 1, 2, 3]));
+        let a = rounds(Order::Shuffled, 7, 4, 6);
+        assert_eq!(a, rounds(Order::Shuffled, 7, 4, 6), "the same seed replays the same order");
+        assert_ne!(a, rounds(Order::Shuffled, 8, 4, 6), "another seed, another order");
+        for round in &a {
+            let mut sorted = round.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, [0, 1, 2, 3], "each round runs every cell once");
+        }
+    }
+
+    /// Over the rounds, no cell mostly follows one other: a carry-over from one cell then lands
+    /// on a minority of another's runs, and its median stays its own.
+    #[test]
+    fn shuffled_rounds_spread_each_cells_predecessors() {
+        for seed in 0..200 {
+            let (cells, n) = (4, 6);
+            let flat: Vec<usize> = rounds(Order::Shuffled, seed, cells, n).concat();
+            for victim in 0..cells {
+                for culprit in (0..cells).filter(|c| *c != victim) {
+                    let after = flat.windows(2).filter(|w| w[0] == culprit && w[1] == victim).count();
+                    assert!(after * 2 < n, "seed {seed}: cell {victim} followed {culprit} in {after} of {n} rounds");
+                }
+            }
+        }
+    }
 }

@@ -54,7 +54,7 @@ pub fn compare_sets(a: &ResultSet, b: &ResultSet, metrics: &[String]) -> Result<
         bail!("{} and {} have no measured cell in common", a.dir.display(), b.dir.display());
     }
     let headers = ["cell", "metric", "A", "B", "B vs A [95% CI]", "p", "verdict"].map(String::from).to_vec();
-    let mut out = format!("A: {}\nB: {}\n\n", a.dir.display(), b.dir.display());
+    let mut out = format!("A: {}\nB: {}\n{}\n\n", a.dir.display(), b.dir.display(), machines(a, b));
     out.push_str(&Table { headers, rows }.to_text(""));
     let only_a: Vec<&str> = old
         .cells
@@ -69,6 +69,28 @@ pub fn compare_sets(a: &ResultSet, b: &ResultSet, metrics: &[String]) -> Result<
         out.push_str(&format!("only in B: {}\n", only_b.join(", ")));
     }
     Ok(out)
+}
+
+/// Whether A and B were measured on the same kind of machine, and what else of it changed.
+fn machines(a: &ResultSet, b: &ResultSet) -> String {
+    let facts = |set: &ResultSet| set.read_json::<crate::facts::Facts>("host.json").unwrap_or_default();
+    let (fa, fb) = (facts(a), facts(b));
+    match crate::facts::machine_kind_difference(&fa, &fb) {
+        None => "machines: not recorded in both (result sets from before isobench recorded them)".into(),
+        Some((true, differs)) if differs.is_empty() => format!(
+            "machines: the same kind ({}), nothing of it changed",
+            crate::report::machine_line(&fb).unwrap_or_default()
+        ),
+        Some((true, differs)) => format!(
+            "machines: the same kind ({}); changed between them: {}",
+            crate::report::machine_line(&fb).unwrap_or_default(),
+            differs.join("; ")
+        ),
+        Some((false, differs)) => format!(
+            "machines: of different kinds ({}): a difference below may be the machine's, not the change's",
+            differs.join("; ")
+        ),
+    }
 }
 
 /// Joins result sets of one suite into a new one at `out`. Runs are renumbered per cell (the

@@ -334,6 +334,35 @@ pub struct SandboxRecord {
     pub samples: Vec<Sample>,
 }
 
+/// The seconds a run waited for the machine to settle before it began (0 where nothing had to).
+pub const SETTLE_METRIC: &str = "sys.settle_s";
+/// In a run's setup: what had not settled within its limit when the run began.
+pub const UNSETTLED_SETUP: &str = "settle.unsettled";
+
+/// The order of the cells within each round of runs (the suite's `order`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Each round in an order of its own, drawn from the result set's seed, so that no cell
+    /// always follows the same one: what a run leaves behind lands on a different cell each round.
+    Shuffled,
+    /// Every round in the order the suite lists its cells (result sets made before shuffling).
+    Fixed,
+}
+
+impl Order {
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::Shuffled => "shuffled",
+            Order::Fixed => "fixed",
+        }
+    }
+
+    fn before_shuffling() -> Order {
+        Order::Fixed
+    }
+}
+
 /// The cells of a run and the order they ran in: `plan.json`.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct PlanRecord {
@@ -343,6 +372,11 @@ pub struct PlanRecord {
     pub cells: Vec<CellRecord>,
     #[serde(default)]
     pub bounds: Vec<BoundRecord>,
+    #[serde(default = "Order::before_shuffling")]
+    pub order: Order,
+    /// What the shuffled order was drawn from: `--seed` replays it, `--resume` keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 /// What each cell is compared with: the cell of the same workload setting in the baseline
@@ -606,10 +640,13 @@ pub fn csv_field(f: &str) -> String {
     if f.contains([',', '"', '\n', '\r']) { format!("\"{}\"", f.replace('"', "\"\"")) } else { f.to_string() }
 }
 
-/// Now, as an RFC 3339 UTC timestamp: "2026-11-21T00:31:05Z".
+/// Now, as an RFC 3339 UTC timestamp to the millisecond: "2026-11-21T00:31:05.042Z" (runs a
+/// second apart are told in order by it).
 pub fn utc_now() -> String {
-    let (date, time) = utc_parts(SystemTime::now());
-    format!("{}-{:02}-{:02}T{:02}:{:02}:{:02}Z", date.0, date.1, date.2, time.0, time.1, time.2)
+    let now = SystemTime::now();
+    let (date, time) = utc_parts(now);
+    let ms = now.duration_since(UNIX_EPOCH).map(|d| d.subsec_millis()).unwrap_or(0);
+    format!("{}-{:02}-{:02}T{:02}:{:02}:{:02}.{ms:03}Z", date.0, date.1, date.2, time.0, time.1, time.2)
 }
 
 /// Now, compact, for directory names: "20261121T003105Z".

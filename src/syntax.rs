@@ -439,6 +439,29 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A set of this machine's CPUs: "1", "0,2-3" (the kernel's list syntax), or a bare CPU number.
+    pub fn cpuset(&mut self, key: &'static str) -> Result<Option<crate::sys::CpuSet>, SuiteError> {
+        use crate::sys::CpuSet;
+        let set = match self.node(key).map(|n| &n.value) {
+            None => return Ok(None),
+            Some(Value::Str(s)) => CpuSet::parse(s).map_err(|e| self.error_at(key, e))?,
+            Some(Value::Int(i)) if *i >= 0 => CpuSet::from_cpus([*i as usize]),
+            Some(other) => {
+                return Err(
+                    self.error_at(key, format!("expected CPUs like \"1\" or \"0-1\", found {}", other.type_name()))
+                );
+            }
+        };
+        let machine = CpuSet::available();
+        if !set.is_subset(&machine) {
+            return Err(self.error_at(
+                key,
+                format!("\"{set}\" names CPUs this machine does not give isobench: it may use CPUs {machine}"),
+            ));
+        }
+        Ok(Some(set))
+    }
+
     pub fn str_list(&mut self, key: &'static str) -> Result<Option<Vec<String>>, SuiteError> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),

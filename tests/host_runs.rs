@@ -6,7 +6,7 @@ mod common;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{Missing, Scratch, need_program, need_root, run_record, samples, text};
+use common::{Missing, Scratch, need_program, need_root, ok, run_record, samples, text};
 
 fn suite(volumes: &str, workload: &str, extra: &str) -> String {
     format!(
@@ -443,4 +443,136 @@ fn a_relative_workdir_is_torn_down_too() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(!text(&o).contains("teardown failed"), "{}", text(&o));
     sb.assert_clean();
+}
+
+/// The run order of a result set: each run's cell and its `total_time` where it has one, by the
+/// time it began.
+fn ran(out: &std::path::Path) -> Vec<(String, Option<f64>)> {
+    let mut runs: Vec<serde_json::Value> = std::fs::read_dir(out.join("runs"))
+        .unwrap()
+        .flat_map(|cell| std::fs::read_dir(cell.unwrap().path()).unwrap())
+        .map(|f| serde_json::from_str(&std::fs::read_to_string(f.unwrap().path()).unwrap()).unwrap())
+        .collect();
+    runs.sort_by_key(|r| r["started"].as_str().unwrap().to_string());
+    runs.iter()
+        .map(|r| {
+            let time = r["samples"].as_array().unwrap().iter().find(|s| s["metric"] == "total_time");
+            (r["cell"].as_str().unwrap().to_string(), time.map(|s| s["value"].as_f64().unwrap()))
+        })
+        .collect()
+}
+
+/// A planted carry-over: a cell whose run leaves two busy loops behind it for 2 s, out of
+/// isobench's sight (no token, a session and cgroups of their own), and a CPU-bound cell that
+/// is slowed only when it runs right after it. In a fixed order it always does: its figure is
+/// biased, and the runs' unsettled starts name the cell before it. Shuffled from a seed (which
+/// `--dry-run` shows and replays), it follows that cell in a minority of rounds and its median
+/// is its own again.
+#[test]
+fn a_carry_over_is_named_under_a_fixed_order_and_a_shuffled_one_is_not_biased_by_it() {
+    skip_if!(unable().or_else(|| need_program("sysbench", "sysbench")));
+    let _alone = common::alone();
+    let mut sb = Scratch::new();
+    sb.settle_cpus = true;
+    let burner = sb.write(
+        "burn.sh",
+        "#!/bin/bash\ncd /\nfor fd in /proc/$$/fd/*; do n=${fd##*/}; [ \"$n\" -gt 2 ] 2>/dev/null && eval \"exec $n>&-\"; done\n\
+         for procs in /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/cgroup.procs; do echo $$ >\"$procs\"; done 2>/dev/null\n\
+         env -u ISOBENCH_TOKEN setsid sh -c 'for i in 1 2; do timeout 2 sh -c \"while :; do :; done\" & done; wait' </dev/null >/dev/null 2>&1 &\n",
+    );
+    std::fs::set_permissions(&burner, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let suite = format!(
+        r#"
+name = "carry"
+repeat = 6
+baseline = {{ env = "host" }}
+settle = {{ timeout = "1s" }}
+
+[[env]]
+name = "host"
+kind = "host"
+
+[[volume]]
+name = "mem"
+kind = "tmpfs"
+size = "64M"
+
+[[workload]]
+name = "burner"
+kind = "fio"
+rw = "write"
+size = "4M"
+runtime = "100ms"
+args = ["--exec_postrun={}"]
+
+[[workload]]
+name = "victim"
+kind = "cpu"
+threads = 2
+events = 2000
+
+[[workload]]
+name = "probe1"
+kind = "syscall"
+probes = ["getpid"]
+time = "50ms"
+
+[[workload]]
+name = "probe2"
+kind = "syscall"
+probes = ["getpid"]
+time = "50ms"
+"#,
+        burner.display()
+    );
+    let victim = "host.mem.victim";
+    let (out, fixed) = sb.run_suite(&suite, &["--set", "order=fixed", "--set", "repeat=2"]);
+    let said = ok(&out);
+    let flagged =
+        format!("{victim}: 2 of its runs began right after host.mem.burner on a machine that had not settled");
+    assert!(said.contains(&flagged), "{said}");
+    let planned = ok(&sb.run(&["run", sb.path().join("s.toml").to_str().unwrap(), "--seed", "1", "--dry-run"]));
+    let (out, shuffled) = sb.run_suite(&suite, &["--seed", "1"]);
+    ok(&out);
+
+    // The order run is the order the seed gave the dry run.
+    let order = ran(&shuffled);
+    let cells: Vec<&str> = planned
+        .lines()
+        .filter_map(|l| l.trim().split_once("  "))
+        .filter(|(n, _)| n.parse::<usize>().is_ok())
+        .map(|(_, c)| c.trim())
+        .collect();
+    let rounds: Vec<String> = planned
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("round "))
+        .flat_map(|r| {
+            r.split_once(": ").unwrap().1.split(' ').map(|i| cells[i.parse::<usize>().unwrap() - 1].to_string())
+        })
+        .collect();
+    assert_eq!(order.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>(), rounds, "{planned}");
+
+    let times = |runs: &[(String, Option<f64>)], after_burner: Option<bool>| -> Vec<f64> {
+        let mut out = Vec::new();
+        for (i, (cell, time)) in runs.iter().enumerate() {
+            let follows = i > 0 && runs[i - 1].0 == "host.mem.burner";
+            if cell == victim && after_burner.is_none_or(|a| a == follows) {
+                out.push(time.unwrap());
+            }
+        }
+        out
+    };
+    let median = |v: Vec<f64>| isobench::stats::median(&v);
+    let slowed = times(&order, Some(true)).len();
+    assert!(slowed * 2 < 6, "the shuffled rounds put the victim after the burner in {slowed} of 6");
+    let own = median(times(&order, Some(false)));
+    let (biased, unbiased) = (median(times(&ran(&fixed), None)) / own - 1.0, median(times(&order, None)) / own - 1.0);
+    eprintln!(
+        "victim's time against its own median {own:.3} s: fixed order {:+.0}%, shuffled {:+.0}%",
+        biased * 100.0,
+        unbiased * 100.0
+    );
+    assert!(biased > 0.2, "in a fixed order the burner slows every run of the victim: {biased:+.2}");
+    assert!(unbiased < biased / 2.0, "shuffled, the victim's median is its own: {unbiased:+.2} against {biased:+.2}");
+    sb.assert_nothing_left();
 }

@@ -91,7 +91,7 @@ fn unknown_key_names_file_line_key_and_allowed_keys() {
 #[test]
 fn unknown_top_level_key() {
     let e = load(&format!("repeats = 3\n{BASE}")).err().expect("rejected");
-    assert!(e.starts_with("suite.toml:1: the suite: key \"repeats\": unknown key; allowed keys are: baseline, bound, cells, collect, cost, env, name, repeat, server, target, volume, workload"), "{e}");
+    assert!(e.starts_with("suite.toml:1: the suite: key \"repeats\": unknown key; allowed keys are: baseline, bound, cells, collect, cost, env, name, order, repeat, server, settle, split_cpus, target, volume, workload"), "{e}");
 }
 
 #[test]
@@ -202,7 +202,7 @@ fn bad_percent_in_bound() {
 #[test]
 fn matrix_is_env_by_volume_by_list_valued_parameters() {
     let s = load(BASE).unwrap();
-    let plan = Plan::new(&s, &[]).unwrap();
+    let plan = Plan::new(&s, &[], 0).unwrap();
     assert_eq!(plan.cells.len(), 2 * 4 * 2);
     assert_eq!(plan.runs.len(), 16 * 2);
     let first = &plan.cells[0];
@@ -219,7 +219,7 @@ fn matrix_is_env_by_volume_by_list_valued_parameters() {
 fn overrides_replace_values_and_are_named_in_errors() {
     let s = load_with(BASE, &["workload.fio.runtime=3s", "repeat=5", "workload.fio.rw=read"]).unwrap();
     assert_eq!(s.repeat, isobench::store::Repeat::fixed(5));
-    assert_eq!(Plan::new(&s, &[]).unwrap().cells.len(), 2 * 2);
+    assert_eq!(Plan::new(&s, &[], 0).unwrap().cells.len(), 2 * 2);
     assert!(s.resolved.contains("runtime = \"3s\""), "{}", s.resolved);
     let e = load_with(BASE, &["workload.fio.runtime=3 parsecs"]).err().expect("rejected");
     assert!(
@@ -236,7 +236,7 @@ fn overrides_replace_values_and_are_named_in_errors() {
 fn filters_select_cells_and_keep_their_baselines() {
     let s = load(BASE).unwrap();
     let sel = |t: &str| Selector::parse(t).unwrap();
-    let plan = Plan::new(&s, &[sel("volume=ext4,rw=rand*,numjobs=1")]).unwrap();
+    let plan = Plan::new(&s, &[sel("volume=ext4,rw=rand*,numjobs=1")], 0).unwrap();
     let ids: Vec<&str> = plan.cells.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(
         ids,
@@ -248,9 +248,9 @@ fn filters_select_cells_and_keep_their_baselines() {
         ]
     );
     assert_eq!(plan.added_baselines.len(), 2);
-    let e = Plan::new(&s, &[sel("rwx=read")]).err().unwrap();
+    let e = Plan::new(&s, &[sel("rwx=read")], 0).err().unwrap();
     assert!(e.contains("no cell has a label named rwx"), "{e}");
-    let e = Plan::new(&s, &[sel("env=kata")]).err().unwrap();
+    let e = Plan::new(&s, &[sel("env=kata")], 0).err().unwrap();
     assert!(e.contains("selects no cell"), "{e}");
     assert!(Selector::parse("env").is_err());
 }
@@ -264,7 +264,7 @@ fn job_file_environment_is_a_matrix_axis() {
         "jobfile = \"job.fio\"\nenv = { FIO_RW = [\"read\", \"randread\"], OTHER = \"x\" }\n",
     );
     let s = Suite::from_text("suite.toml", &text, dir.path(), &[]).unwrap();
-    let plan = Plan::new(&s, &[]).unwrap();
+    let plan = Plan::new(&s, &[], 0).unwrap();
     assert_eq!(plan.cells.len(), 2 * 2);
     assert_eq!(plan.cells[0].labels.params, vec![("FIO_RW".into(), "read".into())]);
     let e = Suite::from_text("suite.toml", &text.replace("job.fio", "missing.fio"), dir.path(), &[])
@@ -279,7 +279,7 @@ fn adaptive_repeat_is_a_table_with_a_target() {
     let s = load(&BASE.replace("repeat = 2", "repeat = { min = 3, max = 15, target_ci = \"2%\" }")).unwrap();
     assert!(s.repeat.is_adaptive());
     assert_eq!((s.repeat.min, s.repeat.max, s.repeat.target_ci_pct), (3, 15, Some(2.0)));
-    assert_eq!(Plan::new(&s, &[]).unwrap().runs.len(), 16 * 3, "the first rounds are the minimum");
+    assert_eq!(Plan::new(&s, &[], 0).unwrap().runs.len(), 16 * 3, "the first rounds are the minimum");
     let e = error_with("repeat = 2", "repeat = { min = 3, max = 15 }");
     assert!(e.contains("an adaptive repeat needs \"target_ci\""), "{e}");
     let e = error_with("repeat = 2", "repeat = { min = 5, max = 3, target_ci = \"2%\" }");
@@ -309,7 +309,7 @@ fn a_baseline_naming_only_the_env_compares_each_volume_with_itself() {
     let text = BASE.replace("baseline = { env = \"host\", volume = \"tmpfs\" }", "baseline = { env = \"host\" }")
         + "\n[[env]]\nname = \"runc\"\nkind = \"oci\"\nruntime = \"runc\"\n";
     let s = load(&text).unwrap();
-    let plan = Plan::new(&s, &[Selector::parse("env=runc,volume=ext4,rw=read,numjobs=1").unwrap()]).unwrap();
+    let plan = Plan::new(&s, &[Selector::parse("env=runc,volume=ext4,rw=read,numjobs=1").unwrap()], 0).unwrap();
     let ids: Vec<&str> = plan.cells.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["host.ext4.fio.rw=read.numjobs=1", "runc.ext4.fio.rw=read.numjobs=1"]);
     let e = error_with("baseline = { env = \"host\", volume = \"tmpfs\" }", "baseline = { }");
@@ -397,10 +397,10 @@ fn a_value_marked_secret_is_used_as_given_and_stored_redacted() {
 fn cells_keep_only_the_pairings_asked_for_and_the_baseline() {
     let with = |cells: &str| BASE.replacen("repeat = 2\n", &format!("repeat = 2\ncells = {cells}\n"), 1);
     let suite = load(&format!("{}{CQL}", with(r#"["workload=fio", "workload=db,volume=tmpfs"]"#))).unwrap();
-    let plan = Plan::new(&suite, &[]).unwrap();
+    let plan = Plan::new(&suite, &[], 0).unwrap();
     assert_eq!(plan.cells.len(), 16 + 1, "fio on both volumes, the database on tmpfs only");
     let suite = load(&with(r#"["volume=ext4"]"#)).unwrap();
-    let e = Plan::new(&suite, &[]).err().expect("rejected");
+    let e = Plan::new(&suite, &[], 0).err().expect("rejected");
     assert!(e.contains("leaves out the baseline"), "{e}");
 }
 
@@ -442,7 +442,7 @@ fn new_workload_kinds_check_their_keys() {
     let e = load(&workload("kind = \"cpu\"\ndensity = 0")).err().expect("the suite should be rejected");
     assert!(e.contains("key \"density\": must be at least 1"), "{e}");
     let suite = load(&workload("kind = \"cpu\"\ndensity = [1, 10, 50]")).unwrap();
-    let plan = Plan::new(&suite, &[]).unwrap();
+    let plan = Plan::new(&suite, &[], 0).unwrap();
     let densities: Vec<Option<usize>> =
         plan.cells.iter().filter(|c| c.volume == 0).map(|c| suite.workloads[0].variants[c.variant].density).collect();
     assert_eq!(densities, [Some(1), Some(10), Some(50)], "a list of densities is a matrix axis");
@@ -454,8 +454,12 @@ fn fio_series_are_a_list_of_known_logs() {
     let e = error_with("direct = true", "direct = true\nseries = [\"iops\", \"bw\"]");
     assert!(e.contains("fio logs no per-second series \"bw\"; choose from [\"iops\", \"clat\"]"), "{e}");
     let suite = load(&BASE.replacen("direct = true", "direct = true\nseries = []", 1)).unwrap();
-    let plan = Plan::new(&suite, &[]).unwrap();
-    assert_eq!(plan.cells.len(), load(BASE).map(|s| Plan::new(&s, &[]).unwrap().cells.len()).unwrap(), "not an axis");
+    let plan = Plan::new(&suite, &[], 0).unwrap();
+    assert_eq!(
+        plan.cells.len(),
+        load(BASE).map(|s| Plan::new(&s, &[], 0).unwrap().cells.len()).unwrap(),
+        "not an axis"
+    );
 }
 
 #[test]
@@ -476,7 +480,7 @@ fn every_example_loads_and_plans() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
             let suite = Suite::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
-            Plan::new(&suite, &[]).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            Plan::new(&suite, &[], 0).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             seen += 1;
         }
     }
@@ -520,4 +524,78 @@ fn gvisors_knobs_are_env_keys_checked_against_its_own_flag_listing() {
     let setup = s.envs[0].item.describe();
     assert_eq!(setup["runtime.platform"], "ptrace");
     assert_eq!(setup["runtime.variant"], "directfs false, overlay2 root:memory");
+}
+
+/// A suite whose CQL workload loads a database isobench starts, beside a fio workload.
+fn served(extra_top: &str, host: &str) -> String {
+    BASE.replace("repeat = 2\n", &format!("repeat = 2\n{extra_top}\n"))
+        .replace("kind = \"host\"\n", &format!("kind = \"host\"\n{host}\n"))
+        + "\n[[server]]\nkind = \"cassandra\"\n\n[[workload]]\nname = \"db\"\nkind = \"cql\"\nargs = \"write n=1000\"\n"
+}
+
+#[test]
+fn cpus_are_split_between_the_database_and_the_load_generator_only_where_both_run_here() {
+    use isobench::sys::CpuSet;
+    let available = CpuSet::available();
+    let Some((lower, upper)) = available.halves() else {
+        common::skip(&common::missing("cpus", "a machine of one CPU cannot be split"));
+        return;
+    };
+    let s = load(&served("split_cpus = true", "")).unwrap();
+    let (fio, db) = (&s.workloads[0].variants[0].spec, &s.workloads[1].variants[0].spec);
+    let pins = s.pins(0, db);
+    assert_eq!(
+        (pins.sandbox, pins.loader),
+        (Some(upper.clone()), Some(lower.clone())),
+        "the upper half to the database"
+    );
+    assert_eq!(s.pins(0, fio), Default::default(), "a cell without a load generator of its own keeps the machine");
+    let first = available.cpus().next().unwrap();
+    let own = load(&served("", &format!("cpuset = \"{upper}\"\nloader_cpuset = {first}"))).unwrap();
+    assert_eq!(own.pins(0, db).loader, Some(CpuSet::from_cpus([first])), "a bare number is one CPU");
+    assert_eq!(own.pins(0, fio).sandbox, Some(upper.clone()), "an env's own cpuset pins all its cells");
+    assert_eq!(own.pins(0, fio).loader, None);
+
+    let beyond = available.cpus().last().unwrap() + 1;
+    let e = load(&served("", &format!("cpuset = \"{beyond}\""))).err().unwrap();
+    assert!(
+        e.contains(&format!(
+            "key \"cpuset\": \"{beyond}\" names CPUs this machine does not give isobench: it may use CPUs {available}"
+        )),
+        "{e}"
+    );
+    let e = load(&served("", &format!("cpuset = \"{available}\"\nloader_cpuset = \"{upper}\""))).err().unwrap();
+    assert!(e.contains(&format!("key \"loader_cpuset\": shares CPU(s) {upper} with cpuset")), "{e}");
+    let e = load(&served("", "cpuset = \"1-\"")).err().unwrap();
+    assert!(e.contains("key \"cpuset\": \"1-\" is not a list of CPUs"), "{e}");
+    let e = load(&BASE.replace("kind = \"host\"\n", &format!("kind = \"host\"\nloader_cpuset = \"{lower}\"\n")))
+        .err()
+        .unwrap();
+    assert!(e.contains("key \"loader_cpuset\": only a CQL cell whose database isobench starts"), "{e}");
+    let e = load(&BASE.replace("repeat = 2\n", "repeat = 2\nsplit_cpus = true\n")).err().unwrap();
+    assert!(e.contains("key \"split_cpus\": it splits the CPUs of a cell whose database isobench starts"), "{e}");
+    let e = load(&served("split_cpus = true", &format!("cpuset = \"{upper}\""))).err().unwrap();
+    assert!(e.contains("key \"split_cpus\": env \"host\" sets its own cpuset or loader_cpuset"), "{e}");
+    let k8s = served("", "").replace("kind = \"host\"\n", "kind = \"k8s\"\ncpuset = \"0\"\n");
+    let e = load(&k8s).err().unwrap();
+    assert!(e.contains("key \"cpuset\": a cluster's kubelet places a pod's processes"), "{e}");
+}
+
+#[test]
+fn the_order_and_the_settle_are_checked() {
+    let s = load(BASE).unwrap();
+    assert_eq!(s.order, isobench::store::Order::Shuffled, "shuffled unless the suite says otherwise");
+    assert_eq!(s.settle, Some(isobench::sys::Settle::default()));
+    let s = load(&BASE.replace("repeat = 2\n", "repeat = 2\norder = \"fixed\"\nsettle = false\n")).unwrap();
+    assert_eq!((s.order, s.settle), (isobench::store::Order::Fixed, None));
+    let e = error_with("repeat = 2\n", "repeat = 2\norder = \"random\"\n");
+    assert!(e.contains("key \"order\": \"random\" is not allowed; use one of: shuffled, fixed"), "{e}");
+    let e = error_with("repeat = 2\n", "repeat = 2\nsettle = { timeout = \"0s\" }\n");
+    assert!(e.contains("key \"timeout\": must be more than 0; to start each run at once, write settle = false"), "{e}");
+    let e = error_with("repeat = 2\n", "repeat = 2\nsettle = { cpu_busy = \"0%\" }\n");
+    assert!(e.contains("key \"cpu_busy\": must be more than 0% and at most 100%"), "{e}");
+    let e = error_with("repeat = 2\n", "repeat = 2\nsettle = \"yes\"\n");
+    assert!(e.contains("key \"settle\": expected true, false or a table"), "{e}");
+    let e = error_with("repeat = 2\n", "repeat = 2\nsettle = { wait = \"1s\" }\n");
+    assert!(e.contains("key \"wait\": unknown key; allowed keys are: cpu_busy, timeout"), "{e}");
 }

@@ -55,18 +55,39 @@ fn vm(name: &str, extra: &str) -> String {
     format!("\n[[env]]\nname = \"{name}\"\nkind = \"vm\"\nmemory = \"1G\"\n{extra}\n")
 }
 
+/// Also: a guest pinned to a CPU of the host (`cpuset`) runs every thread of its QEMU (its
+/// vCPUs, its I/O) and its virtio-fs daemon there, read from the kernel while it ran; the others
+/// run on all of them.
 #[test]
 fn fio_in_a_guest_over_9p_virtiofs_and_virtio_blk() {
     skip_if!(unable());
     let sb = Scratch::new();
+    let all = isobench::sys::CpuSet::available();
+    let one = isobench::sys::CpuSet::from_cpus(all.cpus().last());
     let envs = [
         vm("vm-9p", "attach = \"9p\"\ncache = \"none\""),
-        vm("vm-virtiofs", "attach = \"virtiofs\"\ncache = \"never\""),
+        vm("vm-virtiofs", &format!("attach = \"virtiofs\"\ncache = \"never\"\ncpuset = \"{one}\"")),
         vm("vm-blk", "attach = \"virtio-blk\"\naio = \"threads\""),
     ]
     .concat();
-    let (o, out) = sb.run_suite(&suite(&envs, "2s"), &[]);
+    let (o, out, cpus) = sb.run_suite_watching_cpus(&suite(&envs, "2s"), &[]);
     assert!(o.status.success(), "{}", text(&o));
+    for (env, pinned) in [("vm-virtiofs", &one), ("vm-blk", &all)] {
+        let run = run_record(&out, &format!("{env}.ext4.fio"), 1);
+        let during = common::cpus_during(&cpus, &run);
+        eprintln!("{env}: the CPUs each part was allowed while it ran: {during:?}");
+        let programs: &[&str] =
+            if env == "vm-virtiofs" { &["qemu-system-x86_64", "virtiofsd"] } else { &["qemu-system-x86_64"] };
+        for program in programs {
+            assert_eq!(
+                during.get(*program),
+                Some(&[pinned.to_string()].into()),
+                "{env}: {program}'s threads: {during:?}"
+            );
+        }
+        assert_eq!(run["setup"]["limit.cpuset"], pinned.to_string());
+        assert_eq!(run["setup"]["limit.cpus_seen"], "1", "{env}: the guest's one vCPU");
+    }
     let host = run_record(&out, "host.ext4.fio", 1);
     for (env, source) in [("vm-9p", "9p data"), ("vm-virtiofs", "virtiofs data"), ("vm-blk", "/dev/vda")] {
         let run = run_record(&out, &format!("{env}.ext4.fio"), 1);

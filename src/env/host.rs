@@ -74,6 +74,9 @@ pub fn run_agent_process(cmd: &mut Command, launch: Launch, token: &str) -> Resu
     if let Some(group) = launch.cpu_group {
         group.start_in(cmd);
     }
+    if let Some(cpus) = launch.cpuset {
+        cpus.start_in(cmd);
+    }
     let gate = launch.gate;
     let mut on_spawn = |pid: u32| gate.iter().for_each(|g| g.spawned(pid));
     let mut on_stderr_line = |line: &str| {

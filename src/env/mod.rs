@@ -52,6 +52,9 @@ pub struct Launch<'a> {
     pub memory: Option<u64>,
     /// Where the sandbox's processes start, when its CPU is counted (`CpuCount::Group`).
     pub cpu_group: Option<&'a crate::sys::CpuGroup>,
+    /// The host CPUs every process of the sandbox runs on (its runtime's, a VM's vCPU threads,
+    /// the workload's), when the cell pins it.
+    pub cpuset: Option<&'a crate::sys::CpuSet>,
 }
 
 /// How the CPU of a sandbox's processes (runtime and workload) is counted on the host.
@@ -125,6 +128,10 @@ pub trait Environment: Send + Sync {
     }
     /// The k8s environment itself (`isobench k8s render` builds its objects).
     fn as_k8s(&self) -> Option<&k8s::K8s> {
+        None
+    }
+    /// Why this environment cannot pin its sandboxes to CPUs of this host (`cpuset`), if it cannot.
+    fn cannot_pin(&self) -> Option<String> {
         None
     }
     /// Why this environment cannot hand a raw block device to the workload, if it cannot.

@@ -216,12 +216,26 @@ pub(super) struct Contents<'a> {
     pub args: &'a [&'a str],
     /// Where the container's processes are counted (`CpuCount::Group`).
     pub cpu_group: Option<&'a sys::CpuGroup>,
+    /// The CPUs its processes run on.
+    pub cpuset: Option<&'a sys::CpuSet>,
 }
 
 impl<'a> Contents<'a> {
-    /// A run's agent: the launch's volume, network and cgroup, the memory limit given.
+    /// A run's agent: the launch's volume, network, cgroup and CPUs, the memory limit given.
     pub fn agent(launch: &Launch<'a>, memory: Option<u64>, args: &'a [&'a str]) -> Contents<'a> {
-        Contents { volume: Some(launch.volume), network: launch.network, memory, args, cpu_group: launch.cpu_group }
+        Contents {
+            volume: Some(launch.volume),
+            network: launch.network,
+            memory,
+            args,
+            cpu_group: launch.cpu_group,
+            cpuset: launch.cpuset,
+        }
+    }
+
+    /// A first container that runs `args` with nothing of a run's.
+    pub fn smoke(memory: Option<u64>, args: &'a [&'a str]) -> Contents<'a> {
+        Contents { volume: None, network: None, memory, args, cpu_group: None, cpuset: None }
     }
 }
 
@@ -334,6 +348,7 @@ impl Oci {
             args: contents.args,
             token,
             cpus: self.cpus,
+            cpuset: contents.cpuset,
             memory: contents.memory,
             net,
             // Without one, each runtime moves the container to a cgroup of its own, out of
@@ -369,8 +384,7 @@ impl Oci {
 
     /// Starts `/bin/true` in a container: whether this runtime, with these arguments, works here.
     pub fn smoke_test(&self, ledger: &Ledger, run_dir: &Path) -> Result<()> {
-        let contents =
-            Contents { volume: None, network: None, memory: self.memory, args: &["/bin/true"], cpu_group: None };
+        let contents = Contents::smoke(self.memory, &["/bin/true"]);
         let (mut cmd, token) = self.prepare(ledger, run_dir, &contents)?;
         ledger.record(Resource::Processes { token: token.clone() })?;
         let options = sys::Options { token: Some(&token), timeout: Some(self.start_timeout), ..Default::default() };
@@ -494,9 +508,10 @@ impl Environment for Oci {
         let memory = launch.memory.or(self.memory);
         let contents = Contents::agent(&launch, memory, &args);
         let (mut cmd, token) = self.prepare(launch.ledger, launch.run_dir, &contents)?;
+        let cpuset = launch.cpuset;
         let mut report = run_agent_process(&mut cmd, launch, &token)?;
         report.setup.extend(used);
-        Ok(with_limit_notes(report, self.cpus, memory))
+        Ok(with_limit_notes(report, self.cpus, cpuset, memory))
     }
 }
 
@@ -504,8 +519,17 @@ impl Environment for Oci {
 pub(super) fn with_limit_notes(
     mut report: crate::store::AgentReport,
     cpus: Option<f64>,
+    cpuset: Option<&sys::CpuSet>,
     memory: Option<u64>,
 ) -> crate::store::AgentReport {
+    if let Some(set) = cpuset
+        && let Some(seen) = report.facts.get("cpus").and_then(|v| v.parse::<usize>().ok())
+        && seen > set.len()
+    {
+        report.notes.push(format!(
+            "cpuset = \"{set}\" was requested but the sandbox saw {seen} CPUs: the pinning was not applied"
+        ));
+    }
     if let Some(limit) = memory {
         match report.facts.get("memory.limit_kib").and_then(|v| v.parse::<u64>().ok()) {
             Some(seen) if seen * 1024 <= limit + 4096 => {}
@@ -576,6 +600,7 @@ struct SpecInput<'a> {
     args: &'a [&'a str],
     token: &'a str,
     cpus: Option<f64>,
+    cpuset: Option<&'a sys::CpuSet>,
     memory: Option<u64>,
     net: Net<'a>,
     cgroups_path: Option<String>,
@@ -633,6 +658,11 @@ fn spec(input: &SpecInput) -> Value {
     let mut resources = json!({"devices": device_rules});
     if let Some(cpus) = input.cpus {
         resources["cpu"] = json!({"quota": (cpus * 100_000.0).round() as i64, "period": 100_000});
+    }
+    // The runtime moves the container into a cpuset cgroup, which sets its processes' affinity
+    // to the cgroup's CPUs: the set must be the cgroup's, not only the runtime's affinity.
+    if let Some(set) = input.cpuset {
+        resources["cpu"]["cpus"] = json!(set.to_string());
     }
     if let Some(memory) = input.memory {
         resources["memory"] = json!({"limit": memory});
@@ -705,6 +735,7 @@ mod tests {
             args: &["/x"],
             token: "t",
             cpus: Some(1.5),
+            cpuset: Some(&sys::CpuSet::from_cpus([1])),
             memory: Some(1 << 30),
             net: Net::None,
             cgroups_path: Some("/isobench-t/c".into()),
@@ -714,6 +745,7 @@ mod tests {
         assert!(mounts.iter().any(|m| m["destination"] == AGENT_PATH && m["options"][1] == "ro"));
         assert_eq!(s["root"]["readonly"], true);
         assert_eq!(s["linux"]["resources"]["cpu"]["quota"], 150_000);
+        assert_eq!(s["linux"]["resources"]["cpu"]["cpus"], "1", "the container's cpuset cgroup holds the set");
         assert_eq!(s["linux"]["resources"]["memory"]["limit"], 1u64 << 30);
         assert!(s["linux"]["namespaces"].as_array().unwrap().iter().any(|n| n["type"] == "network"));
         assert!(s["process"]["env"].as_array().unwrap().iter().any(|e| e == "ISOBENCH_TOKEN=t"));
@@ -731,6 +763,7 @@ mod tests {
             args: &["/x"],
             token: "t",
             cpus: None,
+            cpuset: None,
             memory: None,
             net: Net::Namespace(netns),
             cgroups_path: None,

@@ -160,6 +160,9 @@ impl Engine {
         if let Some(c) = self.cpus {
             cmd.arg(format!("--cpus={c}"));
         }
+        if let Some(set) = contents.cpuset {
+            cmd.arg(format!("--cpuset-cpus={set}"));
+        }
         if let Some(m) = memory {
             cmd.arg(format!("--memory={m}"));
         }
@@ -294,8 +297,7 @@ impl Environment for Engine {
     }
 
     fn preflight(&self, ledger: &crate::ledger::Ledger, run_dir: &Path, _workdir: &Path) -> Result<()> {
-        let contents =
-            Contents { volume: None, network: None, memory: self.memory, args: &["/bin/true"], cpu_group: None };
+        let contents = Contents::smoke(self.memory, &["/bin/true"]);
         let (mut cmd, token) = self.command(ledger, run_dir, &contents)?;
         ledger.record(Resource::Processes { token: token.clone() })?;
         let options = sys::Options {
@@ -328,8 +330,9 @@ impl Environment for Engine {
         let memory = launch.memory.or(self.memory);
         let contents = Contents::agent(&launch, memory, &args);
         let (mut cmd, token) = self.command(launch.ledger, launch.run_dir, &contents)?;
+        let cpuset = launch.cpuset;
         let mut report = run_agent_process(&mut cmd, launch, &token)?;
         report.setup.insert("runtime.network".into(), network.into());
-        Ok(super::oci::with_limit_notes(report, self.cpus, memory))
+        Ok(super::oci::with_limit_notes(report, self.cpus, cpuset, memory))
     }
 }

@@ -37,6 +37,9 @@ pub fn render(report: &Report) -> String {
         .filter_map(|k| report.host.get(*k).map(|v| format!("{k}: {}", h(v))))
         .collect();
     let _ = write!(out, "<p class=\"meta\">Host: {}</p>", host.join(" · "));
+    if let Some(machine) = super::machine_line(&report.host) {
+        let _ = write!(out, "<p class=\"meta\">Machine: {} · {}</p>", h(&machine), h(&super::order_line(plan)));
+    }
     let capacity_link =
         if super::capacity::table(report).is_some() { "<a href=\"#capacity\">capacity</a>" } else { "" };
     out.push_str("<nav><a href=\"#summary\">summary</a>");

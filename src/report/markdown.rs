@@ -37,6 +37,10 @@ pub fn render(report: &Report) -> String {
     if !host_line.is_empty() {
         out.push_str(&format!("Host: {}\n", host_line.join(" · ")));
     }
+    if let Some(machine) = super::machine_line(&report.host) {
+        out.push_str(&format!("\nMachine: {machine}\n"));
+    }
+    out.push_str(&format!("\n{}\n", super::order_line(plan)));
     let (lines, against) = super::verdict(analysis);
     if !lines.is_empty() {
         out.push_str(&format!(

@@ -100,7 +100,12 @@ pub fn render(report: &Report) -> String {
             }
         }
     }
-    // Last, where the eye lands when the run ends: the answer.
+    // Last, where the eye lands when the run ends: where it was measured, and the answer.
+    out.push('\n');
+    if let Some(machine) = super::machine_line(&report.host) {
+        out.push_str(&format!("measured on: {machine}\n"));
+    }
+    out.push_str(&format!("{}\n", super::order_line(&analysis.plan)));
     let (lines, against) = super::verdict(analysis);
     if !lines.is_empty() {
         out.push_str(&format!("\nverdict against {against} (median difference [95% CI]; {}):\n", super::MARKS));

@@ -43,6 +43,8 @@ pub struct Runner<'a> {
     /// What isobench sees of the host itself: a sandbox run must look different.
     host_facts: crate::facts::Facts,
     runs_started: u32,
+    /// Orders the adaptive rounds, going on from the plan's.
+    orderer: crate::plan::Orderer,
 }
 
 impl<'a> Runner<'a> {
@@ -57,6 +59,7 @@ impl<'a> Runner<'a> {
             preflights: HashMap::new(),
             host_facts: crate::facts::sandbox_facts(None),
             runs_started: 0,
+            orderer: plan.orderer.clone(),
         }
     }
 
@@ -117,8 +120,8 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    /// The next adaptive round: one more run for each cell that needs one, in plan order.
-    fn next_round(&self) -> Result<Vec<Slot>> {
+    /// The next adaptive round: one more run for each cell that needs one, in the suite's order.
+    fn next_round(&mut self) -> Result<Vec<Slot>> {
         let repeat = &self.suite.repeat;
         if !repeat.is_adaptive() {
             return Ok(Vec::new());
@@ -147,6 +150,8 @@ impl<'a> Runner<'a> {
                 round.push(Slot { cell: i, rep });
             }
         }
+        let order = self.orderer.round(&round.iter().map(|s| s.cell).collect::<Vec<_>>());
+        round.sort_by_key(|slot| order.iter().position(|c| *c == slot.cell));
         Ok(round)
     }
 
@@ -171,6 +176,8 @@ impl<'a> Runner<'a> {
             record.status = Status::Failed;
             record.error = Some(format!("env \"{}\": {why}", env.name));
         } else {
+            let settle = self.suite.settle.clone().map(sys::Settle::from_environment);
+            let settled = settle.as_ref().map(|s| s.wait(self.ledger.token())).transpose()?;
             let mark = self.ledger.mark();
             let attempt = self.attempt(slot, &mut record);
             let released = self.ledger.release_to(mark);
@@ -205,6 +212,12 @@ impl<'a> Runner<'a> {
                     record.status = Status::Failed;
                     record.error = Some(format!("{e:#}"));
                 }
+            }
+            if let Some(cpus) = record.facts.get("cpus") {
+                record.setup.insert("limit.cpus_seen".into(), cpus.clone());
+            }
+            if let (Some(settle), Some(settled)) = (&settle, settled) {
+                record_settle(&mut record, settle, &settled);
             }
             if let Err(e) = released {
                 // The numbers stand, but the machine is not clean: say so loudly.
@@ -250,12 +263,17 @@ impl<'a> Runner<'a> {
         std::fs::create_dir_all(&run_dir)?;
         let volume_entry = &self.suite.volumes[cell.volume];
         let attach = volume_entry.attach.as_ref();
+        let pins = self.suite.pins(cell.env, spec);
+        if !env.mounts_claims() {
+            record_pins(record, &pins, self.suite.serves(spec));
+        }
         let place = Place {
             env: env.as_ref(),
             attach,
             ledger: self.ledger,
             workdir: &self.workdir,
             collect: self.suite.collect,
+            pins: &pins,
         };
         let ctx = ProvisionContext {
             ledger: self.ledger,
@@ -269,6 +287,10 @@ impl<'a> Runner<'a> {
         };
         let volume = &volumes[0];
         record.setup.extend(volume.facts.clone());
+        if !env.mounts_claims() {
+            let disk = sys::disk_behind(&volume.path).unwrap_or_else(|| "none: memory or a network's".into());
+            record.setup.insert("volume.disk".into(), disk);
+        }
         if record.setup.get("runtime.ignores_o_direct").is_some_and(|v| v == "true")
             && spec.workload().describe().get("fio.direct").is_some_and(|v| v == "true")
         {
@@ -313,6 +335,35 @@ impl<'a> Runner<'a> {
             return crate::runner::k8s_server_cell::run_external(k8s, external, pods, cql, &run_dir, self.ledger);
         }
         place.run(&spec, volume, &run_dir, None, None)
+    }
+}
+
+/// The CPUs a run's sandbox and its load generator may use, in the host's numbering: those the
+/// cell pins them to, else all of isobench's.
+fn record_pins(record: &mut RunRecord, pins: &crate::suite::CpuPins, served: bool) {
+    let all = sys::CpuSet::available();
+    record.setup.insert("limit.cpuset".into(), pins.sandbox.as_ref().unwrap_or(&all).to_string());
+    if served {
+        record.setup.insert("loader.cpuset".into(), pins.loader.as_ref().unwrap_or(&all).to_string());
+    }
+}
+
+/// How long the machine took to settle before the run, and what had not settled by the limit.
+fn record_settle(record: &mut RunRecord, settle: &sys::Settle, settled: &sys::Settled) {
+    record.samples.push(crate::store::Sample::new(crate::store::SETTLE_METRIC, settled.waited_s, "s"));
+    let cpus = match settle.cpu_busy {
+        busy if busy < 1.0 => format!("at most {:.0}% busy", busy * 100.0),
+        _ if std::env::var_os(sys::SETTLE_CPU_VAR).is_some() => format!("not waited for ({}=off)", sys::SETTLE_CPU_VAR),
+        _ => "not waited for (cpu_busy = 100%)".into(),
+    };
+    record.setup.insert(
+        "settle".into(),
+        format!("processes gone, writeback near zero, CPUs {cpus}; each within {:.1} s", settle.timeout.as_secs_f64()),
+    );
+    if !settled.unsettled.is_empty() {
+        let what = settled.unsettled.join("; ");
+        record.notes.push(format!("the machine had not settled when this run began: {what}"));
+        record.setup.insert(crate::store::UNSETTLED_SETUP.into(), what);
     }
 }
 

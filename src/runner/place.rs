@@ -18,6 +18,8 @@ pub struct Place<'a> {
     pub workdir: &'a std::path::Path,
     /// The suite's `collect`: record what the sandbox used (`sys.` samples).
     pub collect: bool,
+    /// The host CPUs its sandboxes, and a served cell's load generator, are pinned to.
+    pub pins: &'a crate::suite::CpuPins,
 }
 
 impl Place<'_> {
@@ -90,6 +92,7 @@ impl Place<'_> {
             gate,
             memory,
             cpu_group: counters.as_ref().and_then(HostCounters::cpu_group),
+            cpuset: self.pins.sandbox.as_ref(),
         })?;
         if let Some(counters) = counters {
             counters.finish(&mut report);

@@ -39,6 +39,10 @@ pub fn refusal(env: &dyn crate::env::Environment, env_name: &str, managed: &Mana
     }
 }
 
+/// The thread of isobench's that drives a served cell's load (15 characters: a thread's name as
+/// the kernel keeps it).
+pub const LOADER_THREAD: &str = "isobench-loader";
+
 /// A ring to wait for: its nodes, and whether they are in networks of their own (their
 /// `nodetool` then runs inside each sandbox, through its agent).
 struct Ring<'a> {
@@ -145,7 +149,17 @@ pub fn run(
     let ring = (nodes > 1).then_some(Ring { distribution: &distribution, layout: &layout, own: reach == Reach::Own });
     let cpu_group = counters.as_ref().and_then(HostCounters::cpu_group);
     let (reports, loaded) = std::thread::scope(|scope| {
-        let loader = scope.spawn(|| drive(&controls, &load, managed, ring, &loads, &agents_done, counters.as_ref()));
+        // Named, so that its CPUs can be looked up; its runtime's threads and loader processes
+        // start from it and inherit its set.
+        let loader = std::thread::Builder::new()
+            .name(LOADER_THREAD.into())
+            .spawn_scoped(scope, || {
+                if let Some(set) = &place.pins.loader {
+                    set.pin_this_thread().map_err(|e| anyhow!("pinning the load generator to CPUs {set}: {e}"))?;
+                }
+                drive(&controls, &load, managed, ring, &loads, &agents_done, counters.as_ref())
+            })
+            .expect("a thread starts");
         let agents: Vec<_> = (0..nodes)
             .map(|k| {
                 let (request, forward, run_dir) = (&requests[k], &forwards[k], &run_dirs[k]);
@@ -164,6 +178,7 @@ pub fn run(
                         gate: None,
                         memory: None,
                         cpu_group,
+                        cpuset: place.pins.sandbox.as_ref(),
                     })
                 })
             })

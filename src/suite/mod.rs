@@ -11,7 +11,8 @@ use crate::syntax::{Fields, Node, Origin, SuiteError, Table, Value};
 
 use crate::env::Environment;
 pub use crate::store::Baseline;
-use crate::store::{Repeat, Selector};
+use crate::store::{Order, Repeat, Selector};
+use crate::sys::{CpuSet, Settle};
 use crate::volume::Volume;
 use crate::workload::{self, ParseContext};
 
@@ -35,8 +36,23 @@ pub struct Suite {
     /// `target = "50k op/s"`: the load to size for, in nodes and money, from each capacity
     /// workload's capacity (a workload's own `target` replaces it).
     pub target: Option<f64>,
+    /// `order`: the cells of each round shuffled (the default) or as the suite lists them.
+    pub order: Order,
+    /// `settle`: how long the machine may take to settle before each run (None: no wait).
+    pub settle: Option<Settle>,
+    /// `split_cpus = true`: in each cell whose database isobench starts, the database gets the
+    /// upper half of the machine's CPUs and the load generator the lower.
+    pub split_cpus: bool,
     /// The suite after overrides, secrets redacted: what the result set keeps.
     pub resolved: String,
+}
+
+/// Where on this machine's CPUs a cell's sandbox and its load generator run (an env's `cpuset`
+/// and `loader_cpuset`, or the suite's `split_cpus`); None: on any.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CpuPins {
+    pub sandbox: Option<CpuSet>,
+    pub loader: Option<CpuSet>,
 }
 
 pub struct Named<T> {
@@ -48,6 +64,8 @@ pub struct Named<T> {
     /// How a VM attaches it (volumes only): `attach = "9p" | "virtiofs" | "virtio-blk"`, with
     /// its options; overrides the VM environment's own choice.
     pub attach: Option<crate::env::vm::attach::Attach>,
+    /// The CPUs its sandboxes and its cells' load generator are pinned to (environments only).
+    pub pins: CpuPins,
 }
 
 pub struct WorkloadEntry {
@@ -104,13 +122,20 @@ impl Suite {
         check_name(&top, "name", &name)?;
         let repeat = parse_repeat(&mut top)?;
         let collect = top.bool("collect")?.unwrap_or(true);
+        let order = match top.choice("order", &["shuffled", "fixed"])?.as_deref() {
+            Some("fixed") => Order::Fixed,
+            _ => Order::Shuffled,
+        };
+        let settle = parse_settle(&mut top)?;
+        let split_cpus = top.bool("split_cpus")?.unwrap_or(false);
         let baseline_node = top.node("baseline").ok_or_else(|| {
             top.error("the key \"baseline\" is required, e.g. baseline = { env = \"host\", volume = \"tmpfs\" }")
         })?;
-        let envs = sections(&mut top, "env")?
-            .into_iter()
+        let env_tables = sections(&mut top, "env")?;
+        let envs = env_tables
+            .iter()
             .map(|(t, origin)| {
-                named(file, "env", t, origin, kinds::ENVS.iter().map(|k| k.name).collect(), |kind, f| {
+                named(file, "env", t, origin.clone(), kinds::ENVS.iter().map(|k| k.name).collect(), |kind, f| {
                     (kinds::env(kind).expect("listed").parse)(f)
                 })
             })
@@ -183,6 +208,12 @@ impl Suite {
         }
         let mut envs = envs;
         apply_cost_table(&mut top, &mut envs)?;
+        let serves = matches!(server, Some(crate::server::ServerSpec::Managed(_)))
+            && workloads.iter().any(|w| w.variants.iter().any(|v| matches!(v.spec, workload::Spec::Cql(_))));
+        check_pins(file, &env_tables, &envs, serves)?;
+        if split_cpus {
+            check_split(&top, &envs, serves)?;
+        }
         let mut baseline = parse_baseline(file, baseline_node, &envs, &volumes)?;
         for ((table, _), workload) in workload_tables.iter().zip(&workloads) {
             if let Some(node) = table.get("baseline") {
@@ -206,9 +237,118 @@ impl Suite {
             cells,
             server,
             target,
+            order,
+            settle,
+            split_cpus,
             resolved: crate::syntax::to_toml(&resolved_tree),
         })
     }
+
+    /// Whether cells of this workload load a database that isobench starts in the sandbox, from a
+    /// load generator on this host.
+    pub fn serves(&self, spec: &workload::Spec) -> bool {
+        matches!((&self.server, spec), (Some(crate::server::ServerSpec::Managed(_)), workload::Spec::Cql(_)))
+    }
+
+    /// The CPUs a cell of env `env` running `spec` is pinned to: its environment's own, or the
+    /// halves `split_cpus` gives a served cell. A load generator only runs apart in served cells.
+    pub fn pins(&self, env: usize, spec: &workload::Spec) -> CpuPins {
+        let served = self.serves(spec);
+        if self.split_cpus && served {
+            let (loader, sandbox) = CpuSet::available().halves().expect("split_cpus was checked when loaded");
+            return CpuPins { sandbox: Some(sandbox), loader: Some(loader) };
+        }
+        let own = &self.envs[env].pins;
+        CpuPins { sandbox: own.sandbox.clone(), loader: own.loader.clone().filter(|_| served) }
+    }
+}
+
+/// `settle = false`, or `settle = { timeout = "10s", cpu_busy = "10%" }` (each part's limit, and
+/// the share of the machine's CPUs busy at which they count as idle); on by default.
+fn parse_settle(top: &mut Fields) -> Result<Option<Settle>, SuiteError> {
+    match top.node("settle").map(|n| &n.value) {
+        None | Some(Value::Bool(true)) => return Ok(Some(Settle::default())),
+        Some(Value::Bool(false)) => return Ok(None),
+        Some(Value::Table(_)) => {}
+        Some(other) => {
+            return Err(top.error_at(
+                "settle",
+                format!(
+                    "expected true, false or a table like {{ timeout = \"10s\", cpu_busy = \"10%\" }}, found {}",
+                    other.type_name()
+                ),
+            ));
+        }
+    }
+    let mut f = top.table("settle")?.expect("a table");
+    let default = Settle::default();
+    let timeout = f.duration("timeout")?.unwrap_or(default.timeout);
+    let cpu_busy = f.percent("cpu_busy")?.map_or(default.cpu_busy, |p| p / 100.0);
+    f.finish()?;
+    if timeout.is_zero() {
+        return Err(f.error_at("timeout", "must be more than 0; to start each run at once, write settle = false"));
+    }
+    if !(cpu_busy > 0.0 && cpu_busy <= 1.0) {
+        return Err(f.error_at("cpu_busy", "must be more than 0% and at most 100% (100% leaves the CPUs out)"));
+    }
+    Ok(Some(Settle { timeout, cpu_busy }))
+}
+
+/// An environment's `cpuset` and `loader_cpuset`: only where it can pin its sandboxes, and a
+/// load generator only where one runs apart from the sandbox.
+fn check_pins(
+    file: &str,
+    tables: &[(&Table, Origin)],
+    envs: &[Named<Box<dyn Environment>>],
+    serves: bool,
+) -> Result<(), SuiteError> {
+    for ((table, origin), env) in tables.iter().zip(envs) {
+        let f = Fields::new(file, format!("env \"{}\"", env.name), table, origin.clone());
+        if let Some(why) = env.item.cannot_pin() {
+            for key in ["cpuset", "loader_cpuset"] {
+                if table.get(key).is_some() {
+                    return Err(f.error_at(key, why));
+                }
+            }
+        }
+        if env.pins.loader.is_some() && !serves {
+            return Err(f.error_at(
+                "loader_cpuset",
+                "only a CQL cell whose database isobench starts (a [[server]] of kind \"cassandra\") has a load generator apart from its sandbox; a workload without one runs inside the sandbox, which cpuset pins",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `split_cpus = true`: a machine of two CPUs or more, cells it applies to, and no environment
+/// pinned some other way.
+fn check_split(top: &Fields, envs: &[Named<Box<dyn Environment>>], serves: bool) -> Result<(), SuiteError> {
+    let available = CpuSet::available();
+    if available.halves().is_none() {
+        return Err(top.error_at(
+            "split_cpus",
+            format!("isobench may use one CPU here ({available}): there is nothing to split"),
+        ));
+    }
+    if !serves {
+        return Err(top.error_at(
+            "split_cpus",
+            "it splits the CPUs of a cell whose database isobench starts ([[server]] kind = \"cassandra\" and a cql workload) between the database and the load generator; this suite has none",
+        ));
+    }
+    for env in envs {
+        if env.pins != CpuPins::default() {
+            return Err(top.error_at(
+                "split_cpus",
+                format!("env \"{}\" sets its own cpuset or loader_cpuset: use one or the other", env.name),
+            ));
+        }
+        if let Some(why) = env.item.cannot_pin() {
+            return Err(top.error_at("split_cpus", format!("env \"{}\": {why}", env.name)));
+        }
+    }
+    Ok(())
 }
 
 /// `[cost]`: environment name → $ per hour, for environments without their own cost_per_hour.
@@ -336,8 +476,22 @@ fn named<T>(
         return Err(f.error_at("cost_per_hour", "must not be negative"));
     }
     let attach = if section == "volume" { crate::env::vm::attach::Attach::parse(&mut f, None)? } else { None };
+    let pins = if section == "env" {
+        CpuPins { sandbox: f.cpuset("cpuset")?, loader: f.cpuset("loader_cpuset")? }
+    } else {
+        CpuPins::default()
+    };
+    if let CpuPins { sandbox: Some(sandbox), loader: Some(loader) } = &pins {
+        let shared = sandbox.overlap(loader);
+        if !shared.is_empty() {
+            return Err(f.error_at(
+                "loader_cpuset",
+                format!("shares CPU(s) {shared} with cpuset = \"{sandbox}\": give the database and the load generator CPUs of their own"),
+            ));
+        }
+    }
     let item = parse(&kind, &mut f)?;
-    Ok(Named { name, kind, item, cost_per_hour, attach })
+    Ok(Named { name, kind, item, cost_per_hour, attach, pins })
 }
 
 /// A workload table expands into one variant per combination of its list-valued keys (and of

@@ -100,6 +100,9 @@ pub fn have(program: &str) -> bool {
 /// A scratch area for one test: a work directory for isobench and a place for suites/results.
 pub struct Scratch {
     pub dir: tempfile::TempDir,
+    /// Whether isobench's settle waits for idle CPUs: only where the test has the machine to
+    /// itself (`alone()`); side by side, the other tests keep the CPUs busy.
+    pub settle_cpus: bool,
 }
 
 impl Scratch {
@@ -107,7 +110,7 @@ impl Scratch {
         let base =
             std::env::var_os("ISOBENCH_TEST_TMP").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/tmp"));
         std::fs::create_dir_all(&base).unwrap();
-        Scratch { dir: tempfile::Builder::new().prefix("isobench-test-").tempdir_in(base).unwrap() }
+        Scratch { dir: tempfile::Builder::new().prefix("isobench-test-").tempdir_in(base).unwrap(), settle_cpus: false }
     }
 
     pub fn path(&self) -> &Path {
@@ -128,6 +131,9 @@ impl Scratch {
     pub fn isobench(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_isobench"));
         c.env("ISOBENCH_WORKDIR", self.workdir());
+        if !self.settle_cpus {
+            c.env(isobench::sys::SETTLE_CPU_VAR, "off");
+        }
         c
     }
 
@@ -188,20 +194,20 @@ impl Scratch {
         String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(&prefix)).map(str::to_string).collect()
     }
 
+    /// Every process's pid but this test's.
+    fn pids() -> impl Iterator<Item = i32> {
+        let me = std::process::id() as i32;
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter(move |pid| *pid != me)
+    }
+
     /// Processes whose command line points into this sandbox (runtimes and their sandboxes,
     /// QEMU, virtiofsd, fio, agents).
     pub fn processes(&self) -> Vec<String> {
         let prefix = self.path().to_string_lossy().into_owned();
-        let me = std::process::id().to_string();
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| {
-                e.ok()?
-                    .file_name()
-                    .to_str()
-                    .filter(|p| p.chars().all(|c| c.is_ascii_digit()) && *p != me)
-                    .map(str::to_string)
-            })
+        Self::pids()
             .filter_map(|pid| {
                 let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
                 let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
@@ -389,4 +395,88 @@ pub fn load_in_chromium(browser: &Path, page: &Path, width: u32) -> (String, Vec
         .map(str::to_string)
         .collect();
     (String::from_utf8_lossy(&out.stdout).into_owned(), errors)
+}
+
+/// The CPUs a process or thread of a running `isobench run` was allowed (`Cpus_allowed_list`, as
+/// the kernel enforces it) when sampled: its sandboxes' processes (those carrying one of its
+/// tokens, or naming the test's directory) by their program's name ("… (preflight)" for an
+/// environment's first container), and its own threads by theirs.
+#[derive(Clone, Debug)]
+pub struct CpusSeen {
+    /// When, as `isobench::store::utc_now` writes a run's start and end.
+    pub at: String,
+    pub name: String,
+    pub cpus: String,
+}
+
+/// The CPUs each name was seen on during the run `record`.
+pub fn cpus_during(
+    seen: &[CpusSeen],
+    record: &serde_json::Value,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let (started, ended) = (record["started"].as_str().unwrap(), record["ended"].as_str().unwrap());
+    let mut during = std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+    for s in seen.iter().filter(|s| started <= s.at.as_str() && s.at.as_str() <= ended) {
+        during.entry(s.name.clone()).or_default().insert(s.cpus.clone());
+    }
+    during
+}
+
+impl Scratch {
+    /// As `run_suite`, while sampling the CPUs its processes were allowed every 100 ms.
+    pub fn run_suite_watching_cpus(&self, suite: &str, extra: &[&str]) -> (Output, PathBuf, Vec<CpusSeen>) {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (mut run, out) = self.suite_command(suite, extra);
+        let child = run.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let (pid, done) = (child.id(), AtomicBool::new(false));
+        let mut seen = Vec::new();
+        let output = std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| {
+                let output = child.wait_with_output().unwrap();
+                done.store(true, Ordering::Relaxed);
+                output
+            });
+            while !done.load(Ordering::Relaxed) {
+                sample_cpus(pid, self.path(), &mut seen);
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            waiting.join().unwrap()
+        });
+        (output, out, seen)
+    }
+}
+
+fn sample_cpus(isobench: u32, scratch: &Path, seen: &mut Vec<CpusSeen>) {
+    let at = isobench::store::utc_now();
+    let allowed = |status: &Path| {
+        let text = std::fs::read_to_string(status).ok()?;
+        Some(text.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?.trim().to_string())
+    };
+    let mut record = |task_dirs: &Path, name: &dyn Fn(&Path) -> Option<String>| {
+        for task in std::fs::read_dir(task_dirs).into_iter().flatten().flatten() {
+            if let (Some(name), Some(cpus)) = (name(&task.path()), allowed(&task.path().join("status"))) {
+                seen.push(CpusSeen { at: at.clone(), name, cpus });
+            }
+        }
+    };
+    // isobench's own threads, by the names they were given.
+    let comm = |task: &Path| std::fs::read_to_string(task.join("comm")).ok().map(|c| c.trim().to_string());
+    record(Path::new(&format!("/proc/{isobench}/task")), &comm);
+    let token = format!("{}={isobench}-", isobench::sys::TOKEN_VAR);
+    let mut pids = isobench::sys::pids_whose_env(|kv| kv.starts_with(token.as_bytes()));
+    let scratch = scratch.to_string_lossy().into_owned();
+    let cmdline = |pid: i32| {
+        String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()).into_owned()
+    };
+    // gVisor's sandbox keeps no environment of isobench's, but its command line names the run's state.
+    pids.extend(Scratch::pids().filter(|pid| cmdline(*pid).contains(&scratch)));
+    pids.sort_unstable();
+    pids.dedup();
+    for pid in pids {
+        let cmdline = cmdline(pid);
+        let program = cmdline.split('\0').next().unwrap_or_default().rsplit('/').next().unwrap_or_default().to_string();
+        // An environment's first container (`preflight`), which runs nothing of a cell's.
+        let name = if cmdline.contains("-preflight-") { format!("{program} (preflight)") } else { program };
+        record(Path::new(&format!("/proc/{pid}/task")), &|_| Some(name.clone()));
+    }
 }

@@ -259,6 +259,10 @@ impl Environment for K8s {
         RawTarget::Device(PathBuf::from(DEVICE_PATH))
     }
 
+    fn cannot_pin(&self) -> Option<String> {
+        Some("a cluster's kubelet places a pod's processes on its node's CPUs, not isobench: pin them with the kubelet's CPU manager (policy static, whole-CPU requests in cpu = \"…\")".into())
+    }
+
     fn mounts_claims(&self) -> bool {
         true
     }
@@ -322,7 +326,7 @@ impl Environment for K8s {
             _ => reports.into_iter().next().context("the Job had no pod")?,
         };
         report.setup.extend(proof);
-        Ok(super::oci::with_limit_notes(report, self.pod.cpu.as_deref().and_then(cpus), self.pod.memory))
+        Ok(super::oci::with_limit_notes(report, self.pod.cpu.as_deref().and_then(cpus), None, self.pod.memory))
     }
 }
 

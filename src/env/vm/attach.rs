@@ -232,8 +232,19 @@ impl Virtiofsd {
     }
 
     /// Starts the daemon sharing `dir` on `socket` and waits for the socket.
-    pub fn spawn(&self, socket: &Path, dir: &Path, cache: &str, token: &str, log: &Path) -> Result<Child> {
+    pub fn spawn(
+        &self,
+        socket: &Path,
+        dir: &Path,
+        cache: &str,
+        token: &str,
+        log: &Path,
+        cpuset: Option<&crate::sys::CpuSet>,
+    ) -> Result<Child> {
         let mut cmd = Command::new(&self.binary);
+        if let Some(set) = cpuset {
+            set.start_in(&mut cmd);
+        }
         cmd.arg(format!("--socket-path={}", socket.display()));
         if self.rust {
             cmd.args([format!("--shared-dir={}", dir.display()), format!("--cache={cache}")]);

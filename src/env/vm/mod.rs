@@ -278,8 +278,8 @@ impl Vm {
             Attach::VirtioFs { cache, dax } => {
                 let daemon = Virtiofsd::find().ok_or_else(|| anyhow::anyhow!("no virtiofsd"))?;
                 let socket = run_dir.join("virtiofs.sock");
-                let child =
-                    daemon.spawn(&socket, &launch.volume.path, cache, &token, &run_dir.join("virtiofsd.log"))?;
+                let log = run_dir.join("virtiofsd.log");
+                let child = daemon.spawn(&socket, &launch.volume.path, cache, &token, &log, launch.cpuset)?;
                 virtiofsd = Some(child);
                 args.extend([
                     "-chardev".into(),
@@ -365,8 +365,14 @@ impl Vm {
             sys::progress::relay(line);
         };
         let mut on_spawn = |pid: u32| gate.iter().for_each(|g| g.spawned(pid));
+        let mut qemu = Command::new(QEMU);
+        qemu.args(&args);
+        // Every thread of QEMU (its vCPUs, its I/O) runs on the cell's CPUs.
+        if let Some(set) = launch.cpuset {
+            set.start_in(&mut qemu);
+        }
         let finished = sys::run(
-            Command::new(QEMU).args(&args),
+            &mut qemu,
             sys::Options {
                 token: Some(&token),
                 timeout: Some(launch.timeout + self.boot_timeout),

@@ -2,6 +2,8 @@
 //! baseline environment and/or on its baseline volume (see `store::Baseline`). Differences carry a bootstrap CI and a verdict; overheads are
 //! signed so that positive always means worse (fewer op/s, more µs); bounds respect the CI.
 
+pub mod carryover;
+
 use std::collections::BTreeMap;
 
 use crate::stats::{self, Summary};
@@ -312,8 +314,14 @@ pub struct Warning {
 /// difference.
 pub const CV_LIMIT_PCT: f64 = 5.0;
 
-/// `host` is what isobench saw of the machine itself (host.json).
-pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<Warning> {
+/// `host` is what isobench saw of the machine itself (host.json); `runs` are the result set's,
+/// whose order shows what each run followed.
+pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>, runs: &[RunRecord]) -> Vec<Warning> {
+    let headline = |id: &str| {
+        let cell = analysis.cells.iter().find(|c| c.record.cell == id)?;
+        cell.record.headline.iter().find(|m| cell.metric(m).is_some()).cloned()
+    };
+    let carried = carryover::warnings(runs, &headline);
     let mut out = Vec::new();
     let repeat_metric = analysis.plan.repeat.metric.as_deref();
     for cell in analysis.cells.iter().filter(|c| c.runs_ok > 0) {
@@ -338,15 +346,16 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<War
                 if let Some(d) = &m.vs_baseline
                     && d.verdict == Verdict::Faster
                 {
+                    let carry = carried.iter().any(|w| w.cell == cell.record.cell || w.cell == base.record.cell);
                     warn(
                         "beats-host",
                         format!(
-                            "{} is {:.1}% better than on the bare host (95% CI {:.1}% to {:.1}% better), beyond the noise: a sandbox should not beat the host; likely {}",
+                            "{} is {:.1}% better than on the bare host (95% CI {:.1}% to {:.1}% better), beyond the noise: a sandbox should not beat the host; {}",
                             m.metric,
                             -d.overhead_pct,
                             -d.overhead_ci.1,
                             -d.overhead_ci.0,
-                            likely_cause(cell)
+                            beats_host_cause(cell, base, carry)
                         ),
                     );
                     break;
@@ -368,22 +377,54 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>) -> Vec<War
             warn("looks-like-host", format!("env \"{}\" is a sandbox, but {why}", cell.record.labels.env));
         }
     }
+    out.extend(carried);
     out
 }
 
-/// Why a sandbox might beat the host, from what the run recorded.
-fn likely_cause(cell: &CellResult) -> String {
-    if cell.setup.get("runtime.ignores_o_direct").is_some_and(|v| v == "true") {
-        return "O_DIRECT ignored: this runtime opens files without it, so reads and writes hit its page cache".into();
+/// Why a sandbox beat the host, as far as the figures its runs and the host's recorded show it;
+/// where they show nothing, that the cause is unknown. `carry`: a carry-over was found on
+/// either side.
+fn beats_host_cause(cell: &CellResult, base: &CellResult, carry: bool) -> String {
+    let mut seen = Vec::new();
+    let direct = cell.record.workload_setup.get("fio.direct").is_some_and(|v| v == "true");
+    if direct && cell.setup.get("runtime.ignores_o_direct").is_some_and(|v| v == "true") {
+        seen.push(
+            "this runtime opened the files without O_DIRECT, so its \"direct\" I/O went through its page cache"
+                .to_string(),
+        );
     }
-    if cell.record.workload_setup.get("fio.direct").is_some_and(|v| v == "false") {
-        return "caching: buffered I/O is served from a page cache that the host run did not have warm".into();
+    // A share of the workload's bytes that reached the device, against the host's.
+    let share = |c: &CellResult, device: &str, workload: &str| Some(c.median(device)? / c.median(workload)?);
+    let shares = |device, workload| share(cell, device, workload).zip(share(base, device, workload));
+    if let Some((mine, host)) = shares("sys.device_write_bytes", "write_bytes").filter(|(m, h)| *m < 0.8 * h) {
+        seen.push(format!(
+            "its device took {:.0}% of the bytes written, the host's {:.0}%: a cache acknowledged the rest",
+            mine * 100.0,
+            host * 100.0
+        ));
     }
-    let writes = cell.record.workload_setup.get("fio.rw").is_some_and(|rw| rw.contains("write") || rw.contains("rw"));
-    if writes || cell.setup.values().any(|v| v.contains("writeback") || v.contains("unsafe")) {
-        return "writes not reaching the device: a cache between the sandbox and the volume acknowledges them".into();
+    if let Some((mine, host)) = shares("sys.device_read_bytes", "read_bytes").filter(|(m, h)| *m < 0.8 * h) {
+        seen.push(format!(
+            "its device gave {:.0}% of the bytes read, the host's {:.0}%: the rest came from a cache",
+            mine * 100.0,
+            host * 100.0
+        ));
     }
-    "caching somewhere between the sandbox and the volume".into()
+    if carry {
+        seen.push(
+            "its runs or the host's carry what the cell run before left behind (see the carry-over warning)".into(),
+        );
+    }
+    let settle = |c: &CellResult| c.median(crate::store::SETTLE_METRIC);
+    if let (Some(mine), Some(host)) = (settle(cell), settle(base))
+        && host > mine + 1.0
+    {
+        seen.push(format!("the host's runs waited {host:.1} s for the machine to settle, this cell's {mine:.1} s"));
+    }
+    if seen.is_empty() {
+        return "the cause is unknown: the figures the runs recorded (the device's bytes, the wait to settle, the cells run before) show none".into();
+    }
+    format!("the figures the runs recorded show: {}", seen.join("; "))
 }
 
 /// Buffered I/O over a working set that fits in the page cache measures memory, not storage.
@@ -506,6 +547,8 @@ mod tests {
                 })
                 .collect(),
             bounds: vec![BoundRecord { metric: "iops".into(), max_overhead_pct: bound, cells: None }],
+            order: crate::store::Order::Fixed,
+            seed: None,
         }
     }
 
@@ -529,7 +572,7 @@ mod tests {
             all
         };
         let absorbed = |all: &[RunRecord]| -> Vec<String> {
-            warnings(&analyze(&p, all), &BTreeMap::new())
+            warnings(&analyze(&p, all), &BTreeMap::new(), &[])
                 .into_iter()
                 .filter(|w| w.cause == "absorbed-writes")
                 .map(|w| w.message)
@@ -558,7 +601,7 @@ mod tests {
             s
         };
         let causes = |p: &PlanRecord| -> Vec<&'static str> {
-            warnings(&analyze(p, &host_runs), &BTreeMap::new()).iter().map(|w| w.cause).collect()
+            warnings(&analyze(p, &host_runs), &BTreeMap::new(), &[]).iter().map(|w| w.cause).collect()
         };
         for (rw, fsync, warned) in [
             ("randwrite", None, true),
@@ -605,13 +648,13 @@ mod tests {
     #[test]
     fn a_sandbox_faster_than_the_host_and_noisy_cells_are_warned_about() {
         let a = analyze(&plan(10.0), &runs(&[100.0, 100.5, 99.5], &[150.0, 151.0, 149.0]));
-        let w = warnings(&a, &BTreeMap::new());
+        let w = warnings(&a, &BTreeMap::new(), &[]);
         assert!(
             w.iter().any(|w| w.cell.starts_with("runc") && w.message.contains("a sandbox should not beat the host")),
             "{w:?}"
         );
         let a = analyze(&plan(10.0), &runs(&[100.0, 130.0, 70.0], &[90.0, 91.0, 89.0]));
-        let w = warnings(&a, &BTreeMap::new());
+        let w = warnings(&a, &BTreeMap::new(), &[]);
         assert!(w.iter().any(|w| w.cell.starts_with("host") && w.message.contains("(CV)")), "{w:?}");
     }
 
