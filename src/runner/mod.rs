@@ -45,6 +45,8 @@ pub struct Runner<'a> {
     runs_started: u32,
     /// Orders the adaptive rounds, going on from the plan's.
     orderer: crate::plan::Orderer,
+    /// The wait before each run: the suite's, as the environment allows it.
+    settle: Option<sys::Settle>,
 }
 
 impl<'a> Runner<'a> {
@@ -60,6 +62,7 @@ impl<'a> Runner<'a> {
             host_facts: crate::facts::sandbox_facts(None),
             runs_started: 0,
             orderer: plan.orderer.clone(),
+            settle: suite.settle.clone().map(sys::Settle::from_environment),
         }
     }
 
@@ -176,8 +179,7 @@ impl<'a> Runner<'a> {
             record.status = Status::Failed;
             record.error = Some(format!("env \"{}\": {why}", env.name));
         } else {
-            let settle = self.suite.settle.clone().map(sys::Settle::from_environment);
-            let settled = settle.as_ref().map(|s| s.wait(self.ledger.token())).transpose()?;
+            let settled = self.settle.as_ref().map(|s| s.wait(self.ledger.token())).transpose()?;
             let mark = self.ledger.mark();
             let attempt = self.attempt(slot, &mut record);
             let released = self.ledger.release_to(mark);
@@ -216,7 +218,7 @@ impl<'a> Runner<'a> {
             if let Some(cpus) = record.facts.get("cpus") {
                 record.setup.insert("limit.cpus_seen".into(), cpus.clone());
             }
-            if let (Some(settle), Some(settled)) = (&settle, settled) {
+            if let (Some(settle), Some(settled)) = (&self.settle, settled) {
                 record_settle(&mut record, settle, &settled);
             }
             if let Err(e) = released {

@@ -106,7 +106,11 @@ impl Settle {
             busy = now.busy_since(&cpu);
             cpu = now;
             (busy <= self.cpu_busy).then_some(()).ok_or_else(|| {
-                format!("the CPUs were still {:.0}% busy (settled at {:.0}%)", busy * 100.0, self.cpu_busy * 100.0)
+                format!(
+                    "the CPUs were still {:.0}% busy, idle being {:.0}% or less",
+                    busy * 100.0,
+                    self.cpu_busy * 100.0
+                )
             })
         })?;
         settled.cpu_busy = busy;
