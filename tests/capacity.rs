@@ -183,9 +183,9 @@ fn cassandra_capacity_is_searched_at_fixed_rates_under_the_host_and_runc() {
     let _alone = alone();
     // The search's path is what this test proves (fixed rates, a failed and a passed step,
     // the wait behind the schedule, the report); the known-answer test above proves that it
-    // converges. So the search is short: ×4 a step, 5-6 steps within 14 s, the fourth (32k
-    // op/s) failing on any machine of this kind, the capacity perhaps a lower bound (×2 to
-    // 10 % took 12-13 steps, 40 s a cell).
+    // converges. So the search is short: ×4 a step, 5-6 steps within 14 s, the third (8k op/s)
+    // failing on any machine of this kind, the capacity perhaps a lower bound (×2 to 10 % took
+    // 12-13 steps, 40 s a cell).
     let sb = Scratch::new();
     let suite = r#"
 name = "cap"

@@ -208,17 +208,29 @@ impl Recorder {
         by_op.entry(op).or_insert_with(|| Interval::new(self.fixed)).record(m);
     }
 
-    /// Moves everything recorded so far into `into` (one interval per operation type).
-    pub fn drain(&self, into: &mut ByOp) {
-        for shard in &self.shards {
-            let mut by_op = shard.lock().unwrap_or_else(|e| e.into_inner());
-            for (op, interval) in by_op.iter_mut() {
-                if interval.service.is_empty() && interval.errors == 0 {
-                    continue;
-                }
-                into.entry(op).or_insert_with(|| Interval::new(self.fixed)).add(interval);
-                interval.reset();
+    /// Takes what each shard recorded so far, leaving in its place one of `spares` (emptied
+    /// maps whose histograms keep their memory) or a new map: a swap under each lock, so that
+    /// the load's tasks never wait for the merge.
+    pub fn take(&self, spares: &mut Vec<ByOp>) -> Vec<ByOp> {
+        self.shards
+            .iter()
+            .map(|shard| {
+                let spare = spares.pop().unwrap_or_default();
+                std::mem::replace(&mut *shard.lock().unwrap_or_else(|e| e.into_inner()), spare)
+            })
+            .collect()
+    }
+}
+
+/// Adds the operations in `taken` (shards' maps) to `into` and empties them for reuse.
+pub fn merge_and_empty(taken: &mut [ByOp], into: &mut ByOp, fixed: bool) {
+    for by_op in taken {
+        for (op, interval) in by_op.iter_mut() {
+            if interval.service.is_empty() && interval.errors == 0 {
+                continue;
             }
+            into.entry(op).or_insert_with(|| Interval::new(fixed)).add(interval);
+            interval.reset();
         }
     }
 }
@@ -277,14 +289,16 @@ mod tests {
         for i in 0..10 {
             r.record(i, "WRITE", &op(None, i as u64, i as u64 + 1000));
         }
-        let mut by_op = ByOp::new();
-        r.drain(&mut by_op);
+        let (mut by_op, mut spares) = (ByOp::new(), Vec::new());
+        let mut taken = r.take(&mut spares);
+        merge_and_empty(&mut taken, &mut by_op, false);
         let w = by_op.get_mut("WRITE").unwrap();
         (w.start, w.end) = (0, 2_000_000_000);
         assert_eq!((w.operations(), w.op_rate(), w.row_rate()), (10, 5.0, 5.0));
         let mut again = ByOp::new();
-        r.drain(&mut again);
-        assert!(again.is_empty(), "drained shards start empty");
+        merge_and_empty(&mut r.take(&mut taken), &mut again, false);
+        assert!(again.is_empty(), "the shards start again empty, reusing the maps taken before");
+        assert!(taken.is_empty(), "every spare went back into a shard");
     }
 
     #[test]
