@@ -160,11 +160,13 @@ fn direct_io_on_a_filesystem_that_refuses_it_stops_the_cell_before_fio() {
 fn start_long_run(sb: &Scratch) -> (Child, std::path::PathBuf) {
     let volumes = "\n[[volume]]\nname = \"ext4\"\nkind = \"loop\"\nfs = \"ext4\"\nsize = \"512M\"\n";
     let workload = "rw = \"randread\"\nsize = \"32M\"\nruntime = \"60s\"\ndirect = true\nioengine = \"libaio\"\n";
-    // The loop volume comes first in the run order, so it is the one caught mid-run.
-    let text = suite(volumes, workload, "").replace(
-        "baseline = { env = \"host\", volume = \"tmpfs\" }",
-        "baseline = { env = \"host\", volume = \"ext4\" }",
-    );
+    // The loop volume comes first in the run order (fixed, not shuffled), so it is the one
+    // caught mid-run.
+    let text = "order = \"fixed\"\n".to_string()
+        + &suite(volumes, workload, "").replace(
+            "baseline = { env = \"host\", volume = \"tmpfs\" }",
+            "baseline = { env = \"host\", volume = \"ext4\" }",
+        );
     let text = text.replacen("[[volume]]\nname = \"tmpfs\"\nkind = \"tmpfs\"\nsize = \"256M\"\n", "", 1)
         + "\n[[volume]]\nname = \"tmpfs\"\nkind = \"tmpfs\"\nsize = \"256M\"\n";
     sb.start_suite(&text, &[])
