@@ -164,9 +164,37 @@ pub fn main(request_path: &str) -> Result<()> {
             bail!("the sandboxes started with this one were called off before the workload began");
         }
     }
-    let report = execute(&request);
+    let report = execute_reporting_panics(&request);
     println!("{}", frame(&report)?);
     Ok(())
+}
+
+/// As `execute`, with a panic (a bug in isobench: there should be none) reported as the run's
+/// error by its message and place, not left for the orchestrator to guess from a backtrace.
+fn execute_reporting_panics(request: &Request) -> AgentReport {
+    let panicked: std::sync::Arc<std::sync::Mutex<Option<String>>> = Default::default();
+    let seen = panicked.clone();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        let place = info.location().map_or(String::new(), |l| format!(" at {}:{}", l.file(), l.line()));
+        eprintln!("the agent panicked{place}: {message}");
+        *seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("{message}{place}"));
+    }));
+    match std::panic::catch_unwind(|| execute(request)) {
+        Ok(report) => report,
+        Err(_) => {
+            let what = panicked.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
+            AgentReport {
+                error: Some(format!("the agent panicked: {what} (a bug in isobench; please report it)")),
+                ..Default::default()
+            }
+        }
+    }
 }
 
 pub fn frame(report: &AgentReport) -> Result<String> {

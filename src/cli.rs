@@ -474,6 +474,14 @@ fn refuse_what_cannot_run(suite: &Suite, plan: &Plan) -> Result<()> {
                 .map_err(|e| anyhow::anyhow!("{}: [[server]]: {e}", suite.file))?;
         }
     }
+    let idle = plan.idle_bounds(suite);
+    if !idle.is_empty() {
+        bail!(
+            "{}: bounds that would judge nothing:\n  {}\nfix the metric or the cells of each",
+            suite.file,
+            idle.join("\n  ")
+        );
+    }
     let refused = crate::runner::refusals(suite, plan);
     if !refused.is_empty() {
         let mut said = format!("{}: cells that cannot run as the suite says:\n", suite.file);
@@ -581,6 +589,15 @@ fn check(dir: &Path, junit: Option<&Path>, inconclusive: &str) -> Result<ExitCod
         return Ok(ExitCode::SUCCESS);
     }
     for c in &report.checks {
+        if c.cell == crate::compare::NO_CELL {
+            let within = c.bound.cells.as_deref().map_or(String::new(), |s| format!(" (cells = \"{s}\")"));
+            println!(
+                "{:<14} the bound on {}{within} judged no cell: no cell it selects recorded the metric",
+                c.verdict.text(),
+                c.bound.metric
+            );
+            continue;
+        }
         println!(
             "{:<14} {}  {} overhead {:+.1}% (95% CI {:+.1}% to {:+.1}%), bound {:.1}%",
             c.verdict.text(),

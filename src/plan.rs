@@ -95,6 +95,41 @@ impl Plan {
         Ok(Plan { cells, runs, added_baselines, seed, orderer })
     }
 
+    /// Bounds that could judge no cell of this plan, each in words that say why and what to write
+    /// instead: a gate with a typo must not pass by judging nothing.
+    pub fn idle_bounds(&self, suite: &Suite) -> Vec<String> {
+        let judged: Vec<&Cell> = self.cells.iter().filter(|c| !suite.baseline.contains(&c.labels)).collect();
+        let mut idle = Vec::new();
+        for bound in &suite.bounds {
+            let selected: Vec<&&Cell> =
+                judged.iter().filter(|c| bound.cells.as_ref().is_none_or(|s| s.matches(&c.labels))).collect();
+            let named = format!("[[bound]] on \"{}\"", bound.metric);
+            if selected.is_empty() {
+                let within = bound.cells.as_ref().map_or(String::new(), |s| format!(" with cells = \"{}\"", s.text()));
+                let cells: Vec<&str> = judged.iter().map(|c| c.id.as_str()).collect();
+                idle.push(format!(
+                    "{named}{within} selects no cell but baselines; the cells it can judge: {}",
+                    if cells.is_empty() { "none (every cell is a baseline)".into() } else { cells.join(", ") }
+                ));
+                continue;
+            }
+            let workload = |c: &Cell| suite.workloads[c.workload].variants[c.variant].spec.workload();
+            if !selected.iter().any(|c| crate::workload::records(workload(c), &bound.metric)) {
+                let mut known: Vec<String> =
+                    selected.iter().flat_map(|c| crate::workload::metrics(workload(c))).collect();
+                known.sort();
+                known.dedup();
+                idle.push(format!(
+                    "{named}: no workload of the cells it selects records \"{}\"; they record: {} (and the run's own: {}…)",
+                    bound.metric,
+                    known.join(", "),
+                    crate::workload::RUN_METRIC_FAMILIES.join("…, ")
+                ));
+            }
+        }
+        idle
+    }
+
     /// The runs' cells round by round, as `isobench run --dry-run` shows them.
     pub fn rounds(&self) -> Vec<Vec<usize>> {
         let mut rounds: Vec<Vec<usize>> = Vec::new();

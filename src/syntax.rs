@@ -406,12 +406,16 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// A size such as "4k" or "2G"; a bare integer is a byte count.
+    /// A size such as "4k" or "2G", more than 0; a bare integer is a byte count.
     pub fn size(&mut self, key: &'static str) -> Result<Option<u64>, SuiteError> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
             Some(Value::Int(i)) if *i > 0 => Ok(Some(*i as u64)),
-            Some(Value::Str(s)) => units::parse_size(s).map(Some).map_err(|e| self.error_at(key, e)),
+            Some(Value::Int(i)) => Err(self.error_at(key, format!("must be more than 0 bytes, found {i}"))),
+            Some(Value::Str(s)) => match units::parse_size(s) {
+                Ok(0) => Err(self.error_at(key, format!("must be more than 0 bytes, found \"{s}\""))),
+                parsed => parsed.map(Some).map_err(|e| self.error_at(key, e)),
+            },
             Some(other) => {
                 Err(self.error_at(key, format!("expected a size like \"4k\" or \"2G\", found {}", other.type_name())))
             }

@@ -109,6 +109,20 @@ fn fio_on_tmpfs_and_loop_ext4_and_xfs() {
         "{}",
         text(&check)
     );
+    // A bound that judged nothing (its metric recorded by no run) fails the gate, never passes.
+    std::fs::write(&plan_path, std::fs::read_to_string(&plan_path).unwrap().replace("\"iops\"", "\"iopz\"")).unwrap();
+    let check = sb.run(&["check", out.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(1), "{}", text(&check));
+    assert!(text(&check).contains("the bound on iopz judged no cell"), "{}", text(&check));
+    // And `run` refuses such a bound before any run.
+    let typo = suite(volumes, SMALL_FIO, &bound.replace("\"iops\"", "\"iopz\""));
+    let refused = sb.run(&["run", sb.write("typo.toml", &typo).to_str().unwrap(), "--dry-run"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("[[bound]] on \"iopz\": no workload of the cells it selects records"),
+        "{}",
+        text(&refused)
+    );
     sb.assert_clean();
     assert_eq!(std::fs::read_dir(sb.workdir().join("state")).unwrap().count(), 0, "state file removed");
 }

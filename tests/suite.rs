@@ -107,6 +107,50 @@ fn bad_size() {
 }
 
 #[test]
+fn a_zero_size_is_refused_as_a_string_or_a_number() {
+    for zero in ["bs = \"0\"", "bs = 0", "bs = \"0k\""] {
+        let e = error_with("bs = \"4k\"", zero);
+        assert!(
+            e.starts_with(&format!(
+                "suite.toml:{}: workload \"fio\": key \"bs\": must be more than 0 bytes",
+                line("bs =")
+            )),
+            "{zero}: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_bound_that_would_judge_nothing_is_named_before_any_run() {
+    let idle = |from: &str, to: &str| {
+        let s = load(&BASE.replacen(from, to, 1)).unwrap();
+        Plan::new(&s, &[], 0).unwrap().idle_bounds(&s)
+    };
+    assert!(idle("", "").is_empty(), "iops is fio's");
+    for recorded in ["read_clat_p99", "write_iops", "sys.cpu_workload", "server_startup"] {
+        assert!(idle("metric = \"iops\"", &format!("metric = \"{recorded}\"")).is_empty(), "{recorded}");
+    }
+    let typo = idle("metric = \"iops\"", "metric = \"nosuch\"");
+    assert_eq!(typo.len(), 1);
+    assert!(
+        typo[0].starts_with("[[bound]] on \"nosuch\": no workload of the cells it selects records \"nosuch\""),
+        "{}",
+        typo[0]
+    );
+    assert!(typo[0].contains("they record: bw, cpu_sys,") && typo[0].contains("read_clat_p99"), "{}", typo[0]);
+    let nowhere = idle("max_overhead = \"10%\"", "max_overhead = \"10%\"\ncells = \"env=nope\"");
+    assert_eq!(nowhere.len(), 1);
+    assert!(
+        nowhere[0].starts_with("[[bound]] on \"iops\" with cells = \"env=nope\" selects no cell but baselines")
+            && nowhere[0].contains("host.ext4.fio."),
+        "{}",
+        nowhere[0]
+    );
+    let baselines_only = idle("max_overhead = \"10%\"", "max_overhead = \"10%\"\ncells = \"volume=tmpfs\"");
+    assert!(baselines_only[0].contains("selects no cell but baselines"), "{baselines_only:?}");
+}
+
+#[test]
 fn bad_duration() {
     let e = error_with("runtime = \"10s\"", "runtime = \"10 sec\"");
     assert!(

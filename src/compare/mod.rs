@@ -268,10 +268,16 @@ pub struct BoundCheck {
     pub verdict: BoundVerdict,
 }
 
-/// Applies every bound to every non-baseline cell it selects that has the metric.
+/// What a bound that judged no cell is checked as: no measurement, in no cell.
+pub const NO_CELL: &str = "(no cell)";
+
+/// Applies every bound to every non-baseline cell it selects that has the metric. A bound that
+/// judged no cell (its metric recorded by none it selects, or it selects none) is one check
+/// without a measurement, in `NO_CELL`: never a silent pass.
 pub fn check_bounds(analysis: &Analysis) -> Vec<BoundCheck> {
     let mut checks = Vec::new();
     for bound in &analysis.plan.bounds {
+        let before = checks.len();
         let selector = bound.cells.as_deref().and_then(|t| Selector::parse(t).ok());
         for cell in analysis.cells.iter().filter(|c| !c.is_baseline) {
             if selector.as_ref().is_some_and(|s| !s.matches(&cell.record.labels)) {
@@ -296,6 +302,15 @@ pub fn check_bounds(analysis: &Analysis) -> Vec<BoundCheck> {
                 }
                 None => {}
             }
+        }
+        if checks.len() == before {
+            checks.push(BoundCheck {
+                bound: bound.clone(),
+                cell: NO_CELL.into(),
+                overhead_pct: f64::NAN,
+                overhead_ci: (f64::NAN, f64::NAN),
+                verdict: BoundVerdict::Missing,
+            });
         }
     }
     checks

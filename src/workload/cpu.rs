@@ -80,6 +80,10 @@ impl Workload for Cpu {
         }
     }
 
+    fn recorded(&self) -> Vec<String> {
+        ["events_per_s", "events", "latency_mean", "latency_max", "latency_p95", "total_time"].map(String::from).into()
+    }
+
     fn describe(&self) -> BTreeMap<String, String> {
         let mut d = BTreeMap::from([
             ("cpu.threads".to_string(), self.threads.to_string()),

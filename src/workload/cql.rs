@@ -272,6 +272,12 @@ impl Workload for Cql {
         vec!["op_rate", "latency_mean", "latency_p99", "errors"]
     }
 
+    fn recorded(&self) -> Vec<String> {
+        let latency = ["latency_mean", "latency_p50", "latency_p95", "latency_p99", "latency_p999", "latency_max"];
+        let rates = ["op_rate", "partition_rate", "row_rate", "load_op_rate", "ops", "errors"];
+        latency.into_iter().chain(rates).map(String::from).collect()
+    }
+
     fn describe(&self) -> BTreeMap<String, String> {
         let mut d = BTreeMap::from([("cql.args".to_string(), shown(&self.args))]);
         if let Some(load) = &self.load {

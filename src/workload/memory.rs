@@ -50,6 +50,10 @@ impl Workload for Memory {
         vec!["bw", "ops", "total_time"]
     }
 
+    fn recorded(&self) -> Vec<String> {
+        ["bw", "ops", "events", "latency_mean", "latency_max", "latency_p95", "total_time"].map(String::from).into()
+    }
+
     fn describe(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
             ("memory.oper".to_string(), self.oper.clone()),

@@ -56,11 +56,42 @@ impl std::fmt::Display for Unfit {
 
 impl std::error::Error for Unfit {}
 
+/// What a capacity search records besides its steps.
+pub const CAPACITY_METRICS: [&str; 3] = ["capacity", "capacity_latency", "capacity_steps"];
+
+/// Metrics a run records beside its workload's, by the prefix each family's names share: the
+/// machine's and the sandbox's counters, the database's phases and sizes, a capacity search's
+/// steps, a density run's sandboxes, a VM's boot, the loaders.
+pub const RUN_METRIC_FAMILIES: [&str; 9] =
+    ["sys.", "server_", "step.", "sandbox", "start_latency_", "vm_boot", "loader", "total_time", "cpu_"];
+
+/// Every metric a run of `workload` records by name, but for the families the run adds beside
+/// it (`RUN_METRIC_FAMILIES`).
+pub fn metrics(workload: &dyn Workload) -> Vec<String> {
+    let mut all = workload.recorded();
+    if workload.capacity().is_some() {
+        all.extend(CAPACITY_METRICS.map(String::from));
+    }
+    all.sort();
+    all.dedup();
+    all
+}
+
+/// Whether a run of `workload` records `metric`, as far as can be known before it runs.
+pub fn records(workload: &dyn Workload, metric: &str) -> bool {
+    RUN_METRIC_FAMILIES.iter().any(|family| metric.starts_with(family)) || metrics(workload).iter().any(|m| m == metric)
+}
+
 pub trait Workload {
     /// Programs that must exist where the workload runs.
     fn programs(&self) -> Vec<&'static str>;
     /// Metrics for the terminal table, most important first.
     fn headline(&self) -> Vec<&'static str>;
+    /// Every metric its own output gives (its headline among them), that a `[[bound]]` may
+    /// name; see `metrics` for all a run records.
+    fn recorded(&self) -> Vec<String> {
+        self.headline().into_iter().map(String::from).collect()
+    }
     /// What the workload does, for validity checks and reports ("fio.direct" = "true" …).
     fn describe(&self) -> BTreeMap<String, String>;
     /// How long one run should take (for the ETA).

@@ -76,6 +76,10 @@ impl Workload for Network {
         }
     }
 
+    fn recorded(&self) -> Vec<String> {
+        ["bitrate", "sent_bitrate", "retransmits", "lost_percent", "jitter"].map(String::from).into()
+    }
+
     fn describe(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
             ("network.protocol".to_string(), if self.udp { "udp" } else { "tcp" }.to_string()),

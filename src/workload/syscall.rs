@@ -113,6 +113,12 @@ impl Workload for Syscall {
         vec!["syscall_ns", "open_close_ns", "mmap_4k_ns", "pipe_rtt_ns", "tcp_rtt_ns"]
     }
 
+    fn recorded(&self) -> Vec<String> {
+        let fixed = ["syscall_ns", "clock_gettime_ns", "open_close_ns", "stat_ns", "create_write_unlink_ns"];
+        let mmap = self.chunks.iter().map(|chunk| format!("mmap_{}_ns", units::fio_size(*chunk)));
+        fixed.into_iter().map(String::from).chain(mmap).chain(["pipe_rtt_ns".into(), "tcp_rtt_ns".into()]).collect()
+    }
+
     fn describe(&self) -> BTreeMap<String, String> {
         BTreeMap::from([("syscall.probes".to_string(), self.probes.join(","))])
     }

@@ -163,7 +163,14 @@ pub(super) fn parse_command(
     let err = p.take("err<");
     let (n_min, n_max) = (p.take("n>"), p.take("n<"));
     let stop = match (count, duration, err) {
-        (Some(n), None, None) => Stop::Count(parse_count(&n).map_err(|e| p.invalid(&e))?.max(0) as u64),
+        (Some(n), None, None) => match parse_count(&n).map_err(|e| p.invalid(&e))? {
+            count if count < 0 => {
+                return Err(
+                    p.invalid(&format!("n={n}: a count of operations is 0 or more (n=0 makes the schema only)"))
+                );
+            }
+            count => Stop::Count(count as u64),
+        },
         (None, Some(d), None) => {
             let wrong = || p.invalid(&format!("duration={d}: use a number of s, m or h, e.g. duration=30s"));
             let (per, unit) = match d.chars().last() {

@@ -208,6 +208,9 @@ mod tests {
         let d = ok("write duration=2m");
         assert_eq!(d.command.stop, Stop::Duration(Duration::from_secs(120), "minutes"));
         assert!(matches!(ok("write").command.stop, Stop::Uncertainty { target, min: 30, max: 200 } if target == 0.02));
+        assert_eq!(ok("write n=0").command.stop, Stop::Count(0), "the schema only");
+        let negative = parse(&args("write n=-5")).unwrap_err().to_string();
+        assert!(negative.contains("n=-5: a count of operations is 0 or more"), "{negative}");
     }
 
     #[test]

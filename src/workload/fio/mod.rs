@@ -287,6 +287,18 @@ impl Workload for Fio {
         vec!["iops", "bw", "read_clat_mean", "read_clat_p99", "write_clat_mean", "write_clat_p99"]
     }
 
+    fn recorded(&self) -> Vec<String> {
+        let mut all: Vec<String> = ["iops", "bw", "ops", "cpu_usr", "cpu_sys"].map(String::from).into();
+        for direction in ["read", "write", "trim"] {
+            for figure in
+                ["bytes", "iops", "bw", "clat_mean", "clat_p50", "clat_p95", "clat_p99", "clat_p99.9", "clat_max"]
+            {
+                all.push(format!("{direction}_{figure}"));
+            }
+        }
+        all
+    }
+
     fn describe(&self) -> BTreeMap<String, String> {
         match &self.job {
             Job::Options(o) => {
