@@ -489,7 +489,7 @@ fn a_carry_over_is_named_under_a_fixed_order_and_a_shuffled_one_is_not_biased_by
     skip_if!(unable().or_else(|| need_program("sysbench", "sysbench")));
     let _alone = common::alone();
     let mut sb = Scratch::new();
-    sb.settle_cpus = true;
+    sb.settle_machine = true;
     let burner = sb.write(
         "burn.sh",
         "#!/bin/bash\ncd /\nfor fd in /proc/$$/fd/*; do n=${fd##*/}; [ \"$n\" -gt 2 ] 2>/dev/null && eval \"exec $n>&-\"; done\n\

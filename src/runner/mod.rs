@@ -353,15 +353,18 @@ fn record_pins(record: &mut RunRecord, pins: &crate::suite::CpuPins, served: boo
 /// How long the machine took to settle before the run, and what had not settled by the limit.
 fn record_settle(record: &mut RunRecord, settle: &sys::Settle, settled: &sys::Settled) {
     record.samples.push(crate::store::Sample::new(crate::store::SETTLE_METRIC, settled.waited_s, "s"));
-    let cpus = match settle.cpu_busy {
-        busy if busy < 1.0 => format!("at most {:.0}% busy", busy * 100.0),
-        _ if std::env::var_os(sys::SETTLE_CPU_VAR).is_some() => format!("not waited for ({}=off)", sys::SETTLE_CPU_VAR),
-        _ => "not waited for (cpu_busy = 100%)".into(),
+    let within = format!("within {:.1} s", settle.timeout.as_secs_f64());
+    let said = match settle.cpu_busy {
+        _ if settle.shared => format!(
+            "processes gone {within}; writeback and CPUs not waited for (a shared machine: {}=1)",
+            sys::SHARED_MACHINE_VAR
+        ),
+        busy if busy < 1.0 => {
+            format!("processes gone, writeback near zero, CPUs at most {:.0}% busy; each {within}", busy * 100.0)
+        }
+        _ => format!("processes gone, writeback near zero, CPUs not waited for (cpu_busy = 100%); each {within}"),
     };
-    record.setup.insert(
-        "settle".into(),
-        format!("processes gone, writeback near zero, CPUs {cpus}; each within {:.1} s", settle.timeout.as_secs_f64()),
-    );
+    record.setup.insert("settle".into(), said);
     if !settled.unsettled.is_empty() {
         let what = settled.unsettled.join("; ");
         record.notes.push(format!("the machine had not settled when this run began: {what}"));

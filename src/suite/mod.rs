@@ -291,7 +291,7 @@ fn parse_settle(top: &mut Fields) -> Result<Option<Settle>, SuiteError> {
     if !(cpu_busy > 0.0 && cpu_busy <= 1.0) {
         return Err(f.error_at("cpu_busy", "must be more than 0% and at most 100% (100% leaves the CPUs out)"));
     }
-    Ok(Some(Settle { timeout, cpu_busy }))
+    Ok(Some(Settle { timeout, cpu_busy, shared: false }))
 }
 
 /// An environment's `cpuset` and `loader_cpuset`: only where it can pin its sandboxes, and a

@@ -16,24 +16,26 @@ pub struct Settle {
     /// The machine's CPUs count as idle at or below this share busy (0–1) over one window; at 1
     /// they are not looked at.
     pub cpu_busy: f64,
+    /// The machine is shared (`SHARED_MACHINE_VAR`): only the run before's processes are waited
+    /// for.
+    pub shared: bool,
 }
 
 impl Default for Settle {
     fn default() -> Self {
-        Settle { timeout: Duration::from_secs(5), cpu_busy: 0.10 }
+        Settle { timeout: Duration::from_secs(5), cpu_busy: 0.10, shared: false }
     }
 }
 
-/// Set to "off" where the machine is shared (tests or CI jobs side by side): its CPUs are never
-/// idle, so the settle does not wait for them; each run records that it did not.
-pub const SETTLE_CPU_VAR: &str = "ISOBENCH_SETTLE_CPU";
+/// Set to 1 where the machine is shared (tests or CI jobs side by side): its CPUs are never idle
+/// and its dirty pages are its neighbours' too, which a sync would flush under their feet, so
+/// the settle waits only for the run before's own processes; each run records that.
+pub const SHARED_MACHINE_VAR: &str = "ISOBENCH_SHARED_MACHINE";
 
 impl Settle {
-    /// This settle as the environment has it: without its CPU part under `SETTLE_CPU_VAR=off`.
+    /// This settle as the environment has it: its own processes only on a shared machine.
     pub fn from_environment(mut self) -> Settle {
-        if std::env::var(SETTLE_CPU_VAR).is_ok_and(|v| v == "off") {
-            self.cpu_busy = 1.0;
-        }
+        self.shared = std::env::var(SHARED_MACHINE_VAR).is_ok_and(|v| v == "1");
         self
     }
 }
@@ -60,8 +62,10 @@ impl Settle {
     pub fn wait(&self, token_prefix: &str) -> Result<Settled> {
         let mut settled = Settled::default();
         self.processes_gone(&mut settled, token_prefix)?;
-        self.written_back(&mut settled)?;
-        self.cpus_idle(&mut settled)?;
+        if !self.shared {
+            self.written_back(&mut settled)?;
+            self.cpus_idle(&mut settled)?;
+        }
         Ok(settled)
     }
 
@@ -192,7 +196,7 @@ mod tests {
         while pids_whose_env(|kv| kv.starts_with(marked.as_bytes())).is_empty() {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let settle = Settle { timeout: Duration::from_millis(300), cpu_busy: 1.0 };
+        let settle = Settle { timeout: Duration::from_millis(300), cpu_busy: 1.0, shared: false };
         let mut found = Settled::default();
         settle.processes_gone(&mut found, &token).unwrap();
         let _ = child.kill();

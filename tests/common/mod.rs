@@ -100,9 +100,10 @@ pub fn have(program: &str) -> bool {
 /// A scratch area for one test: a work directory for isobench and a place for suites/results.
 pub struct Scratch {
     pub dir: tempfile::TempDir,
-    /// Whether isobench's settle waits for idle CPUs: only where the test has the machine to
-    /// itself (`alone()`); side by side, the other tests keep the CPUs busy.
-    pub settle_cpus: bool,
+    /// Whether isobench's settle waits for the whole machine (idle CPUs, dirty pages written
+    /// back): only where the test has it to itself (`alone()`); side by side, the other tests keep
+    /// the CPUs busy and the pages dirty, and a sync would flush theirs.
+    pub settle_machine: bool,
 }
 
 impl Scratch {
@@ -110,7 +111,10 @@ impl Scratch {
         let base =
             std::env::var_os("ISOBENCH_TEST_TMP").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/tmp"));
         std::fs::create_dir_all(&base).unwrap();
-        Scratch { dir: tempfile::Builder::new().prefix("isobench-test-").tempdir_in(base).unwrap(), settle_cpus: false }
+        Scratch {
+            dir: tempfile::Builder::new().prefix("isobench-test-").tempdir_in(base).unwrap(),
+            settle_machine: false,
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -131,8 +135,8 @@ impl Scratch {
     pub fn isobench(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_isobench"));
         c.env("ISOBENCH_WORKDIR", self.workdir());
-        if !self.settle_cpus {
-            c.env(isobench::sys::SETTLE_CPU_VAR, "off");
+        if !self.settle_machine {
+            c.env(isobench::sys::SHARED_MACHINE_VAR, "1");
         }
         c
     }
