@@ -69,8 +69,12 @@ enum Command {
         #[arg(short = 'o', long = "out")]
         out: PathBuf,
     },
-    /// What this machine can run, and why what it cannot is missing.
-    Doctor,
+    /// What this machine can run, and why what it cannot is missing, with the command that brings it.
+    Doctor {
+        /// One JSON object per line of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove what killed runs left behind: mounts, loop devices, processes, files.
     Cleanup,
     /// Start, stop or list database servers isobench runs (Cassandra from Maven Central).
@@ -316,9 +320,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             println!("\nmerged result set: {}", merged.dir.display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Doctor => {
+        Command::Doctor { json } => {
             sys::install_interrupt_handler()?;
-            print!("{}", crate::doctor::render(&crate::doctor::checks(&workdir)));
+            let checks = crate::doctor::checks(&workdir);
+            print!("{}", if json { crate::doctor::render_json(&checks) } else { crate::doctor::render(&checks) });
             Ok(ExitCode::SUCCESS)
         }
         Command::Cleanup => cleanup(&workdir),

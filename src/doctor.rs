@@ -14,12 +14,17 @@ pub struct Check {
     pub name: String,
     /// `Ok(detail)` when usable, `Err(why not)` when not.
     pub status: Result<String, String>,
+    /// The one command that brings what is missing, where one does.
+    pub fix: Option<&'static str>,
 }
+
+/// What brings the packages and the built parts a test machine needs.
+const SETUP: &str = "scripts/setup.sh test";
 
 /// Every check; runtimes are tried for real with containers made under `workdir`.
 pub fn checks(workdir: &Path) -> Vec<Check> {
     let mut out = Vec::new();
-    let mut add = |area, name: &str, status| out.push(Check { area, name: name.to_string(), status });
+    let mut add = |area, name: &str, status| out.push(Check { area, name: name.to_string(), status, fix: None });
     add("env", "host", Ok(kernel()));
     add("volume", "dir", Ok("any existing directory".into()));
     add("volume", "tmpfs", root().map(|_| "mount -t tmpfs".into()));
@@ -49,8 +54,126 @@ pub fn checks(workdir: &Path) -> Vec<Check> {
         add("tool", tool, version_of(tool, package));
     }
     out.extend(runtime_checks(workdir));
+    out.extend(vm_checks(workdir));
+    out.extend(server_checks());
+    out.extend(tool_checks());
+    out.extend(local_cluster_checks());
     add_kubernetes(&mut out);
+    for check in out.iter_mut().filter(|c| c.status.is_err() && c.fix.is_none()) {
+        check.fix = fix_in(check.status.as_ref().unwrap_err());
+    }
     out
+}
+
+/// The command an explanation names (`… (apt-get install fio)`), as the fix.
+fn fix_in(why: &str) -> Option<&'static str> {
+    let packages = [
+        ("apt-get install fio", "apt-get install fio"),
+        ("apt-get install sysbench", "apt-get install sysbench"),
+        ("apt-get install iperf3", "apt-get install iperf3"),
+        ("apt-get install xfsprogs", "apt-get install xfsprogs"),
+        ("apt-get install nbdkit", "apt-get install nbdkit"),
+        ("apt-get install qemu", "apt-get install qemu-system-x86 qemu-utils"),
+        ("apt-get install nbd-client", "apt-get install nbd-client"),
+        ("scripts/setup.sh", SETUP),
+    ];
+    packages.into_iter().find(|(said, _)| why.contains(said)).map(|(_, fix)| fix)
+}
+
+/// A check of `area`, with the fix where it is missing.
+fn check(area: &'static str, name: &str, status: Result<String, String>, fix: &'static str) -> Check {
+    let fix = status.is_err().then_some(fix);
+    Check { area, name: name.to_string(), status, fix }
+}
+
+/// QEMU guests: QEMU, the guest kernel, and whether KVM runs them or TCG emulates them.
+fn vm_checks(workdir: &Path) -> Vec<Check> {
+    use crate::env::vm;
+    let qemu = sys::command_output(vm::QEMU, &["--version"])
+        .map(|v| v.lines().next().unwrap_or("").trim().to_string())
+        .map_err(|_| format!("{} is not installed", vm::QEMU));
+    let kernel = vm::guest::Kernel::installed()
+        .map(|k| format!("{} ({})", k.version, k.image.display()))
+        .ok_or_else(|| format!("no guest kernel in {}", vm::guest::GUEST_DIR));
+    vec![
+        check("env", "vm: QEMU", qemu, "apt-get install qemu-system-x86 qemu-utils"),
+        check("env", "vm: guest kernel", kernel, SETUP),
+        Check {
+            area: "env",
+            name: "vm: accelerator".into(),
+            status: vm::accelerator_here(&workdir.join("cache")),
+            fix: None,
+        },
+    ]
+}
+
+/// Java and the Cassandra isobench fetches and starts.
+fn server_checks() -> Vec<Check> {
+    use crate::server::cassandra as fetch;
+    let java =
+        fetch::java_feature_version().map(|v| format!("Java {v}")).ok_or_else(|| "java is not installed".to_string());
+    let version = fetch::default_version();
+    let cassandra = fetch::Distribution::cached(&version)
+        .map(|d| format!("Cassandra {version} in {}", d.home.display()))
+        .ok_or_else(|| format!("Cassandra {version} was not fetched from Maven Central"));
+    vec![
+        check("server", "cassandra: Java", java, "apt-get install openjdk-17-jre-headless maven"),
+        check("server", "cassandra: distribution", cassandra, "isobench server fetch cassandra"),
+        check("server", "external", Ok("a CQL cluster of yours: nodes = [...]".into()), ""),
+    ]
+}
+
+/// The tools some figures and checks need: perf's counters, Chromium for the HTML report's checks.
+fn tool_checks() -> Vec<Check> {
+    let perf = match sys::command_output("perf", &["stat", "-x,", "-e", "instructions", "true"]) {
+        Err(_) if find_program("perf").is_none() => Err("perf is not installed: runs record no sys.perf.*".into()),
+        Err(e) => Err(format!("perf cannot count here: {}", format!("{e:#}").lines().next().unwrap_or(""))),
+        Ok(_) => {
+            let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+            Ok(format!("counts instructions, cycles, migrations (perf_event_paranoid {})", paranoid.trim()))
+        }
+    };
+    let chromium = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find_map(find_program)
+        .map(|p| format!("{}: renders report.html for its checks and screenshots", p.display()))
+        .ok_or_else(|| "no Chromium: the HTML report is written, not rendered".to_string());
+    vec![
+        check("tool", "perf", perf, "apt-get install linux-perf"),
+        check("tool", "chromium", chromium, "apt-get install chromium"),
+    ]
+}
+
+/// The parts `scripts/k8s-local.sh` runs a local cluster with, as setup builds them.
+fn local_cluster_checks() -> Vec<Check> {
+    const PARTS: [&str; 7] =
+        ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "containerd", "coredns"];
+    let shim = Path::new(crate::env::oci::TOOL_DIR).join("containerd-shim-runsc-v1");
+    let dir = std::fs::read_dir("/usr/local/lib/isobench")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("k8s-v")))
+        .max();
+    let status = match &dir {
+        None => Err("not built (/usr/local/lib/isobench/k8s-v* is missing)".to_string()),
+        Some(dir) => match PARTS.iter().filter(|p| !dir.join(p).exists()).collect::<Vec<_>>() {
+            missing if missing.is_empty() => Ok(format!("{} in {}", PARTS.join(", "), dir.display())),
+            missing => Err(format!(
+                "{} has no {}",
+                dir.display(),
+                missing.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+            )),
+        },
+    };
+    let gvisor = match shim.exists() {
+        true => Ok(format!("{}: the gvisor RuntimeClass's handler", shim.display())),
+        false => Err(format!("no {}: the local cluster has no gvisor RuntimeClass", shim.display())),
+    };
+    vec![
+        check("env", "k8s: local cluster parts (scripts/k8s-local.sh)", status, SETUP),
+        check("env", "k8s: gVisor's containerd shim", gvisor, SETUP),
+    ]
 }
 
 /// Whether the kubeconfig a k8s env would use by default reaches an API server.
@@ -68,7 +191,7 @@ fn add_kubernetes(out: &mut Vec<Check>) {
         .map(|version| format!("API server {version} ({})", cluster.kubeconfig_path().unwrap_or_default().display()))
         .map_err(|e| format!("{e:#}")),
     };
-    out.push(Check { area: "env", name: "k8s (default kubeconfig)".into(), status });
+    out.push(Check { area: "env", name: "k8s (default kubeconfig)".into(), status, fix: None });
 }
 
 /// The sandboxes isobench knows, each as a suite would write it.
@@ -89,14 +212,25 @@ const SANDBOXES: &[(&str, &str)] = &[
 fn runtime_checks(workdir: &Path) -> Vec<Check> {
     let ledger = match Ledger::open(workdir) {
         Ok(l) => l,
-        Err(e) => return vec![Check { area: "runtime", name: "all".into(), status: Err(format!("{e:#}")) }],
+        Err(e) => return vec![Check { area: "runtime", name: "all".into(), status: Err(format!("{e:#}")), fix: None }],
     };
+    // All at once (each container's start is mostly waiting), torn down together after.
+    let mark = ledger.mark();
+    let statuses: Vec<Result<String, String>> = std::thread::scope(|scope| {
+        let tries: Vec<_> =
+            SANDBOXES.iter().map(|(name, text)| scope.spawn(|| try_sandbox(&ledger, workdir, name, text))).collect();
+        tries.into_iter().map(|t| t.join().unwrap_or_else(|_| Err("its check panicked".into()))).collect()
+    });
+    let released = ledger.release_to(mark).map_err(|e| format!("teardown failed: {e:#}"));
     let mut checks: Vec<Check> = SANDBOXES
         .iter()
-        .map(|(name, text)| Check {
-            area: "runtime",
-            name: name.to_string(),
-            status: try_sandbox(&ledger, workdir, name, text),
+        .zip(statuses)
+        .map(|((name, _), status)| {
+            let status = status.and_then(|ran| released.clone().map(|()| ran));
+            // Setup installs these; Kata and a Docker engine are the user's to bring.
+            let by_setup = ["runc", "crun", "runsc", "podman"].iter().any(|r| name.starts_with(r));
+            let fix = (status.is_err() && by_setup).then_some(SETUP);
+            Check { area: "runtime", name: name.to_string(), status, fix }
         })
         .collect();
     checks.extend(network_checks(&ledger));
@@ -126,12 +260,15 @@ fn network_checks(ledger: &Ledger) -> Vec<Check> {
             area: "network",
             name: "namespace + veth (containers)".into(),
             status: try_path(crate::net::namespace),
+            fix: None,
         },
-        Check { area: "network", name: "tap (VMs)".into(), status: try_path(crate::net::tap) },
-        Check { area: "network", name: "vhost-net".into(), status: vhost },
+        Check { area: "network", name: "tap (VMs)".into(), status: try_path(crate::net::tap), fix: None },
+        Check { area: "network", name: "vhost-net".into(), status: vhost, fix: None },
     ]
 }
 
+/// Runs `/bin/true` in the sandbox `text` describes; what it made stays in `ledger` for the
+/// caller to release.
 fn try_sandbox(ledger: &Ledger, workdir: &Path, name: &str, text: &str) -> Result<String, String> {
     if name.starts_with('/') && !Path::new(name.split(' ').next().unwrap_or(name)).exists() {
         return Err("not installed".into());
@@ -151,17 +288,14 @@ fn try_sandbox(ledger: &Ledger, workdir: &Path, name: &str, text: &str) -> Resul
         ledger.token(),
         name.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
     ));
-    let mark = ledger.mark();
     let started = Instant::now();
-    let outcome = ledger
+    match ledger
         .record(Resource::Dir { path: run_dir.clone() })
         .and_then(|_| std::fs::create_dir_all(&run_dir).map_err(Into::into))
-        .and_then(|_| env.preflight(ledger, &run_dir, workdir));
-    let released = ledger.release_to(mark);
-    match (outcome, released) {
-        (Ok(()), Ok(())) => Ok(format!("{version}; ran /bin/true in {:.1} s", started.elapsed().as_secs_f64())),
-        (Err(e), _) => Err(format!("{version}: {}", format!("{e:#}").lines().next().unwrap_or(""))),
-        (_, Err(e)) => Err(format!("teardown failed: {e:#}")),
+        .and_then(|_| env.preflight(ledger, &run_dir, workdir))
+    {
+        Ok(()) => Ok(format!("{version}; ran /bin/true in {:.1} s", started.elapsed().as_secs_f64())),
+        Err(e) => Err(format!("{version}: {}", format!("{e:#}").lines().next().unwrap_or(""))),
     }
 }
 
@@ -173,10 +307,27 @@ pub fn render(checks: &[Check]) -> String {
                 Ok(d) => ("yes", d.clone()),
                 Err(why) => ("no", why.clone()),
             };
-            vec![c.area.to_string(), c.name.clone(), works.to_string(), detail]
+            vec![c.area.to_string(), c.name.clone(), works.to_string(), detail, c.fix.unwrap_or("").to_string()]
         })
         .collect();
-    Table { headers: ["area", "name", "works here", "details / why not"].map(String::from).to_vec(), rows }.to_text("")
+    let headers = ["area", "name", "works here", "details / why not", "fix"];
+    Table { headers: headers.map(String::from).to_vec(), rows }.to_text("")
+}
+
+/// One JSON object per check and line, for scripts.
+pub fn render_json(checks: &[Check]) -> String {
+    checks
+        .iter()
+        .map(|c| {
+            let (ready, detail) = match &c.status {
+                Ok(d) => (true, d),
+                Err(why) => (false, why),
+            };
+            let line =
+                serde_json::json!({"area": c.area, "name": c.name, "ready": ready, "detail": detail, "fix": c.fix});
+            format!("{line}\n")
+        })
+        .collect()
 }
 
 fn kernel() -> String {

@@ -407,12 +407,46 @@ fn dry_run_lists_the_matrix_and_doctor_lists_the_machine() {
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
     assert!(t.contains("2 cells × 2 repetitions: 4 runs") && t.contains("host.tmpfs.fio.rw=randread"), "{t}");
+    let began = Instant::now();
     let o = sb.run(&["doctor"]);
+    let took = began.elapsed();
     let t = text(&o);
     assert!(t.contains("works here") && t.contains("loop (ext4)") && t.contains("fio"), "{t}");
     match need_program("fio", "fio") {
         None => assert!(t.lines().any(|l| l.contains("fio") && l.contains("yes") && l.contains("fio-3")), "{t}"),
         Some(missing) => common::skip_part("doctor's fio line", &missing),
+    }
+    // Its sandboxes start side by side: 2.5-2.7 s here beside make test's other lane.
+    assert!(took < Duration::from_secs(5) || std::env::var_os("CI").is_none(), "doctor took {took:?}");
+    // Every part has a line; each that is missing names the command that brings it.
+    let o = sb.run(&["doctor", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for part in [
+        "vm: QEMU",
+        "vm: guest kernel",
+        "vm: accelerator",
+        "cassandra: Java",
+        "cassandra: distribution",
+        "perf",
+        "chromium",
+        "k8s: local cluster parts (scripts/k8s-local.sh)",
+        "runsc (systrap)",
+    ] {
+        let line = lines.iter().find(|l| l["name"] == part).unwrap_or_else(|| panic!("no line for {part}: {lines:?}"));
+        let ready = line["ready"].as_bool().unwrap();
+        assert!(ready || !line["fix"].as_str().unwrap_or("").is_empty() || part == "vm: accelerator", "{line}");
+    }
+    let accel = lines.iter().find(|l| l["name"] == "vm: accelerator").unwrap();
+    if accel["ready"] == false {
+        assert!(accel["detail"].as_str().unwrap().contains("guests run under TCG"), "{accel}");
+    }
+    if common::cassandra::unavailable().is_none() {
+        for part in ["cassandra: Java", "cassandra: distribution"] {
+            let line = lines.iter().find(|l| l["name"] == part).unwrap();
+            assert_eq!(line["ready"], true, "the tests start Cassandra here: {line}");
+        }
     }
 }
 

@@ -32,7 +32,7 @@ use crate::volume::{BlockSource, Provisioned};
 
 pub const KIND: Kind = Kind { name: "vm", parse };
 
-const QEMU: &str = "qemu-system-x86_64";
+pub const QEMU: &str = "qemu-system-x86_64";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Accel {
@@ -430,6 +430,36 @@ impl Vm {
 fn console_tail(console: &str) -> String {
     let tail = sys::tail_lines(console, 15);
     if tail.is_empty() { "(the console stayed silent)".into() } else { tail }
+}
+
+/// Whether guests get KVM here, as far as can be told without booting one: a probe's verdict
+/// cached under `cache_dir` this boot, else /dev/kvm and the CPU's virtualisation flags. Not
+/// KVM: guests run under TCG, software emulation, and say so in every run's setup.
+pub fn accelerator_here(cache_dir: &Path) -> Result<String, String> {
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let probed = std::fs::read_dir(cache_dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some(e.ok()?.path()))
+        .find(|p| {
+            p.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                n.starts_with("kvm-probe-") && n.ends_with(&format!("-{}.txt", boot_id.trim()))
+            })
+        })
+        .and_then(|p| std::fs::read_to_string(p).ok());
+    let tcg = "guests run under TCG, software emulation: 10-50× slower than KVM (Cassandra takes minutes to start in a guest), their numbers not comparable with KVM's";
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags = cpuinfo.split_whitespace().any(|f| f == "vmx" || f == "svm");
+    match (probed.as_deref(), Path::new("/dev/kvm").exists(), flags) {
+        (Some("ok"), ..) => Ok("KVM: a probe guest booted with it".into()),
+        (Some(why), ..) => Err(format!("KVM unusable ({why}): {tcg}")),
+        (None, false, _) => Err(format!("there is no /dev/kvm: {tcg}")),
+        (None, true, false) => Err(format!(
+            "/dev/kvm is there but the CPU has no vmx or svm flag (a paravirtual KVM such as PVM, which cannot run a stock guest): {tcg}"
+        )),
+        (None, true, true) => Ok("KVM: /dev/kvm and the CPU's vmx/svm (the first VM run probes a guest)".into()),
+    }
 }
 
 /// Boots a guest that only prints a line, with KVM, under a short timeout. The outcome is
