@@ -64,10 +64,6 @@ name = "cql"
 kind = "cql"
 load = "write n=1000 -rate threads=4"
 args = "read n=1000 -rate threads=4 -mode native cql3 user={user} password={secret}"
-
-[[bound]]
-metric = "op_rate"
-max_overhead = "50%"
 "#
     );
     let load = format!("write n=1000 -rate threads=4 -mode native cql3 user={user} password={secret}");
