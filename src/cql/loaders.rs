@@ -185,11 +185,11 @@ pub fn run_with(
 }
 
 /// Runs loader number `index` (1-based: its seed) alone, in this process's place: one pod of an
-/// Indexed Job.
-pub fn run_single(index: usize, command: &[String], dir: &Path) -> Result<Loader> {
+/// Indexed Job. `running` is called when it is past its set-up and has begun its load.
+pub fn run_single(index: usize, command: &[String], dir: &Path, running: &(dyn Fn() + Sync)) -> Result<Loader> {
     let exe = std::env::current_exe().context("finding isobench's own binary")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    run_one(&exe, index, command, dir, &[], None, &|| {})
+    run_one(&exe, index, command, dir, &[], None, running)
 }
 
 /// The loaders of one run start their load together. Each starts as soon as it can, but its own

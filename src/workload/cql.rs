@@ -526,18 +526,26 @@ impl Cql {
             .ok_or_else(|| anyhow!("{INDEX_VAR} is not set: an indexed loader runs as a pod of an Indexed Job"))?;
         let phases = self.load.iter().map(|l| ("load", l)).chain([("run", &self.args)]);
         for (phase, text) in phases {
-            if phase == "run" {
+            if phase == "run"
+                && let Some(plan) = &self.capacity
+            {
                 eprintln!("{MEASURED_LINE}");
-                if let Some(plan) = &self.capacity {
-                    // One loader pod searches alone, as a loader on the host does.
-                    return self.search(plan, ctx, out);
-                }
+                // One loader pod searches alone, as a loader on the host does.
+                return self.search(plan, ctx, out);
             }
             let dir = ctx.scratch_dir.join(phase);
             let commands = loaders::split(&self.loader_command(text, &dir)?, n)
                 .map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
             let command = commands.get(index).ok_or_else(|| anyhow!("loader index {index} of {n}"))?;
-            let loader = loaders::run_single(index + 1, command, &ctx.scratch_dir.join(phase))?;
+            // The measured phase begins when the loader has connected and made the schema: a
+            // fault timed from it must not hit a loader still setting up (on a busy machine a
+            // pod deleted 3 s in reset one's connection while it created the table).
+            let cue = || {
+                if phase == "run" {
+                    eprintln!("{MEASURED_LINE}");
+                }
+            };
+            let loader = loaders::run_single(index + 1, command, &ctx.scratch_dir.join(phase), &cue)?;
             if phase == "run" {
                 eprintln!("{MEASURED_END_LINE}");
             }
