@@ -246,6 +246,11 @@ pub struct Uncertainty {
 }
 
 impl Uncertainty {
+    /// `err<target`'s end: below `target` after at least `min` measurements, or `max` of them.
+    pub fn reached(&self, target: f64, min: u32, max: u32) -> bool {
+        (self.value() < target && self.measurements() >= min) || self.measurements() >= max
+    }
+
     pub fn update(&mut self, x: f64) {
         self.n += 1;
         self.sum += x;

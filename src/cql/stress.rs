@@ -103,6 +103,29 @@ struct Tally {
 }
 
 impl Tally {
+    /// A run of `threads` tasks that starts at `start`, measured from `measured_from`.
+    fn new(
+        threads: u32,
+        settings: &Settings,
+        warmup: bool,
+        (start, measured_from): (Nanos, Nanos),
+        hdr: Option<HdrLog>,
+    ) -> Tally {
+        let fixed = settings.rate.fixed.is_some();
+        let graph_op = settings.graph.as_ref().and_then(|g| g.op.as_deref()).map(str::to_ascii_uppercase);
+        let r = RunResult {
+            threads,
+            total: Interval::new(fixed),
+            by_op: ByOp::new(),
+            intervals: Vec::new(),
+            uncertainty: Uncertainty::default(),
+            success: true,
+            interrupted: false,
+        };
+        let (current, current_total, spares) = (ByOp::new(), Interval::new(fixed), Vec::new());
+        Tally { fixed, warmup, measured_from, start, graph_op, current, current_total, r, hdr, spares }
+    }
+
     /// Adds what the shards recorded to the interval ending at `end`, `length` long, closes it,
     /// and returns the lines it prints.
     fn close(&mut self, mut recorded: Vec<ByOp>, end: Nanos, length: Nanos) -> Result<Vec<String>> {
@@ -165,7 +188,6 @@ impl Context {
     ) -> Result<RunResult> {
         let settings = self.settings.clone();
         out.line(&format!("Running {} with {threads} threads {}", description(&settings), stop_text(&settings, count)));
-        let fixed = settings.rate.fixed.is_some();
         let work = match count {
             Some(n) => Work::Count(n),
             None => Work::Open,
@@ -199,27 +221,7 @@ impl Context {
             (Stop::Uncertainty { target, min, max }, None) => Some((*target, *min, *max)),
             _ => None,
         };
-        let graph_op = settings.graph.as_ref().and_then(|g| g.op.as_deref()).map(str::to_ascii_uppercase);
-        let mut tally = Tally {
-            fixed,
-            warmup,
-            measured_from,
-            start,
-            graph_op,
-            current: ByOp::new(),
-            current_total: Interval::new(fixed),
-            r: RunResult {
-                threads,
-                total: Interval::new(fixed),
-                by_op: ByOp::new(),
-                intervals: Vec::new(),
-                uncertainty: Uncertainty::default(),
-                success: true,
-                interrupted: false,
-            },
-            hdr: self.hdr.take(),
-            spares: Vec::new(),
-        };
+        let mut tally = Tally::new(threads, &settings, warmup, (start, measured_from), self.hdr.take());
         let (mut last, mut next) = (start, start + interval);
         let done = async {
             while let Some(joined) = tasks.join_next().await {
@@ -262,11 +264,8 @@ impl Context {
             if deadline.is_some_and(|d| next > d + interval / 2) {
                 load.stop();
             }
-            if let Some((target, min, max)) = uncertainty_stop {
-                let u = &tally.r.uncertainty;
-                if (u.value() < target && u.measurements() >= min) || u.measurements() >= max {
-                    load.stop();
-                }
+            if uncertainty_stop.is_some_and(|(target, min, max)| tally.r.uncertainty.reached(target, min, max)) {
+                load.stop();
             }
         }
         self.hdr = tally.hdr;

@@ -16,6 +16,21 @@ fn pct_ci(c: (f64, f64)) -> String {
 }
 
 pub fn render(report: &Report) -> String {
+    [
+        header(report),
+        verdict_why_and_warnings(report),
+        summary_capacity_and_density(report),
+        setting_tables(report),
+        bounds(report),
+        cost_section(report),
+        failed_and_skipped(report),
+        all_metrics(report),
+    ]
+    .concat()
+}
+
+/// The title, what the figures are, the host, the machine and the order.
+fn header(report: &Report) -> String {
     let analysis = &report.analysis;
     let plan = &analysis.plan;
     let mut out = format!("# isobench report: {}\n\n", plan.suite);
@@ -41,6 +56,13 @@ pub fn render(report: &Report) -> String {
         out.push_str(&format!("\nMachine: {machine}\n"));
     }
     out.push_str(&format!("\n{}\n", super::order_line(plan)));
+    out
+}
+
+/// The verdict per setting, the why of each cell outside the noise, and the warnings.
+fn verdict_why_and_warnings(report: &Report) -> String {
+    let analysis = &report.analysis;
+    let mut out = String::new();
     let (lines, against) = super::verdict(analysis);
     if !lines.is_empty() {
         out.push_str(&format!(
@@ -63,6 +85,13 @@ pub fn render(report: &Report) -> String {
             out.push_str(&format!("- {}\n", group.text()));
         }
     }
+    out
+}
+
+/// The summary per workload, and the capacity, money and density sections where the runs have them.
+fn summary_capacity_and_density(report: &Report) -> String {
+    let analysis = &report.analysis;
+    let mut out = String::new();
     out.push_str("\n## Summary\n\nPer workload, each setting's first headline metric: median (% against the baseline [95% CI]).\n");
     for (workload, table) in summary_tables(analysis) {
         out.push_str(&format!("\n### {workload}\n\n{}", table.to_markdown()));
@@ -88,6 +117,13 @@ pub fn render(report: &Report) -> String {
             }
         }
     }
+    out
+}
+
+/// One table per setting: each cell's headline metrics against its baseline, and its notes.
+fn setting_tables(report: &Report) -> String {
+    let analysis = &report.analysis;
+    let mut out = String::new();
     for (setting, cells) in settings(analysis) {
         out.push_str(&format!("\n## {setting}\n\n"));
         let headers =
@@ -141,6 +177,12 @@ pub fn render(report: &Report) -> String {
             }
         }
     }
+    out
+}
+
+/// The bounds' verdicts, where the suite has bounds.
+fn bounds(report: &Report) -> String {
+    let mut out = String::new();
     if !report.checks.is_empty() {
         out.push_str("\n## Bounds\n\nA cell passes when the whole 95 % CI of its overhead is within the bound, fails when the whole CI is beyond it, and is inconclusive otherwise.\n\n");
         let rows = report
@@ -159,7 +201,13 @@ pub fn render(report: &Report) -> String {
         let headers = ["Cell", "Metric", "Max overhead", "Overhead [95% CI]", "Verdict"].map(String::from).to_vec();
         out.push_str(&Table { headers, rows }.to_markdown());
     }
-    out.push_str(&cost_section(report));
+    out
+}
+
+/// The cells that failed or were skipped, and why.
+fn failed_and_skipped(report: &Report) -> String {
+    let analysis = &report.analysis;
+    let mut out = String::new();
     let troubled: Vec<_> = analysis.cells.iter().filter(|c| !c.errors.is_empty() || c.skipped.is_some()).collect();
     if !troubled.is_empty() {
         out.push_str("\n## Failed and skipped cells\n\n");
@@ -178,6 +226,13 @@ pub fn render(report: &Report) -> String {
             }
         }
     }
+    out
+}
+
+/// Every metric of every cell that ran.
+fn all_metrics(report: &Report) -> String {
+    let analysis = &report.analysis;
+    let mut out = String::new();
     out.push_str("\n## All metrics\n\n");
     let headers = ["Cell", "Metric", "Median [95% CI]", "Min–max", "CV", "Runs", "% difference [95% CI]", "p"]
         .map(String::from)
