@@ -7,6 +7,19 @@ use crate::compare::BoundVerdict;
 use crate::units;
 
 pub fn render(report: &Report) -> String {
+    [
+        setting_tables(report),
+        capacity_cost_and_density(report),
+        warnings(report),
+        bounds(report),
+        why(report),
+        measured_and_verdict(report),
+    ]
+    .concat()
+}
+
+/// One table per setting: each cell's headline metrics against its baseline, its failures and notes.
+fn setting_tables(report: &Report) -> String {
     let analysis = &report.analysis;
     let mut out = String::new();
     for (setting, cells) in settings(analysis) {
@@ -41,6 +54,12 @@ pub fn render(report: &Report) -> String {
             }
         }
     }
+    out
+}
+
+/// What the marks mean, then the capacity, money, cost and density tables where the runs have them.
+fn capacity_cost_and_density(report: &Report) -> String {
+    let mut out = String::new();
     out.push_str(&format!("\n(% = median against the baseline's; {})\n", super::MARKS));
     if let Some(table) = super::capacity::table(report) {
         out.push_str("\ncapacity (the highest offered rate each cell sustained within its latency bound):\n");
@@ -64,12 +83,24 @@ pub fn render(report: &Report) -> String {
             out.push_str(&format!("  FAILED {f}\n"));
         }
     }
+    out
+}
+
+/// The warnings, grouped by cause.
+fn warnings(report: &Report) -> String {
+    let mut out = String::new();
     if !report.warnings.is_empty() {
         out.push_str(&format!("\nwarnings ({}):\n", report.warnings.len()));
         for group in super::grouped_warnings(&report.warnings) {
             out.push_str(&format!("  {}\n", group.text()));
         }
     }
+    out
+}
+
+/// The bounds' counts and every check that did not pass.
+fn bounds(report: &Report) -> String {
+    let mut out = String::new();
     if !report.checks.is_empty() {
         out.push_str(&format!(
             "\nbounds: {} pass, {} fail, {} inconclusive\n",
@@ -78,6 +109,10 @@ pub fn render(report: &Report) -> String {
             report.count(BoundVerdict::Inconclusive)
         ));
         for c in report.checks.iter().filter(|c| c.verdict != BoundVerdict::Pass) {
+            if c.cell == crate::compare::NO_CELL {
+                out.push_str(&format!("  {}: the bound on {} judged no cell\n", c.verdict.text(), c.bound.metric));
+                continue;
+            }
             out.push_str(&format!(
                 "  {} {}: {} overhead {} (95% CI {} – {}) against ≤ {}\n",
                 c.verdict.text(),
@@ -90,6 +125,13 @@ pub fn render(report: &Report) -> String {
             ));
         }
     }
+    out
+}
+
+/// The why of each cell outside the noise.
+fn why(report: &Report) -> String {
+    let analysis = &report.analysis;
+    let mut out = String::new();
     let explanations = super::explain::explain(analysis);
     if !explanations.is_empty() {
         out.push_str("\nwhy (from the sys. figures the runs recorded):\n");
@@ -100,7 +142,13 @@ pub fn render(report: &Report) -> String {
             }
         }
     }
-    // Last, where the eye lands when the run ends: where it was measured, and the answer.
+    out
+}
+
+/// Last, where the eye lands when the run ends: where it was measured, and the answer.
+fn measured_and_verdict(report: &Report) -> String {
+    let analysis = &report.analysis;
+    let mut out = String::new();
     out.push('\n');
     if let Some(machine) = super::machine_line(&report.host) {
         out.push_str(&format!("measured on: {machine}\n"));
