@@ -330,7 +330,8 @@ pub struct Each {
 pub fn merge(loaders: &[Loader], series: &str) -> Result<Merged> {
     let failed = first_failure(loaders);
     let logs: Vec<PathBuf> = loaders.iter().filter(|l| l.hdr.exists()).map(|l| l.hdr.clone()).collect();
-    let all = hdrlog::series(&logs, series)?;
+    // A loader that failed before it measured leaves an empty log: its own reason is the one.
+    let all = hdrlog::series(&logs, series).map_err(|e| failed.as_ref().map_or(e, |f| anyhow!("{f}")))?;
     let each =
         loaders.iter().map(|l| Each { command: l.command.clone(), op_rate: l.op_rate, errors: l.errors }).collect();
     Ok(Merged {
