@@ -670,6 +670,8 @@ fn a_suite_carries_its_profile_relative_to_the_suite_to_the_loaders() {
             r#"
 name = "profiles"
 repeat = 1
+# "two" reads and validates the rows "one"'s load phase wrote: one runs first.
+order = "fixed"
 baseline = {{ env = "host" }}
 [[server]]
 kind = "external"
