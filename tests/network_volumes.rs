@@ -97,7 +97,11 @@ fn a_storage_nodes_latency_is_measured_in_every_read_at_queue_depth_one() {
         sample(&bare, "read_clat_p50"),
         sample(&far, "read_clat_p50")
     );
-    assert!(grew >= 2000.0, "the median read grew by {grew:.0} µs, less than the 2 ms asked for ({how})");
+    // Every read waits out the delay once, so no median can be below it; the bare median is
+    // noise on a busy machine (602 µs beside make test's other lane, 98-104 µs alone), so the
+    // growth is only checked to be most of the delay.
+    assert!(sample(&far, "read_clat_p50") >= 2000.0, "a read took less than the 2 ms asked for ({how})");
+    assert!(grew >= 1500.0, "the median read grew by {grew:.0} µs, less than the 2 ms asked for ({how})");
     assert!(how.contains("netem") || how.contains("nbdkit delay filter"), "the mechanism is recorded: {how}");
     sb.assert_nothing_left();
 }
