@@ -129,7 +129,7 @@ impl DbPod {
             tls: self.tls,
             // Pods reach one another over a network, gVisor's through its own stack, on a
             // loaded machine: 100 ms to hear from the seed is not enough there.
-            ring_delay: Duration::from_secs(1),
+            ring_delay: crate::server::cassandra::JOINING_RING,
             // The StatefulSet starts a deleted or crashed pod again on the same claim.
             one_run: false,
         }

@@ -103,7 +103,7 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
         seeds: s.seeds.clone(),
         ring: s.ring,
         tls: false,
-        ring_delay: super::cassandra::QUICK_RING,
+        ring_delay: if s.seeds.is_empty() { super::cassandra::QUICK_RING } else { super::cassandra::JOINING_RING },
         one_run: true,
     };
     let started = Node::start(

@@ -23,7 +23,7 @@ mod fetch;
 mod jvm;
 
 pub use client::{DEFAULT_LOGIN, cql_probe, create_role};
-pub use config::{NodeConfig, QUICK_RING, RingSlot};
+pub use config::{JOINING_RING, NodeConfig, QUICK_RING, RingSlot};
 pub use fetch::{DEFAULT_VERSION, Distribution, cache_root, default_version, java_feature_version};
 use jvm::{Cds, java_command};
 
