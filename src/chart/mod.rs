@@ -235,104 +235,169 @@ pub struct Mark {
 }
 
 pub fn line_chart(chart: &LineChart) -> String {
-    let points = || chart.lines.iter().flat_map(|l| l.points.iter());
-    let (mut y_lo, mut y_hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    let (mut x_lo, mut x_hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    let shown = |(px, py): &(f64, f64)| {
-        py.is_finite() && (!chart.log_y || *py > 0.0) && (!chart.log_x || (px.is_finite() && *px > 0.0))
-    };
-    for (px, py) in points().filter(|p| shown(p)) {
-        (x_lo, x_hi, y_lo, y_hi) = (x_lo.min(*px), x_hi.max(*px), y_lo.min(*py), y_hi.max(*py));
-    }
-    if !y_lo.is_finite() {
-        return String::new();
-    }
-    for rule in chart.rules.iter().filter(|r| r.y.is_finite() && (!chart.log_y || r.y > 0.0)) {
-        (y_lo, y_hi) = (y_lo.min(rule.y), y_hi.max(rule.y));
-    }
-    if chart.x_categories.len() > 1 {
-        (x_lo, x_hi) = (0.0, (chart.x_categories.len() - 1) as f64);
-    }
-    if x_hi <= x_lo {
-        x_hi = x_lo + 1.0;
-    }
-    let y_ticks: Vec<f64> = if chart.log_y { log_ticks(y_lo, y_hi) } else { nice_ticks(y_lo.min(0.0), y_hi, 4) };
-    let (ty_lo, ty_hi) = (y_ticks[0], *y_ticks.last().expect("ticks"));
+    let Some(frame) = Frame::fit(chart) else { return String::new() };
     let legend_w = chart.lines.iter().map(|l| text_width(&l.name)).fold(0.0, f64::max) + 30.0;
-    let (left, top, plot_w, plot_h) = (70.0, 28.0, 360.0, 180.0);
-    let (width, height) = (left + plot_w + 16.0 + legend_w, top + plot_h + 44.0);
-    let log_x_ticks = chart.log_x.then(|| log_ticks(x_lo, x_hi));
-    if let Some(ticks) = &log_x_ticks {
-        (x_lo, x_hi) = (ticks[0], *ticks.last().expect("ticks"));
-    }
-    let x = |v: f64| {
-        let f = if chart.log_x { (v.ln() - x_lo.ln()) / (x_hi.ln() - x_lo.ln()) } else { (v - x_lo) / (x_hi - x_lo) };
-        left + f * plot_w
-    };
-    let y = |v: f64| {
-        let f =
-            if chart.log_y { (v.ln() - ty_lo.ln()) / (ty_hi.ln() - ty_lo.ln()) } else { (v - ty_lo) / (ty_hi - ty_lo) };
-        top + plot_h - f.clamp(0.0, 1.0) * plot_h
-    };
+    let (width, height) = (frame.left + frame.plot_w + 16.0 + legend_w, frame.top + frame.plot_h + 44.0);
     let mut svg = svg_open(width, height, &chart.title);
-    let _ = write!(svg, r#"<text class="title" x="{left}" y="16">{}</text>"#, escape(&chart.title));
-    for t in &y_ticks {
-        let _ = write!(
-            svg,
-            r##"<line x1="{left}" x2="{right:.1}" y1="{ty:.1}" y2="{ty:.1}" stroke="#e3e3e3"/><text class="tick" x="{lx:.1}" y="{ly:.1}" text-anchor="end">{label}</text>"##,
-            right = left + plot_w,
-            ty = y(*t),
-            lx = left - 6.0,
-            ly = y(*t) + 4.0,
-            label = escape(&units::human(*t, &chart.unit))
-        );
-    }
-    let x_ticks: Vec<(f64, String)> = if let Some(ticks) = log_x_ticks {
-        ticks.into_iter().map(|t| (t, units::human(t, ""))).collect()
-    } else if chart.x_categories.is_empty() {
-        nice_ticks(x_lo, x_hi, 5)
-            .into_iter()
-            .filter(|t| *t >= x_lo && *t <= x_hi)
-            .map(|t| (t, units::sig3(t)))
-            .collect()
-    } else {
-        chart.x_categories.iter().enumerate().map(|(i, c)| (i as f64, c.clone())).collect()
-    };
-    for (t, label) in &x_ticks {
-        let _ = write!(
-            svg,
-            r#"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            x(*t),
-            top + plot_h + 16.0,
-            escape(label)
-        );
-    }
-    let _ = write!(
-        svg,
-        r##"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text><rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#bbb"/>"##,
-        left + plot_w / 2.0,
-        top + plot_h + 34.0,
-        escape(&chart.x_label)
-    );
-    for rule in &chart.rules {
-        let _ = write!(
-            svg,
-            r##"<g><title>{label}: {value}</title><line x1="{left}" x2="{right:.1}" y1="{ry:.1}" y2="{ry:.1}" stroke="#c0392b" stroke-width="1.5" stroke-dasharray="6 3"/><text class="tick" x="{tx:.1}" y="{ty:.1}" text-anchor="end" fill="#c0392b">{label} {value}</text></g>"##,
-            right = left + plot_w,
-            ry = y(rule.y),
-            tx = left + plot_w - 4.0,
-            ty = y(rule.y) - 4.0,
-            label = escape(&rule.label),
-            value = escape(&units::human(rule.y, &chart.unit))
-        );
-    }
+    let _ = write!(svg, r#"<text class="title" x="{}" y="16">{}</text>"#, frame.left, escape(&chart.title));
+    frame.axes(&mut svg, chart);
+    frame.rules(&mut svg, chart);
     for (i, line) in chart.lines.iter().enumerate() {
+        frame.line(&mut svg, chart, line, i);
+    }
+    for mark in chart.marks.iter().filter(|m| frame.shows(&(m.x, m.y))) {
+        let _ = write!(
+            svg,
+            r##"<circle class="mark" cx="{:.1}" cy="{:.1}" r="6" fill="none" stroke="{}" stroke-width="2.5"><title>{}</title></circle>"##,
+            frame.x(mark.x),
+            frame.y(mark.y),
+            mark.colour,
+            escape(&mark.label)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// A line chart's plot area and scales: the ranges its points and rules span, rounded out to
+/// its ticks, on linear or log axes.
+struct Frame {
+    left: f64,
+    top: f64,
+    plot_w: f64,
+    plot_h: f64,
+    log_x: bool,
+    log_y: bool,
+    x_lo: f64,
+    x_hi: f64,
+    y_ticks: Vec<f64>,
+    x_ticks: Vec<(f64, String)>,
+}
+
+impl Frame {
+    /// None when no point can be drawn.
+    fn fit(chart: &LineChart) -> Option<Frame> {
+        let mut frame = Frame {
+            left: 70.0,
+            top: 28.0,
+            plot_w: 360.0,
+            plot_h: 180.0,
+            log_x: chart.log_x,
+            log_y: chart.log_y,
+            x_lo: f64::INFINITY,
+            x_hi: f64::NEG_INFINITY,
+            y_ticks: Vec::new(),
+            x_ticks: Vec::new(),
+        };
+        let (mut y_lo, mut y_hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        let (mut x_lo, mut x_hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for (px, py) in chart.lines.iter().flat_map(|l| l.points.iter()).filter(|p| frame.shows(p)) {
+            (x_lo, x_hi, y_lo, y_hi) = (x_lo.min(*px), x_hi.max(*px), y_lo.min(*py), y_hi.max(*py));
+        }
+        if !y_lo.is_finite() {
+            return None;
+        }
+        for rule in chart.rules.iter().filter(|r| r.y.is_finite() && (!chart.log_y || r.y > 0.0)) {
+            (y_lo, y_hi) = (y_lo.min(rule.y), y_hi.max(rule.y));
+        }
+        if chart.x_categories.len() > 1 {
+            (x_lo, x_hi) = (0.0, (chart.x_categories.len() - 1) as f64);
+        }
+        if x_hi <= x_lo {
+            x_hi = x_lo + 1.0;
+        }
+        frame.y_ticks = if chart.log_y { log_ticks(y_lo, y_hi) } else { nice_ticks(y_lo.min(0.0), y_hi, 4) };
+        frame.x_ticks = if chart.log_x {
+            let ticks = log_ticks(x_lo, x_hi);
+            (x_lo, x_hi) = (ticks[0], *ticks.last().expect("ticks"));
+            ticks.into_iter().map(|t| (t, units::human(t, ""))).collect()
+        } else if chart.x_categories.is_empty() {
+            nice_ticks(x_lo, x_hi, 5)
+                .into_iter()
+                .filter(|t| *t >= x_lo && *t <= x_hi)
+                .map(|t| (t, units::sig3(t)))
+                .collect()
+        } else {
+            chart.x_categories.iter().enumerate().map(|(i, c)| (i as f64, c.clone())).collect()
+        };
+        (frame.x_lo, frame.x_hi) = (x_lo, x_hi);
+        Some(frame)
+    }
+
+    /// Whether a point can be drawn on these axes (a log axis has no place for 0 or less).
+    fn shows(&self, (px, py): &(f64, f64)) -> bool {
+        py.is_finite() && (!self.log_y || *py > 0.0) && (!self.log_x || (px.is_finite() && *px > 0.0))
+    }
+
+    fn x(&self, v: f64) -> f64 {
+        let (lo, hi) = (self.x_lo, self.x_hi);
+        let f = if self.log_x { (v.ln() - lo.ln()) / (hi.ln() - lo.ln()) } else { (v - lo) / (hi - lo) };
+        self.left + f * self.plot_w
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        let (lo, hi) = (self.y_ticks[0], *self.y_ticks.last().expect("ticks"));
+        let f = if self.log_y { (v.ln() - lo.ln()) / (hi.ln() - lo.ln()) } else { (v - lo) / (hi - lo) };
+        self.top + self.plot_h - f.clamp(0.0, 1.0) * self.plot_h
+    }
+
+    /// The grid with the y ticks' labels, the x ticks' labels, the x axis's label and the frame.
+    fn axes(&self, svg: &mut String, chart: &LineChart) {
+        let (left, top, plot_w, plot_h) = (self.left, self.top, self.plot_w, self.plot_h);
+        for t in &self.y_ticks {
+            let _ = write!(
+                svg,
+                r##"<line x1="{left}" x2="{right:.1}" y1="{ty:.1}" y2="{ty:.1}" stroke="#e3e3e3"/><text class="tick" x="{lx:.1}" y="{ly:.1}" text-anchor="end">{label}</text>"##,
+                right = left + plot_w,
+                ty = self.y(*t),
+                lx = left - 6.0,
+                ly = self.y(*t) + 4.0,
+                label = escape(&units::human(*t, &chart.unit))
+            );
+        }
+        for (t, label) in &self.x_ticks {
+            let _ = write!(
+                svg,
+                r#"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                self.x(*t),
+                top + plot_h + 16.0,
+                escape(label)
+            );
+        }
+        let _ = write!(
+            svg,
+            r##"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text><rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#bbb"/>"##,
+            left + plot_w / 2.0,
+            top + plot_h + 34.0,
+            escape(&chart.x_label)
+        );
+    }
+
+    /// Each horizontal rule (a bound), dashed red with its label and value.
+    fn rules(&self, svg: &mut String, chart: &LineChart) {
+        for rule in &chart.rules {
+            let _ = write!(
+                svg,
+                r##"<g><title>{label}: {value}</title><line x1="{left}" x2="{right:.1}" y1="{ry:.1}" y2="{ry:.1}" stroke="#c0392b" stroke-width="1.5" stroke-dasharray="6 3"/><text class="tick" x="{tx:.1}" y="{ty:.1}" text-anchor="end" fill="#c0392b">{label} {value}</text></g>"##,
+                left = self.left,
+                right = self.left + self.plot_w,
+                ry = self.y(rule.y),
+                tx = self.left + self.plot_w - 4.0,
+                ty = self.y(rule.y) - 4.0,
+                label = escape(&rule.label),
+                value = escape(&units::human(rule.y, &chart.unit))
+            );
+        }
+    }
+
+    /// One line: its path, a dot with its value at each point, and its entry in the legend.
+    fn line(&self, svg: &mut String, chart: &LineChart, line: &Line, i: usize) {
         let path: Vec<String> = line
             .points
             .iter()
-            .filter(|p| shown(p))
+            .filter(|p| self.shows(p))
             .enumerate()
-            .map(|(k, (px, py))| format!("{}{:.1},{:.1}", if k == 0 { 'M' } else { 'L' }, x(*px), y(*py)))
+            .map(|(k, (px, py))| format!("{}{:.1},{:.1}", if k == 0 { 'M' } else { 'L' }, self.x(*px), self.y(*py)))
             .collect();
         let dash = if line.dashed { r#" stroke-dasharray="5 3""# } else { "" };
         let _ = write!(
@@ -342,19 +407,19 @@ pub fn line_chart(chart: &LineChart) -> String {
             path.join(""),
             line.colour
         );
-        for (px, py) in line.points.iter().filter(|p| shown(p)) {
+        for (px, py) in line.points.iter().filter(|p| self.shows(p)) {
             let _ = write!(
                 svg,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{}"><title>{}: {}</title></circle>"#,
-                x(*px),
-                y(*py),
+                self.x(*px),
+                self.y(*py),
                 line.colour,
                 escape(&line.name),
                 escape(&units::human(*py, &chart.unit))
             );
         }
-        let ly = top + 8.0 + i as f64 * 16.0;
-        let lx = left + plot_w + 16.0;
+        let ly = self.top + 8.0 + i as f64 * 16.0;
+        let lx = self.left + self.plot_w + 16.0;
         let _ = write!(
             svg,
             r#"<line x1="{lx}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{}" stroke-width="2"{dash}/><text class="label" x="{:.1}" y="{:.1}">{}</text></g>"#,
@@ -365,18 +430,6 @@ pub fn line_chart(chart: &LineChart) -> String {
             escape(&line.name)
         );
     }
-    for mark in chart.marks.iter().filter(|m| shown(&(m.x, m.y))) {
-        let _ = write!(
-            svg,
-            r##"<circle class="mark" cx="{:.1}" cy="{:.1}" r="6" fill="none" stroke="{}" stroke-width="2.5"><title>{}</title></circle>"##,
-            x(mark.x),
-            y(mark.y),
-            mark.colour,
-            escape(&mark.label)
-        );
-    }
-    svg.push_str("</svg>");
-    svg
 }
 
 fn svg_open(width: f64, height: f64, title: &str) -> String {

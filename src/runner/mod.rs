@@ -14,6 +14,7 @@ pub mod density;
 pub mod k8s_render;
 pub mod k8s_server_cell;
 mod place;
+mod served;
 pub mod server_cell;
 
 pub use place::Place;

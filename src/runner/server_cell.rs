@@ -5,21 +5,22 @@
 //! Normal. A fault the suite asks for (`kill_node`, `kill_after`) is carried out on the same
 //! control connection: the agent kills its node with SIGKILL and still reports.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
 
-use super::Place;
 use super::collect::HostCounters;
+use super::{Place, served};
 use crate::agent;
 use crate::env::{Launch, Reach};
 use crate::server::cassandra::Distribution;
 use crate::server::cluster::{self, Layout};
 use crate::server::serve::{CONNECT_WINDOW, Control, Ready, Serve};
 use crate::server::{Kill, Managed, STOP_TIMEOUT};
-use crate::store::{RunRecord, Sample};
+use crate::store::{AgentReport, RunRecord, Sample};
 use crate::volume::Provisioned;
 use crate::workload::cql::{Cql, Target};
 use crate::workload::{self, Spec, Workload};
@@ -51,7 +52,41 @@ struct Ring<'a> {
     own: bool,
 }
 
-/// Runs one repetition of a served CQL cell.
+/// Where a cell's nodes listen: the ring's layout (addresses inside the sandboxes), each node's
+/// sandbox network where the sandboxes have their own (one bridge for a ring), and the
+/// addresses the host reaches them at.
+struct Nodes {
+    layout: Layout,
+    paths: Vec<crate::net::NetPath>,
+    host_addresses: Vec<String>,
+}
+
+impl Nodes {
+    fn new(place: &Place, reach: &Reach, nodes: usize) -> Result<Nodes> {
+        let mut layout = Layout::new(nodes, None)?;
+        let paths = match (reach, nodes) {
+            (Reach::Own, 1) => vec![place.env.network(place.ledger)?],
+            (Reach::Own, n) => crate::net::bridged(place.ledger, n)?,
+            _ => Vec::new(),
+        };
+        let host_addresses = match reach {
+            Reach::Shared => layout.addresses.clone(),
+            // A node alone listens where the environment says (every interface of a VM).
+            Reach::Forwarded { inside, host } => {
+                layout.addresses = vec![inside.clone()];
+                vec![host.clone()]
+            }
+            Reach::Own => {
+                layout.addresses = paths.iter().filter_map(|p| p.sandbox_address()).map(|a| a.to_string()).collect();
+                layout.addresses.clone()
+            }
+        };
+        Ok(Nodes { layout, paths, host_addresses })
+    }
+}
+
+/// Runs one repetition of a served CQL cell: the nodes' agents in their sandboxes beside the
+/// host's side (start, ring, load, stop), then one report of the nodes' and the load's.
 pub fn run(
     place: &Place,
     env_name: &str,
@@ -60,39 +95,81 @@ pub fn run(
     volume: &Provisioned,
     run_dir: &std::path::Path,
     record: &mut RunRecord,
-) -> Result<crate::store::AgentReport> {
+) -> Result<AgentReport> {
     let env = place.env;
     if let Some(why) = refusal(env, env_name, managed) {
-        return Ok(crate::store::AgentReport { error: Some(why), unfit: true, ..Default::default() });
+        return Ok(AgentReport { error: Some(why), unfit: true, ..Default::default() });
     }
     let reach = env.reach().map_err(|why| anyhow!("env \"{env_name}\": {why}"))?;
-    let nodes = managed.nodes;
     let distribution = Distribution::fetch(&managed.version, &mut |m| eprintln!("isobench: {m}"))?;
-    if nodes > 1 {
+    if managed.nodes > 1 {
         cluster::has_nodetool(&distribution)?;
     }
-    let mut layout = Layout::new(nodes, None)?;
-    // Each node's sandbox network, where the sandboxes have their own: one bridge for a ring.
-    let paths = match (&reach, nodes) {
-        (Reach::Own, 1) => vec![env.network(place.ledger)?],
-        (Reach::Own, n) => crate::net::bridged(place.ledger, n)?,
-        _ => Vec::new(),
-    };
-    let host_addresses = match &reach {
-        Reach::Shared => layout.addresses.clone(),
-        // A node alone listens where the environment says (every interface of a VM).
-        Reach::Forwarded { inside, host } => {
-            layout.addresses = vec![inside.clone()];
-            vec![host.clone()]
-        }
-        Reach::Own => {
-            layout.addresses = paths.iter().filter_map(|p| p.sandbox_address()).map(|a| a.to_string()).collect();
-            layout.addresses.clone()
-        }
-    };
-    let control_ports = layout.other_free_ports(nodes)?;
+    let nodes = Nodes::new(place, &reach, managed.nodes)?;
+    let control_ports = nodes.layout.other_free_ports(managed.nodes)?;
+    let serves = serves(cql, managed, &distribution, &nodes.layout, &control_ports)?;
+    let mut load = cql.clone();
+    let (user, password) = managed.login.clone().unzip();
+    load.target = Some(Target {
+        nodes: nodes.host_addresses.clone(),
+        port: nodes.layout.native_port,
+        user,
+        password,
+        truststore: None,
+    });
+    let counters = place.collect.then(|| HostCounters::start(volume, true, env.cpu_count(), place.ledger));
+    let ring = (managed.nodes > 1).then_some(Ring {
+        distribution: &distribution,
+        layout: &nodes.layout,
+        own: reach == Reach::Own,
+    });
+    let host_side = HostSide { load: &load, managed, ring, counters: counters.as_ref() };
+    // The agents only serve: the load and its login stay on the host.
+    let requests: Vec<agent::Request> = serves
+        .into_iter()
+        .map(|serve| agent::Request {
+            workload: Spec::Cql(cql.clone()),
+            data_dir: env.data_dir(volume),
+            raw: None,
+            read_only: false,
+            scratch_dir: env.scratch_dir(run_dir),
+            serve: Some(serve),
+            barrier: false,
+            collect: place.collect,
+        })
+        .collect();
+    let (reports, loaded) = run_nodes(place, &requests, &nodes, &control_ports, volume, run_dir, host_side)?;
+    let mut report = combine(reports)?;
+    volume.check_replicas(&mut report.setup, &mut report.notes);
+    // Before the load's samples join: the nodes' CPU spans their whole life (start, ring, load,
+    // stop), so a CPU per operation of the measured phase cannot be made from it.
+    if let Some(counters) = counters {
+        counters.finish(&mut report);
+    }
+    describe(&mut record.setup, managed, &nodes, &reach);
+    if report.error.is_some() {
+        // The agent's error has the server's log; the load only saw its symptom.
+        return Ok(report);
+    }
+    match loaded {
+        Ok(loaded) => add_loaded(&mut report, record, loaded, managed, &nodes.layout),
+        Err(e) => report.error = Some(format!("{e:#}")),
+    }
+    Ok(report)
+}
+
+/// What each node's agent serves: its address and ports, the ring's seeds and its slot, and the
+/// time it may wait for the host (a later node waits for the earlier ones' starts).
+fn serves(
+    cql: &Cql,
+    managed: &Managed,
+    distribution: &Distribution,
+    layout: &Layout,
+    control_ports: &[u16],
+) -> Result<Vec<Serve>> {
+    let nodes = managed.nodes;
     let measured = cql.phase(&cql.args)?;
-    let serves: Vec<Serve> = (0..nodes)
+    Ok((0..nodes)
         .map(|k| Serve {
             keyspace: measured.schema.keyspace.clone(),
             table: crate::cql::schema::table(measured.command.ops[0].0).into(),
@@ -112,31 +189,36 @@ pub fn run(
             connect_window: CONNECT_WINDOW + managed.start_timeout * k as u32,
             directory: if nodes > 1 { format!("cassandra/node{}", k + 1) } else { "cassandra".into() },
         })
-        .collect();
-    let mut load = cql.clone();
-    let (user, password) = managed.login.clone().unzip();
-    load.target =
-        Some(Target { nodes: host_addresses.clone(), port: layout.native_port, user, password, truststore: None });
-    // The agents only serve: the load and its login stay on the host.
-    let requests: Vec<agent::Request> = serves
-        .iter()
-        .map(|serve| agent::Request {
-            workload: Spec::Cql(cql.clone()),
-            data_dir: env.data_dir(volume),
-            raw: None,
-            read_only: false,
-            scratch_dir: env.scratch_dir(run_dir),
-            serve: Some(serve.clone()),
-            barrier: false,
-            collect: place.collect,
-        })
-        .collect();
-    let timeout = managed.start_timeout * (nodes as u32 + 1) + STOP_TIMEOUT + load.timeout();
+        .collect())
+}
+
+/// What the host's side of a cell drives besides the nodes' control connections.
+struct HostSide<'a> {
+    load: &'a Cql,
+    managed: &'a Managed,
+    ring: Option<Ring<'a>>,
+    counters: Option<&'a HostCounters>,
+}
+
+/// The nodes' agents, each in its sandbox, and the host's side on its own thread (pinned to
+/// the loader's CPUs), to their ends: the agents' reports and what the host's side learned.
+#[allow(clippy::too_many_arguments)]
+fn run_nodes(
+    place: &Place,
+    requests: &[agent::Request],
+    nodes: &Nodes,
+    control_ports: &[u16],
+    volume: &Provisioned,
+    run_dir: &std::path::Path,
+    host_side: HostSide,
+) -> Result<(Vec<Result<AgentReport>>, Result<Loaded>)> {
+    let (env, count) = (place.env, requests.len());
+    let timeout = host_side.managed.start_timeout * (count as u32 + 1) + STOP_TIMEOUT + host_side.load.timeout();
     let controls: Vec<String> =
-        host_addresses.iter().zip(&control_ports).map(|(address, port)| format!("{address}:{port}")).collect();
-    let forwards: Vec<[u16; 2]> = control_ports.iter().map(|c| [layout.native_port, *c]).collect();
-    let run_dirs: Vec<std::path::PathBuf> = (0..nodes)
-        .map(|k| if nodes == 1 { run_dir.to_path_buf() } else { run_dir.join(format!("node{}", k + 1)) })
+        nodes.host_addresses.iter().zip(control_ports).map(|(address, port)| format!("{address}:{port}")).collect();
+    let forwards: Vec<[u16; 2]> = control_ports.iter().map(|c| [nodes.layout.native_port, *c]).collect();
+    let run_dirs: Vec<std::path::PathBuf> = (0..count)
+        .map(|k| if count == 1 { run_dir.to_path_buf() } else { run_dir.join(format!("node{}", k + 1)) })
         .collect();
     for dir in &run_dirs {
         std::fs::create_dir_all(dir)?;
@@ -144,11 +226,9 @@ pub fn run(
     // The loaders' logs and HDR files, on the host, with the run's other files.
     let loads = run_dir.join("load");
     std::fs::create_dir_all(&loads)?;
-    let counters = place.collect.then(|| HostCounters::start(volume, true, env.cpu_count(), place.ledger));
     let agents_done = AtomicBool::new(false);
-    let ring = (nodes > 1).then_some(Ring { distribution: &distribution, layout: &layout, own: reach == Reach::Own });
-    let cpu_group = counters.as_ref().and_then(HostCounters::cpu_group);
-    let (reports, loaded) = std::thread::scope(|scope| {
+    let cpu_group = host_side.counters.and_then(HostCounters::cpu_group);
+    Ok(std::thread::scope(|scope| {
         // Named, so that its CPUs can be looked up; its runtime's threads and loader processes
         // start from it and inherit its set.
         let loader = std::thread::Builder::new()
@@ -157,13 +237,13 @@ pub fn run(
                 if let Some(set) = &place.pins.loader {
                     set.pin_this_thread().map_err(|e| anyhow!("pinning the load generator to CPUs {set}: {e}"))?;
                 }
-                drive(&controls, &load, managed, ring, &loads, &agents_done, counters.as_ref())
+                drive(&controls, host_side, &loads, &agents_done)
             })
             .expect("a thread starts");
-        let agents: Vec<_> = (0..nodes)
+        let agents: Vec<_> = (0..count)
             .map(|k| {
                 let (request, forward, run_dir) = (&requests[k], &forwards[k], &run_dirs[k]);
-                let network = paths.get(k);
+                let network = nodes.paths.get(k);
                 scope.spawn(move || {
                     env.run_agent(Launch {
                         request,
@@ -183,95 +263,75 @@ pub fn run(
                 })
             })
             .collect();
-        let reports: Vec<Result<crate::store::AgentReport>> =
+        let reports: Vec<Result<AgentReport>> =
             agents.into_iter().map(|a| a.join().unwrap_or_else(|_| bail!("an agent panicked"))).collect();
         agents_done.store(true, Ordering::Relaxed);
         (reports, loader.join().unwrap_or_else(|_| Err(anyhow!("the load panicked"))))
-    });
-    let mut report = combine(reports)?;
-    volume.check_replicas(&mut report.setup, &mut report.notes);
-    // Before the load's samples join: the nodes' CPU spans their whole life (start, ring, load,
-    // stop), so a CPU per operation of the measured phase cannot be made from it.
-    if let Some(counters) = counters {
-        counters.finish(&mut report);
-    }
-    match paths.first() {
-        Some(path) => record.setup.extend(path.describe()),
-        None if reach == Reach::Shared => {
-            record.setup.insert("net.path".into(), "loopback (the host's network)".into());
+    }))
+}
+
+/// The server and its network as the run's setup names them.
+fn describe(setup: &mut BTreeMap<String, String>, managed: &Managed, nodes: &Nodes, reach: &Reach) {
+    match nodes.paths.first() {
+        Some(path) => setup.extend(path.describe()),
+        None if *reach == Reach::Shared => {
+            setup.insert("net.path".into(), "loopback (the host's network)".into());
         }
         None => {}
     }
-    record.setup.insert("server.kind".into(), "cassandra".into());
-    record.setup.insert("server.heap".into(), managed.heap.clone());
+    served::describe_server(setup, managed);
     if let Some(price) = managed.cost_per_hour {
-        record.setup.insert("server.cost_per_hour".into(), format!("{nodes} × ${price:.2} per node"));
+        setup.insert("server.cost_per_hour".into(), format!("{} × ${price:.2} per node", managed.nodes));
     }
-    if nodes > 1 {
-        record.setup.insert("server.nodes".into(), nodes.to_string());
-        record.setup.insert("server.addresses".into(), layout.addresses.join(", "));
+    if managed.nodes > 1 {
+        setup.insert("server.nodes".into(), managed.nodes.to_string());
+        setup.insert("server.addresses".into(), nodes.layout.addresses.join(", "));
     }
-    if let Some((user, _)) = &managed.login {
-        record.setup.insert("server.login".into(), format!("PasswordAuthenticator, role {user}"));
+}
+
+/// The host's side's findings in the run's report: the server's version, the ring's time, the
+/// fault's outcome, the load's samples and the CPU and system calls per operation.
+fn add_loaded(report: &mut AgentReport, record: &mut RunRecord, loaded: Loaded, managed: &Managed, layout: &Layout) {
+    record.setup.insert("server.version".into(), loaded.ready[0].release_version.clone());
+    if let Some(ring) = loaded.ring_after {
+        report.samples.push(Sample::new("server_ring", ring.as_secs_f64(), "s"));
     }
-    if report.error.is_some() {
-        // The agent's error has the server's log; the load only saw its symptom.
-        return Ok(report);
+    if let Some(kill) = &managed.kill {
+        let struck = loaded.killed.map(|(kill, at)| served::Struck {
+            node: format!("node {} ({})", kill.node, layout.addresses[kill.node - 1]),
+            how: "was killed (SIGKILL)",
+            at,
+        });
+        served::record_fault(&mut record.setup, &mut report.notes, kill, struck);
     }
-    match loaded {
-        Ok(loaded) => {
-            record.setup.insert("server.version".into(), loaded.ready[0].release_version.clone());
-            if let Some(ring) = loaded.ring_after {
-                report.samples.push(Sample::new("server_ring", ring.as_secs_f64(), "s"));
-            }
-            if let Some((kill, at)) = &loaded.killed {
-                let node = format!("node {} ({})", kill.node, layout.addresses[kill.node - 1]);
-                record.setup.insert("fault.killed".into(), format!("{node} at {:.1} s", at.as_secs_f64()));
-                report.notes.push(format!(
-                    "fault: {node} was killed (SIGKILL) {:.1} s into the measured phase, as the suite asked (kill_node = {}, kill_after = {} s)",
-                    at.as_secs_f64(),
-                    kill.node,
-                    kill.after.as_secs_f64()
-                ));
-            } else if let Some(kill) = &managed.kill {
-                report.notes.push(format!(
-                    "fault: node {} was not killed: the measured phase ended before {} s",
-                    kill.node,
-                    kill.after.as_secs_f64()
-                ));
-            }
-            report.samples.extend(loaded.out.samples);
-            if let Some(cpu) = loaded.measured_cpu {
-                report.samples.extend(super::collect::per_op(cpu, &report.samples));
-            }
-            match loaded.calls {
-                Some(Ok(counts)) => {
-                    report.samples.extend(super::collect::calls_per_op(&counts, &report.samples));
-                    record.setup.insert("sys.calls_counted_by".into(), super::collect::CALLS_COUNTED_BY.into());
-                }
-                Some(Err(e)) => {
-                    record.setup.insert("sys.calls_counted_by".into(), format!("not counted: {e:#}"));
-                }
-                None => {}
-            }
-            report.series.extend(loaded.out.series);
-            report.steps.extend(loaded.out.steps);
-            report.notes.extend(loaded.out.notes);
-            report.raw.extend(loaded.out.raw);
-            if let Some(e) = loaded.error {
-                report.error = Some(e);
-            }
+    report.samples.extend(loaded.out.samples);
+    if let Some(cpu) = loaded.measured_cpu {
+        report.samples.extend(super::collect::per_op(cpu, &report.samples));
+    }
+    match loaded.calls {
+        Some(Ok(counts)) => {
+            report.samples.extend(super::collect::calls_per_op(&counts, &report.samples));
+            record.setup.insert("sys.calls_counted_by".into(), super::collect::CALLS_COUNTED_BY.into());
         }
-        Err(e) => report.error = Some(format!("{e:#}")),
+        Some(Err(e)) => {
+            record.setup.insert("sys.calls_counted_by".into(), format!("not counted: {e:#}"));
+        }
+        None => {}
     }
-    Ok(report)
+    report.series.extend(loaded.out.series);
+    report.steps.extend(loaded.out.steps);
+    report.notes.extend(loaded.out.notes);
+    report.raw.extend(loaded.out.raw);
+    if let Some(e) = loaded.error {
+        report.error = Some(e);
+    }
 }
 
 /// One report from the nodes' reports: the first error, else the server's figures summed over
 /// the nodes (what the cluster holds) and the slowest start and stop.
-fn combine(reports: Vec<Result<crate::store::AgentReport>>) -> Result<crate::store::AgentReport> {
+fn combine(reports: Vec<Result<AgentReport>>) -> Result<AgentReport> {
     let several = reports.len() > 1;
-    let mut combined: Option<crate::store::AgentReport> = None;
+    let mut combined: Option<AgentReport> = None;
     for (k, report) in reports.into_iter().enumerate() {
         let mut report = report?;
         if several {
@@ -323,13 +383,11 @@ struct Loaded {
 /// a node on cue), read the server's own statistics, and always tell the agents to stop.
 fn drive(
     controls: &[String],
-    load: &Cql,
-    managed: &Managed,
-    ring: Option<Ring>,
+    host_side: HostSide,
     scratch: &std::path::Path,
     agents_done: &AtomicBool,
-    counters: Option<&HostCounters>,
 ) -> Result<Loaded> {
+    let HostSide { load, managed, ring, counters } = host_side;
     let cpu_now = || counters.and_then(HostCounters::cpu_now);
     let began = Instant::now();
     let mut connected = Vec::new();

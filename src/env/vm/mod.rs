@@ -168,51 +168,60 @@ impl Vm {
         Ok(resolved)
     }
 
+    /// The guest's life: its initramfs, QEMU's arguments (machine, root share, report port,
+    /// NIC, the volume), the launch under a boot watchdog, and the agent's report.
     fn boot(&self, launch: &mut Launch, accel: Accel, attach: &Attach) -> Result<crate::store::AgentReport> {
         let kernel = self.kernel().ok_or_else(|| anyhow::anyhow!("no guest kernel"))?;
-        let run_dir = launch.run_dir;
-        let cache_dir = launch.workdir.join("cache");
-        let fs = launch.volume.facts.get("volume.fs").map(String::as_str);
-        let mut modules: Vec<&str> = vec!["virtio_pci", "virtio_console", "9pnet_virtio", "9p", "overlay"];
-        if self.microvm {
-            modules.push("virtio_mmio");
-        }
         // A raw volume can only cross as a disk, whatever the suite's attachment for files.
         let raw_disk = launch.volume.raw.then(|| match attach {
             Attach::VirtioBlk { cache, aio } => Attach::VirtioBlk { cache: cache.clone(), aio: aio.clone() },
             _ => Attach::VirtioBlk { cache: "none".into(), aio: "threads".into() },
         });
         let attach = raw_disk.as_ref().unwrap_or(attach);
+        let netdev = guest_netdev(launch)?;
+        let initrd = self.write_initrd(launch, &kernel, attach, netdev.as_ref())?;
+        let result = launch.run_dir.join("result.txt");
+        std::fs::write(&result, b"")?;
+        let token = launch.ledger.new_process_token();
+        launch.ledger.record(Resource::Processes { token: token.clone() })?;
+        let memory = launch.memory.unwrap_or(self.memory);
+        let mut args = self.machine_args(accel);
+        args.extend(self.guest_args(&kernel, &initrd, memory, &result, netdev.as_ref().map(|(n, _)| n.as_str())));
+        let virtiofsd = self.attach_volume(&mut args, launch, attach, memory, &token)?;
+        let (finished, booted) = self.run_guest(launch, &args, &token, virtiofsd)?;
+        let mut report = guest_report(&finished, &result)?;
+        if let Some(boot) = booted {
+            report.samples.push(Sample::new("vm_boot", boot, "s"));
+        }
+        report.raw.push(RawFile { name: "console.log".into(), content: finished.stdout });
+        report.setup.extend(attach.describe());
+        if launch.volume.raw {
+            report.setup.insert("attach".into(), "virtio-blk (the raw device as the guest's /dev/vda)".into());
+        }
+        report.setup.insert("vm.guest_kernel".into(), kernel.version.clone());
+        Ok(report)
+    }
+
+    /// The guest's initramfs, written to the run's directory: the suite's extra archive, the
+    /// cached base, and this run's init script, modules and request.
+    fn write_initrd(
+        &self,
+        launch: &Launch,
+        kernel: &Kernel,
+        attach: &Attach,
+        netdev: Option<&(String, NetPath)>,
+    ) -> Result<PathBuf> {
+        let fs = launch.volume.facts.get("volume.fs").map(String::as_str);
+        let mut modules: Vec<&str> = vec!["virtio_pci", "virtio_console", "9pnet_virtio", "9p", "overlay"];
+        if self.microvm {
+            modules.push("virtio_mmio");
+        }
         modules.extend(attach.modules(if launch.volume.raw { None } else { fs }));
-        // The NIC: a server's forwarded ports, or the workload's network path.
-        let netdev = if !launch.forward.is_empty() {
-            // Only the forwarded ports, on the host's loopback: the guest reaches nothing else.
-            let forwards: String = launch
-                .forward
-                .iter()
-                .map(|p| format!(",hostfwd=tcp:127.0.0.1:{p}-{}:{p}", crate::net::SLIRP_GUEST))
-                .collect();
-            Some((format!("user,id=net0,restrict=on{forwards}"), NetPath::User))
-        } else {
-            match launch.network {
-                // Unrestricted: the guest reaches the host's loopback through 10.0.2.2.
-                Some(NetPath::User) => Some(("user,id=net0".to_string(), NetPath::User)),
-                Some(tap @ NetPath::Tap { name, vhost, .. }) => Some((
-                    format!(
-                        "tap,id=net0,ifname={name},script=no,downscript=no,vhost={}",
-                        if *vhost { "on" } else { "off" }
-                    ),
-                    tap.clone(),
-                )),
-                Some(other) => bail!("a VM cannot use the network path {other:?}"),
-                None => None,
-            }
-        };
         if netdev.is_some() {
             modules.push("virtio_net");
         }
         let data_mount = if launch.volume.raw { ":".to_string() } else { attach.guest_mount(fs) };
-        let guest_net = netdev.as_ref().and_then(|(_, path)| {
+        let guest_net = netdev.and_then(|(_, path)| {
             let (address, prefix) = path.guest_address()?;
             let gateway = (*path == NetPath::User).then_some(crate::net::SLIRP_HOST);
             Some(guest::GuestNet { address, prefix, gateway })
@@ -222,27 +231,34 @@ impl Vm {
             Some(extra) => std::fs::read(extra).with_context(|| format!("reading {}", extra.display()))?,
             None => Vec::new(),
         };
-        initrd.extend(std::fs::read(guest::base_initramfs(&kernel, &cache_dir)?)?);
+        initrd.extend(std::fs::read(guest::base_initramfs(kernel, &launch.workdir.join("cache"))?)?);
         initrd.extend(guest::run_initramfs(
             &init,
-            &guest::module_list(&kernel, &modules)?,
+            &guest::module_list(kernel, &modules)?,
             &serde_json::to_vec(launch.request)?,
         ));
-        let initrd_path = run_dir.join("initrd.cpio");
-        std::fs::write(&initrd_path, initrd)?;
-        let result = run_dir.join("result.txt");
-        std::fs::write(&result, b"")?;
-        let token = launch.ledger.new_process_token();
-        launch.ledger.record(Resource::Processes { token: token.clone() })?;
+        let path = launch.run_dir.join("initrd.cpio");
+        std::fs::write(&path, initrd)?;
+        Ok(path)
+    }
 
-        let mut args = self.machine_args(accel);
-        let memory = launch.memory.unwrap_or(self.memory);
-        args.extend(["-smp".into(), self.vcpus.to_string(), "-m".into(), format!("{}M", memory >> 20)]);
+    /// Size, kernel, the host's root as the guest's (read-only 9p), the report's serial port,
+    /// and the NIC if there is one.
+    fn guest_args(
+        &self,
+        kernel: &Kernel,
+        initrd: &Path,
+        memory: u64,
+        result: &Path,
+        netdev: Option<&str>,
+    ) -> Vec<String> {
+        let mut args: Vec<String> =
+            vec!["-smp".into(), self.vcpus.to_string(), "-m".into(), format!("{}M", memory >> 20)];
         args.extend([
             "-kernel".into(),
             kernel.image.display().to_string(),
             "-initrd".into(),
-            initrd_path.display().to_string(),
+            initrd.display().to_string(),
         ]);
         args.extend(["-append".into(), "console=ttyS0 panic=-1 loglevel=4".into()]);
         args.extend([
@@ -259,15 +275,27 @@ impl Vm {
             "-device".into(),
             "virtserialport,bus=vser.0,chardev=result,name=isobench".into(),
         ]);
-        if let Some((netdev, _)) = &netdev {
+        if let Some(netdev) = netdev {
             args.extend([
                 "-netdev".into(),
-                netdev.clone(),
+                netdev.to_string(),
                 "-device".into(),
                 format!("{},netdev=net0", self.dev("virtio-net")),
             ]);
         }
-        let mut virtiofsd = None;
+        args
+    }
+
+    /// The volume under test as the guest's data device; virtio-fs's daemon, started here, is
+    /// returned for the caller to stop once QEMU has exited.
+    fn attach_volume(
+        &self,
+        args: &mut Vec<String>,
+        launch: &Launch,
+        attach: &Attach,
+        memory: u64,
+        token: &str,
+    ) -> Result<Option<std::process::Child>> {
         match attach {
             Attach::NineP { .. } => args.extend([
                 "-fsdev".into(),
@@ -277,10 +305,9 @@ impl Vm {
             ]),
             Attach::VirtioFs { cache, dax } => {
                 let daemon = Virtiofsd::find().ok_or_else(|| anyhow::anyhow!("no virtiofsd"))?;
-                let socket = run_dir.join("virtiofs.sock");
-                let log = run_dir.join("virtiofsd.log");
-                let child = daemon.spawn(&socket, &launch.volume.path, cache, &token, &log, launch.cpuset)?;
-                virtiofsd = Some(child);
+                let socket = launch.run_dir.join("virtiofs.sock");
+                let log = launch.run_dir.join("virtiofsd.log");
+                let child = daemon.spawn(&socket, &launch.volume.path, cache, token, &log, launch.cpuset)?;
                 args.extend([
                     "-chardev".into(),
                     format!("socket,id=vfs,path={}", socket.display()),
@@ -296,30 +323,13 @@ impl Vm {
                     "-numa".into(),
                     "node,memdev=mem".into(),
                 ]);
+                return Ok(Some(child));
             }
             Attach::VirtioBlk { cache, aio } => {
                 let source = launch.volume.block.as_ref().ok_or_else(|| {
                     anyhow::anyhow!("attach = \"virtio-blk\" needs a block volume (kind = \"loop\", \"block\", \"nbd\" or \"mirror\")")
                 })?;
-                let mut drive = match source {
-                    BlockSource::File { path, offset, size } => {
-                        let mut d = format!("file={},format=raw,aio={aio}", path.display());
-                        if *offset > 0 {
-                            d.push_str(&format!(",offset={offset}"));
-                        }
-                        if let Some(size) = size {
-                            // A slice: QEMU locks the whole file, but the VMs of a density cell
-                            // share it, each at its own disjoint offset.
-                            d.push_str(&format!(",size={size},file.locking=off"));
-                        }
-                        d
-                    }
-                    // QEMU's own NBD client: no device on the host between the guest and the export.
-                    BlockSource::Nbd(e) => format!(
-                        "driver=raw,file.driver=nbd,file.server.type=inet,file.server.host={},file.server.port={},file.export={}",
-                        e.host, e.port, e.name
-                    ),
-                };
+                let mut drive = block_drive(source, aio);
                 drive.push_str(&format!(",if=none,id=data,cache={cache}"));
                 if launch.volume.read_only {
                     drive.push_str(",readonly=on");
@@ -332,14 +342,25 @@ impl Vm {
                 ]);
             }
         }
+        Ok(None)
+    }
 
+    /// QEMU run to its end, on the cell's CPUs, under a watchdog that kills a guest that has
+    /// not reached its init within `boot_timeout`; the console's lines are relayed as they come
+    /// (boot marker, the agent's ready line and progress). Returns QEMU's end and the boot time.
+    fn run_guest(
+        &self,
+        launch: &Launch,
+        args: &[String],
+        token: &str,
+        virtiofsd: Option<std::process::Child>,
+    ) -> Result<(sys::Finished, Option<f64>)> {
         let started = Instant::now();
         let booted: Arc<Mutex<Option<f64>>> = Arc::default();
-        // The boot watchdog: a guest that has not reached /init in time is killed right away.
         let qemu_done = Arc::new(AtomicBool::new(false));
         let watchdog = {
             let (booted, done, token, limit) =
-                (Arc::clone(&booted), Arc::clone(&qemu_done), token.clone(), self.boot_timeout);
+                (Arc::clone(&booted), Arc::clone(&qemu_done), token.to_string(), self.boot_timeout);
             std::thread::spawn(move || {
                 while started.elapsed() < limit {
                     if booted.lock().expect("not poisoned").is_some() || done.load(Ordering::Relaxed) {
@@ -356,7 +377,6 @@ impl Vm {
         };
         let seen = Arc::clone(&booted);
         let gate = launch.gate;
-        // The console: the boot marker's time, the agent's ready line and progress (its stderr).
         let mut on_line = |line: &str| {
             if line.contains(guest::BOOTED) {
                 seen.lock().expect("not poisoned").get_or_insert(started.elapsed().as_secs_f64());
@@ -366,7 +386,7 @@ impl Vm {
         };
         let mut on_spawn = |pid: u32| gate.iter().for_each(|g| g.spawned(pid));
         let mut qemu = Command::new(QEMU);
-        qemu.args(&args);
+        qemu.args(args);
         // Every thread of QEMU (its vCPUs, its I/O) runs on the cell's CPUs.
         if let Some(set) = launch.cpuset {
             set.start_in(&mut qemu);
@@ -374,7 +394,7 @@ impl Vm {
         let finished = sys::run(
             &mut qemu,
             sys::Options {
-                token: Some(&token),
+                token: Some(token),
                 timeout: Some(launch.timeout + self.boot_timeout),
                 on_stdout_line: Some(&mut on_line),
                 on_spawn: Some(&mut on_spawn),
@@ -396,34 +416,72 @@ impl Vm {
                 console_tail(&console)
             );
         }
-        let finished = finished?;
-        let console = finished.stdout.clone();
-        let text = std::fs::read_to_string(&result).unwrap_or_default();
-        let Some(mut report) = agent::parse_output(&text) else {
-            if !finished.status.success() && !console.contains(guest::BOOTED) {
-                // QEMU itself refused (a bad kernel, a bad device option): its own words say why.
-                let said = sys::tail_lines(&finished.stderr, 4);
-                bail!(
-                    "qemu could not start the guest ({}): {}",
-                    finished.status,
-                    said.lines().last().unwrap_or("no message")
-                );
-            }
-            let said: Vec<&str> = console.lines().filter(|l| l.contains("isobench-init:")).collect();
-            let why = said.last().copied().unwrap_or("the guest sent no report");
-            bail!("{why} (qemu: {}); last console lines:\n{}", finished.status, console_tail(&console));
-        };
-        if let Some(boot) = *booted.lock().expect("not poisoned") {
-            report.samples.push(Sample::new("vm_boot", boot, "s"));
-        }
-        report.raw.push(RawFile { name: "console.log".into(), content: console });
-        report.setup.extend(attach.describe());
-        if launch.volume.raw {
-            report.setup.insert("attach".into(), "virtio-blk (the raw device as the guest's /dev/vda)".into());
-        }
-        report.setup.insert("vm.guest_kernel".into(), kernel.version.clone());
-        Ok(report)
+        let boot = *booted.lock().expect("not poisoned");
+        Ok((finished?, boot))
     }
+}
+
+/// The NIC: only a server's forwarded ports on the host's loopback, or the workload's path.
+fn guest_netdev(launch: &Launch) -> Result<Option<(String, NetPath)>> {
+    if !launch.forward.is_empty() {
+        // Only the forwarded ports, on the host's loopback: the guest reaches nothing else.
+        let forwards: String = launch
+            .forward
+            .iter()
+            .map(|p| format!(",hostfwd=tcp:127.0.0.1:{p}-{}:{p}", crate::net::SLIRP_GUEST))
+            .collect();
+        return Ok(Some((format!("user,id=net0,restrict=on{forwards}"), NetPath::User)));
+    }
+    Ok(match launch.network {
+        // Unrestricted: the guest reaches the host's loopback through 10.0.2.2.
+        Some(NetPath::User) => Some(("user,id=net0".to_string(), NetPath::User)),
+        Some(tap @ NetPath::Tap { name, vhost, .. }) => Some((
+            format!("tap,id=net0,ifname={name},script=no,downscript=no,vhost={}", if *vhost { "on" } else { "off" }),
+            tap.clone(),
+        )),
+        Some(other) => bail!("a VM cannot use the network path {other:?}"),
+        None => None,
+    })
+}
+
+/// A `-drive` for a block volume: a file (or a slice of one), or QEMU's own NBD client, with no
+/// device on the host between the guest and the export.
+fn block_drive(source: &BlockSource, aio: &str) -> String {
+    match source {
+        BlockSource::File { path, offset, size } => {
+            let mut d = format!("file={},format=raw,aio={aio}", path.display());
+            if *offset > 0 {
+                d.push_str(&format!(",offset={offset}"));
+            }
+            if let Some(size) = size {
+                // A slice: QEMU locks the whole file, but the VMs of a density cell share it,
+                // each at its own disjoint offset.
+                d.push_str(&format!(",size={size},file.locking=off"));
+            }
+            d
+        }
+        BlockSource::Nbd(e) => format!(
+            "driver=raw,file.driver=nbd,file.server.type=inet,file.server.host={},file.server.port={},file.export={}",
+            e.host, e.port, e.name
+        ),
+    }
+}
+
+/// The agent's report from the serial port's file, or why the guest sent none: QEMU's own
+/// words when it refused to start, else the init's last word and the console's tail.
+fn guest_report(finished: &sys::Finished, result: &Path) -> Result<crate::store::AgentReport> {
+    let console = &finished.stdout;
+    let text = std::fs::read_to_string(result).unwrap_or_default();
+    if let Some(report) = agent::parse_output(&text) {
+        return Ok(report);
+    }
+    if !finished.status.success() && !console.contains(guest::BOOTED) {
+        let said = sys::tail_lines(&finished.stderr, 4);
+        bail!("qemu could not start the guest ({}): {}", finished.status, said.lines().last().unwrap_or("no message"));
+    }
+    let said: Vec<&str> = console.lines().filter(|l| l.contains("isobench-init:")).collect();
+    let why = said.last().copied().unwrap_or("the guest sent no report");
+    bail!("{why} (qemu: {}); last console lines:\n{}", finished.status, console_tail(console));
 }
 
 /// The console's last lines for an error, or that it stayed silent.

@@ -1,0 +1,200 @@
+//! The load on Kubernetes: an Indexed Job of loader pods (the load generator's runtime class)
+//! against the database's pods, with the fault and the pods' CPU counted beside it, cued by
+//! the lines the loaders log.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+use kube::Client;
+
+use super::cpu::{PodsCpu, measured_cpu};
+use super::fault::{Killed, fault};
+use super::{Db, SCHEDULE_ALLOWANCE};
+use crate::agent;
+use crate::env::k8s::api::block_on;
+use crate::env::k8s::manifest::SCRATCH_DIR;
+use crate::env::k8s::{JobRun, K8s};
+use crate::runner::served::{Struck, record_fault};
+use crate::store::{AgentReport, Sample};
+use crate::workload::Spec;
+use crate::workload::cql::Cql;
+
+/// The load from an Indexed Job of loader pods, the fault on cue, and the killed pod's return.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn load_pods(
+    k8s: &K8s,
+    db: &Db,
+    mut load: Cql,
+    kill: Option<&crate::server::Kill>,
+    name: &str,
+    ledger: &crate::ledger::Ledger,
+    run_dir: &Path,
+    recovery: Duration,
+) -> Result<AgentReport> {
+    let loaders = load.loaders.unwrap_or(1);
+    if load.capacity.is_some() && loaders > 1 {
+        let why = "a capacity search on Kubernetes runs from one loader pod, which offers every step's rate: set loaders = 1 (a step of several pods at once is not built yet)";
+        return Ok(AgentReport { error: Some(why.into()), unfit: true, ..Default::default() });
+    }
+    load.loaders = Some(loaders);
+    load.indexed = true;
+    let request = loader_request(&load);
+    let loader_pods = k8s.loader_pods();
+    let job = JobRun {
+        name,
+        token: ledger.token(),
+        pod: &loader_pods,
+        request: &request,
+        claim: None,
+        loaders: Some(loaders),
+        deadline: crate::workload::Workload::timeout(&load) + SCHEDULE_ALLOWANCE,
+    };
+    let load_done = AtomicBool::new(false);
+    let (loaded, killed, cpu) = std::thread::scope(|scope| {
+        let fault = kill.map(|kill| {
+            let load_done = &load_done;
+            scope.spawn(move || fault(db, name, loaders, kill, load_done))
+        });
+        let cpu = scope.spawn(|| measured_cpu(db, name, loaders, &load_done));
+        let loaded = k8s.run_job(&job);
+        load_done.store(true, Ordering::Relaxed);
+        (
+            loaded,
+            fault.map(|f| f.join().unwrap_or_else(|_| Err(anyhow!("the fault panicked")))),
+            cpu.join().unwrap_or_else(|_| Err(anyhow!("counting the pods' CPU panicked"))),
+        )
+    });
+    let mut report = match loaded {
+        Ok((reports, proof)) => loaders_report(&load, reports, proof, run_dir),
+        Err(e) if e.downcast_ref::<crate::sys::Interrupted>().is_some() => return Err(e),
+        Err(e) => AgentReport { error: Some(format!("the load failed: {e:#}")), ..Default::default() },
+    };
+    record_cpu(&mut report, cpu);
+    if let (Some(kill), Some(killed)) = (kill, killed) {
+        record_kill(&mut report, db, kill, killed, recovery)?;
+    }
+    Ok(report)
+}
+
+/// What each loader pod's agent runs: the load alone, nothing of the database's.
+fn loader_request(load: &Cql) -> agent::Request {
+    agent::Request {
+        workload: Spec::Cql(load.clone()),
+        data_dir: SCRATCH_DIR.into(),
+        raw: None,
+        read_only: false,
+        scratch_dir: SCRATCH_DIR.into(),
+        serve: None,
+        barrier: false,
+        // The loaders' reports are combined from their HDR logs: what each pod used is not
+        // the database's, and is not kept.
+        collect: false,
+    }
+}
+
+/// The loaders' reports as one, with the loader pods' own placement beside the database's.
+fn loaders_report(
+    load: &Cql,
+    reports: Vec<AgentReport>,
+    proof: std::collections::BTreeMap<String, String>,
+    run_dir: &Path,
+) -> AgentReport {
+    let mut report = load.combine_indexed(reports, run_dir);
+    for (key, value) in proof {
+        let key = match key.strip_prefix("k8s.") {
+            Some("server") | None => key,
+            Some(rest) => format!("loader.{rest}"),
+        };
+        report.setup.insert(key, value);
+    }
+    if let Some(kernel) = report.facts.get("kernel.release") {
+        report.setup.insert("loader.kernel.release".into(), kernel.clone());
+    }
+    report
+}
+
+/// The pods' CPU in the measured phase, per operation for the database's, or why it is not.
+fn record_cpu(report: &mut AgentReport, cpu: Result<Option<PodsCpu>>) {
+    match cpu {
+        Ok(Some(cpu)) => {
+            report.samples.extend(crate::runner::collect::per_op(cpu.database, &report.samples));
+            report.samples.extend(cpu.loaders.map(|s| Sample::new("sys.cpu_loaders", s, "s")));
+            report.setup.insert("sys.cpu_counted_by".into(), format!("{}: each pod's cgroup, its rate between the kubelet's first and last samples in the measured phase (from the loaders' first line of it to their last) times the phase's length; a gVisor pod's cgroup is its sandbox's: the sentry and gofer with the workload", cpu.route));
+        }
+        Ok(None) => {}
+        Err(e) => report.notes.push(format!("the pods' CPU was not counted: {e:#}")),
+    }
+}
+
+/// The fault's outcome, and the time the deleted pod took to be ready again.
+fn record_kill(
+    report: &mut AgentReport,
+    db: &Db,
+    kill: &crate::server::Kill,
+    killed: Result<Option<Killed>>,
+    recovery: Duration,
+) -> Result<()> {
+    let killed = match killed {
+        Ok(killed) => killed,
+        Err(e) => {
+            report.notes.push(format!("fault: {e:#}"));
+            return Ok(());
+        }
+    };
+    let struck = killed.as_ref().map(|k| Struck {
+        node: format!("node {} (pod {})", k.node, db.pod(k.node - 1)),
+        how: "was deleted (grace 0)",
+        at: k.at,
+    });
+    record_fault(&mut report.setup, &mut report.notes, kill, struck);
+    let Some(killed) = killed else { return Ok(()) };
+    let back = block_on(async {
+        let client = db.cluster.client().await?;
+        db.wait_ready(&client, recovery).await
+    })?;
+    match back {
+        Ok(_) => report.samples.push(Sample::new("server_recovery", killed.deleted.elapsed().as_secs_f64(), "s")),
+        Err(e) => report.notes.push(format!("fault: the deleted pod did not come back: {e:#}")),
+    }
+    Ok(())
+}
+
+/// How often the loader pods' logs are read for a cue: a cue is seen this much late at most
+/// (and the time an API call takes).
+const CUE_POLL: Duration = Duration::from_millis(500);
+
+/// Waits until every loader pod of `job` has printed `line`: false when the load ended first.
+pub(super) async fn all_logged(
+    db: &Db<'_>,
+    client: &Client,
+    job: &str,
+    loaders: u32,
+    line: &str,
+    load_done: &AtomicBool,
+) -> Result<bool> {
+    loop {
+        // Read before the end is looked at: the last line of a load that just ended still counts.
+        let ended = load_done.load(Ordering::Relaxed);
+        if logged(db, client, job, line).await? == loaders as usize {
+            return Ok(true);
+        }
+        if ended || crate::sys::interrupted() {
+            return Ok(false);
+        }
+        tokio::time::sleep(CUE_POLL).await;
+    }
+}
+
+/// How many loader pods of `job` have printed `line`.
+pub(super) async fn logged(db: &Db<'_>, client: &Client, job: &str, line: &str) -> Result<usize> {
+    let mut cued = 0;
+    for pod in db.cluster.pods(client, job).await? {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        if db.cluster.logs(client, &name).await.is_ok_and(|log| log.contains(line)) {
+            cued += 1;
+        }
+    }
+    Ok(cued)
+}
