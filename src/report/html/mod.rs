@@ -2,16 +2,21 @@
 //! CI whiskers, latency percentile profiles, per-run time series, the environments' facts side
 //! by side (differences from the baseline highlighted) and links to the raw files.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use super::{
-    Report, Table, density_table, diff_text, headline, metric_title, runs_text, settings, status_text, summary_tables,
-};
+mod charts;
+mod density;
+mod heatmap;
+
+use super::{Report, Table, diff_text, headline, metric_title, runs_text, settings, status_text, summary_tables};
 use crate::chart::style::STYLE;
-use crate::chart::{self, BASELINE_COLOUR, Bar, BarChart, Line, LineChart, colour, escape as h};
-use crate::compare::{self, CellResult, Verdict};
+use crate::chart::{self, escape as h};
+use crate::compare::{self, CellResult};
 use crate::units::{self, human};
+use charts::setting_charts;
+use density::density;
+use heatmap::heatmaps;
 
 pub fn render(report: &Report) -> String {
     let analysis = &report.analysis;
@@ -196,227 +201,6 @@ fn capacity(report: &Report) -> String {
     out
 }
 
-/// Sandboxes started together: the table, the failures by name, each metric against N per
-/// environment, and the spread between the sandboxes of each cell.
-fn density(report: &Report) -> String {
-    let Some((table, failures)) = density_table(report) else {
-        return String::new();
-    };
-    let mut out = String::from(
-        "<h2 id=\"density\">Density</h2><p class=\"meta\">Sandboxes started together behind a barrier. Start: from creating a sandbox to its agent being up; host memory: the PSS of its processes while all were up, before the workload began. Medians over the runs.</p>",
-    );
-    out.push_str(&plain_table(&table));
-    for f in &failures {
-        let _ = write!(out, "<div class=\"warn\"><b>failed</b>: {}</div>", h(f));
-    }
-    let cells: Vec<&CellResult> = report.analysis.cells.iter().filter(|c| c.record.density.is_some()).collect();
-    let mut workloads: Vec<&str> = Vec::new();
-    for c in &cells {
-        if !workloads.contains(&c.record.labels.workload.as_str()) {
-            workloads.push(&c.record.labels.workload);
-        }
-    }
-    out.push_str("<div class=\"charts\">");
-    for workload in workloads {
-        let mine: Vec<&CellResult> = cells.iter().copied().filter(|c| c.record.labels.workload == workload).collect();
-        let headline = &mine[0].record.headline;
-        let latency = headline.iter().find(|m| m.contains("lat") || m.contains("time")).cloned();
-        let metrics = headline
-            .first()
-            .cloned()
-            .into_iter()
-            .chain(latency)
-            .chain(["start_latency_p50".into(), "sandbox_memory".into()]);
-        for metric in metrics {
-            // A line per environment/volume and setting other than N, through its cells' N.
-            let mut lines: Vec<Line> = Vec::new();
-            for c in &mine {
-                let Some(m) = c.metric(&metric) else { continue };
-                let others: Vec<String> = c
-                    .record
-                    .labels
-                    .params
-                    .iter()
-                    .filter(|(k, _)| k != "density")
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect();
-                let name = format!("{} {}", c.name(), others.join(" ")).trim().to_string();
-                let point = (c.record.density.unwrap_or(1) as f64, m.summary.median);
-                match lines.iter_mut().find(|l| l.name == name) {
-                    Some(line) => line.points.push(point),
-                    None => {
-                        let (colour, dashed) = (chart::colour(lines.len()), c.is_baseline);
-                        lines.push(Line { name, points: vec![point], colour, dashed })
-                    }
-                }
-            }
-            if !lines.iter().any(|l| l.points.len() > 1) {
-                continue;
-            }
-            for line in &mut lines {
-                line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            }
-            let unit = mine.iter().find_map(|c| c.metric(&metric)).map(|m| m.unit.clone()).unwrap_or_default();
-            out.push_str(&chart::line_chart(&LineChart {
-                title: format!("{workload}: {} against sandboxes at once", metric_title(&metric)),
-                unit,
-                x_label: "sandboxes at once (N)".into(),
-                x_categories: Vec::new(),
-                lines,
-                log_y: false,
-                log_x: false,
-                rules: Vec::new(),
-                marks: Vec::new(),
-            }));
-        }
-    }
-    out.push_str("</div><details><summary>each sandbox's figure, per cell (first run)</summary><div class=\"charts\">");
-    for c in &cells {
-        let metric = c.record.headline.first().cloned().unwrap_or_default();
-        let Some(run) = report.runs.iter().find(|r| r.cell == c.record.cell && !r.sandboxes.is_empty()) else {
-            continue;
-        };
-        let bars: Vec<Bar> = run
-            .sandboxes
-            .iter()
-            .map(|s| {
-                let sample = s.samples.iter().find(|x| x.metric == metric);
-                Bar {
-                    label: format!("sandbox {}", s.index),
-                    value: sample.map_or(0.0, |x| x.value),
-                    ci: None,
-                    colour: if sample.is_some() { chart::colour(0) } else { BASELINE_COLOUR },
-                    note: if sample.is_some() { String::new() } else { "failed".into() },
-                    tooltip: s.error.clone().unwrap_or_default(),
-                }
-            })
-            .collect();
-        let unit = run.sandboxes.iter().flat_map(|s| &s.samples).find(|x| x.metric == metric).map(|x| x.unit.clone());
-        out.push_str(&chart::bar_chart(&BarChart {
-            title: format!("{} {}: {} per sandbox", c.name(), c.record.labels.setting(), metric_title(&metric)),
-            unit: unit.unwrap_or_default(),
-            bars,
-        }));
-    }
-    out.push_str("</div></details>");
-    out
-}
-
-/// Background for an overhead: white at 0, red when worse, blue when better, grey when the
-/// difference is within the noise.
-fn heat_colour(d: &compare::Diff) -> (String, &'static str) {
-    if matches!(d.verdict, Verdict::NoSignificantDifference | Verdict::TooFewRuns) {
-        return ("#eeeeee".into(), "#222");
-    }
-    let t = (d.overhead_pct.abs() / 60.0).clamp(0.12, 1.0);
-    let (r, g, b) = if d.overhead_pct > 0.0 { (178.0, 24.0, 43.0) } else { (33.0, 102.0, 172.0) };
-    let mix = |c: f64| (247.0 + (c - 247.0) * t).round() as u8;
-    (format!("#{:02x}{:02x}{:02x}", mix(r), mix(g), mix(b)), if t > 0.55 { "#fff" } else { "#222" })
-}
-
-/// One table per headline metric that is a rate or a mean latency: rows are workload settings,
-/// columns the environment/volume pairs; each cell coloured by its overhead, CI in the label.
-fn heatmaps(report: &Report) -> String {
-    let analysis = &report.analysis;
-    let groups = settings(analysis);
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    for c in &analysis.cells {
-        let p = (c.record.labels.env.clone(), c.record.labels.volume.clone());
-        if !pairs.contains(&p) {
-            pairs.push(p);
-        }
-    }
-    let mut metrics: Vec<String> = Vec::new();
-    for (_, cells) in &groups {
-        for m in headline(cells) {
-            if !metrics.contains(&m) {
-                metrics.push(m);
-            }
-        }
-    }
-    let primary: Vec<&String> =
-        metrics.iter().enumerate().filter(|(i, m)| *i == 0 || m.ends_with("_mean")).map(|(_, m)| m).collect();
-    let mut out = String::from(
-        "<h2 id=\"heatmap\">Overhead against the baseline</h2><p class=\"meta\">Red: worse than the baseline, blue: better, grey: within the noise. Hover for the CI and p-value.</p>",
-    );
-    for metric in &metrics {
-        let mut table =
-            format!("<table class=\"heat\" data-metric=\"{}\"><tr><th>{}</th>", h(metric), h(&metric_title(metric)));
-        for (env, volume) in &pairs {
-            let _ = write!(table, "<th>{}<br><span class=\"muted\">{}</span></th>", h(env), h(volume));
-        }
-        table.push_str("</tr>");
-        let mut any = false;
-        for (setting, cells) in &groups {
-            if !cells.iter().any(|c| c.metric(metric).is_some()) {
-                continue;
-            }
-            any = true;
-            let _ = write!(table, "<tr><th>{}</th>", h(setting));
-            for (env, volume) in &pairs {
-                let cell = cells.iter().find(|c| &c.record.labels.env == env && &c.record.labels.volume == volume);
-                table.push_str(&heat_cell(cell.copied(), metric));
-            }
-            table.push_str("</tr>");
-        }
-        table.push_str("</table>");
-        if !any {
-            continue;
-        }
-        if primary.contains(&metric) {
-            out.push_str(&table);
-        } else {
-            let _ = write!(out, "<details><summary>{}</summary>{table}</details>", h(&metric_title(metric)));
-        }
-    }
-    out
-}
-
-fn heat_cell(cell: Option<&CellResult>, metric: &str) -> String {
-    let Some(cell) = cell else {
-        return "<td class=\"v muted\">—</td>".into();
-    };
-    if let Some(status) = status_text(cell) {
-        return format!(
-            "<td class=\"v muted\" title=\"{}\">{}</td>",
-            h(&status),
-            if cell.skipped.is_some() { "skipped" } else { "failed" }
-        );
-    }
-    let Some(m) = cell.metric(metric) else {
-        return "<td class=\"v muted\">—</td>".into();
-    };
-    match &m.vs_baseline {
-        None if cell.is_baseline => format!(
-            "<td class=\"v\" title=\"baseline: {}\">baseline<small>{}</small></td>",
-            h(&human(m.summary.median, &m.unit)),
-            h(&human(m.summary.median, &m.unit))
-        ),
-        None => "<td class=\"v muted\">no baseline</td>".into(),
-        Some(d) => {
-            let (bg, fg) = heat_colour(d);
-            format!(
-                "<td class=\"v\" style=\"background:{bg};color:{fg}\" title=\"{tip}\">{pct}<small>[{lo}, {hi}]</small></td>",
-                tip = h(&format!(
-                    "{}: median {} against {}; {} {}; 95% CI [{}, {}]; p = {:.3}; n = {}",
-                    cell.name(),
-                    human(m.summary.median, &m.unit),
-                    human(d.baseline_median, &m.unit),
-                    units::signed_percent(d.pct),
-                    d.verdict.text(),
-                    units::signed_percent(d.ci.0),
-                    units::signed_percent(d.ci.1),
-                    d.p_value,
-                    m.summary.n
-                )),
-                pct = h(&diff_text(d)),
-                lo = h(&units::signed_percent(d.ci.0)),
-                hi = h(&units::signed_percent(d.ci.1)),
-            )
-        }
-    }
-}
-
 fn bounds(report: &Report) -> String {
     if report.checks.is_empty() {
         return String::new();
@@ -440,152 +224,6 @@ fn bounds(report: &Report) -> String {
     }
     out.push_str("</table>");
     out
-}
-
-/// A cell's colour in every chart of its setting.
-fn cell_colour(cells: &[&CellResult], cell: &CellResult) -> &'static str {
-    if cell.is_baseline {
-        return BASELINE_COLOUR;
-    }
-    let index = cells.iter().filter(|c| !c.is_baseline).position(|c| c.record.cell == cell.record.cell).unwrap_or(0);
-    colour(index)
-}
-
-/// Bars per headline metric, the latency percentile profile, and the time series of one setting.
-fn setting_charts(report: &Report, cells: &[&CellResult]) -> String {
-    let mut out = String::from("<div class=\"charts\">");
-    for metric in headline(cells) {
-        let unit = cells.iter().find_map(|c| c.metric(&metric)).map(|m| m.unit.clone()).unwrap_or_default();
-        let bars = cells
-            .iter()
-            .filter_map(|c| {
-                let m = c.metric(&metric)?;
-                let s = &m.summary;
-                let note = m.vs_baseline.as_ref().map(diff_text).unwrap_or_default();
-                Some(Bar {
-                    label: c.name(),
-                    value: s.median,
-                    ci: (s.n > 1).then_some(s.ci),
-                    colour: cell_colour(cells, c),
-                    tooltip: format!(
-                        "{}: median {} (95% CI {} – {}), n = {}{}",
-                        c.name(),
-                        human(s.median, &m.unit),
-                        human(s.ci.0, &m.unit),
-                        human(s.ci.1, &m.unit),
-                        s.n,
-                        m.vs_baseline
-                            .as_ref()
-                            .map(|d| format!(", {} vs baseline ({})", units::signed_percent(d.pct), d.verdict.text()))
-                            .unwrap_or_default()
-                    ),
-                    note,
-                })
-            })
-            .collect();
-        out.push_str(&chart::bar_chart(&BarChart { title: metric_title(&metric), unit, bars }));
-    }
-    for (prefix, points) in percentile_families(cells) {
-        let lines = cells
-            .iter()
-            .filter_map(|c| {
-                let values: Vec<(f64, f64)> =
-                    points.iter().enumerate().filter_map(|(k, (_, name))| Some((k as f64, c.median(name)?))).collect();
-                (!values.is_empty()).then(|| Line {
-                    name: c.name(),
-                    points: values,
-                    colour: cell_colour(cells, c),
-                    dashed: c.is_baseline,
-                })
-            })
-            .collect();
-        let unit = points
-            .iter()
-            .find_map(|(_, name)| cells.iter().find_map(|c| c.metric(name)))
-            .map_or_else(|| "us".to_string(), |m| m.unit.clone());
-        out.push_str(&chart::line_chart(&LineChart {
-            title: format!("{} percentiles (median of runs)", metric_title(&prefix)),
-            unit,
-            x_label: "percentile".into(),
-            x_categories: points.iter().map(|(label, _)| label.clone()).collect(),
-            lines,
-            log_y: true,
-            log_x: false,
-            rules: Vec::new(),
-            marks: Vec::new(),
-        }));
-    }
-    let series_names: BTreeSet<(String, String)> = report
-        .runs
-        .iter()
-        .filter(|r| cells.iter().any(|c| c.record.cell == r.cell))
-        .flat_map(|r| r.series.iter().map(|s| (s.metric.clone(), s.unit.clone())))
-        .collect();
-    for (name, unit) in series_names {
-        let lines: Vec<Line> = cells
-            .iter()
-            .filter_map(|c| {
-                let run = report
-                    .runs
-                    .iter()
-                    .find(|r| r.cell == c.record.cell && r.series.iter().any(|s| s.metric == name))?;
-                let s = run.series.iter().find(|s| s.metric == name)?;
-                Some(Line {
-                    name: format!("{} #{}", c.name(), run.rep),
-                    points: s.points.clone(),
-                    colour: cell_colour(cells, c),
-                    dashed: c.is_baseline,
-                })
-            })
-            .collect();
-        if lines.iter().any(|l| l.points.len() > 1) {
-            out.push_str(&chart::line_chart(&LineChart {
-                title: format!("{} over time (one run per cell)", metric_title(&name)),
-                unit,
-                x_label: "seconds".into(),
-                x_categories: Vec::new(),
-                lines,
-                log_y: false,
-                log_x: false,
-                rules: Vec::new(),
-                marks: Vec::new(),
-            }));
-        }
-    }
-    out.push_str("</div>");
-    out
-}
-
-/// Metrics named `<prefix>_p<N>` (plus `<prefix>_max`), grouped by prefix in percentile order.
-fn percentile_families(cells: &[&CellResult]) -> Vec<(String, Vec<(String, String)>)> {
-    let mut families: BTreeMap<String, Vec<(f64, String, String)>> = BTreeMap::new();
-    for c in cells {
-        for m in &c.metrics {
-            let Some((prefix, p)) = m.metric.rsplit_once("_p") else {
-                continue;
-            };
-            let Ok(value) = p.parse::<f64>() else {
-                continue;
-            };
-            let list = families.entry(prefix.to_string()).or_default();
-            if !list.iter().any(|(_, _, name)| name == &m.metric) {
-                list.push((value, format!("p{p}"), m.metric.clone()));
-            }
-        }
-    }
-    families
-        .into_iter()
-        .filter(|(_, list)| list.len() >= 2)
-        .map(|(prefix, mut list)| {
-            list.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let mut points: Vec<(String, String)> = list.into_iter().map(|(_, label, name)| (label, name)).collect();
-            let max = format!("{prefix}_max");
-            if cells.iter().any(|c| c.metric(&max).is_some()) {
-                points.push(("max".into(), max));
-            }
-            (prefix, points)
-        })
-        .collect()
 }
 
 fn setting_table(report: &Report, cells: &[&CellResult]) -> String {
@@ -784,33 +422,11 @@ fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use super::charts::percentile_families;
     use super::*;
-    use crate::compare::Diff;
     use crate::store::{RunRecord, Sample};
-
-    fn diff(overhead_pct: f64, verdict: Verdict) -> Diff {
-        Diff {
-            baseline_median: 100.0,
-            ratio: 1.0 - overhead_pct / 100.0,
-            pct: -overhead_pct,
-            ci: (-overhead_pct - 2.0, -overhead_pct + 2.0),
-            overhead_pct,
-            overhead_ci: (overhead_pct - 2.0, overhead_pct + 2.0),
-            p_value: 0.01,
-            verdict,
-        }
-    }
-
-    #[test]
-    fn heat_is_grey_within_the_noise_red_when_worse_blue_when_better_and_deeper_the_larger() {
-        for verdict in [Verdict::NoSignificantDifference, Verdict::TooFewRuns] {
-            assert_eq!(heat_colour(&diff(45.0, verdict)).0, "#eeeeee", "{verdict:?} is no colour");
-        }
-        assert_eq!(heat_colour(&diff(60.0, Verdict::Slower)), ("#b2182b".into(), "#fff"), "saturated red");
-        assert_eq!(heat_colour(&diff(-3.0, Verdict::Faster)), ("#dde6ee".into(), "#222"), "the palest blue");
-        let green = |pct: f64| u8::from_str_radix(&heat_colour(&diff(pct, Verdict::Slower)).0[3..5], 16).unwrap();
-        assert!(green(40.0) < green(20.0), "a larger overhead is a deeper red");
-    }
 
     fn analysis() -> (compare::Analysis, Vec<RunRecord>) {
         super::super::fixture::analysis(
