@@ -220,6 +220,23 @@ pub struct LineChart {
     pub marks: Vec<Mark>,
 }
 
+impl LineChart {
+    /// Lines over a numeric x axis, both axes linear, with no rule or mark.
+    pub fn plain(title: String, unit: String, x_label: &str, lines: Vec<Line>) -> LineChart {
+        LineChart {
+            title,
+            unit,
+            x_label: x_label.into(),
+            x_categories: Vec::new(),
+            lines,
+            log_y: false,
+            log_x: false,
+            rules: Vec::new(),
+            marks: Vec::new(),
+        }
+    }
+}
+
 /// A horizontal line at `y`, labelled at its right end.
 pub struct Rule {
     pub y: f64,

@@ -100,17 +100,7 @@ impl Graph {
                     dashed: false,
                 })
                 .collect();
-            o.push_str(&chart::line_chart(&LineChart {
-                title: title.into(),
-                unit: unit.into(),
-                x_label: "seconds".into(),
-                x_categories: Vec::new(),
-                lines,
-                log_y: false,
-                log_x: false,
-                rules: Vec::new(),
-                marks: Vec::new(),
-            }));
+            o.push_str(&chart::line_chart(&LineChart::plain(title.into(), unit.into(), "seconds", lines)));
         }
         o.push_str("</div><h2>Summary</h2><table><tr><th>revision</th><th>op</th><th>op/s</th><th>pk/s</th><th>row/s</th><th>mean ms</th><th>median ms</th><th>p95 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>operations</th><th>errors</th><th>seconds</th><th>command</th></tr>");
         for r in &self.revisions {

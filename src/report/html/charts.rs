@@ -92,15 +92,9 @@ fn percentile_profile(cells: &[&CellResult], prefix: &str, points: &[(String, St
         .find_map(|(_, name)| cells.iter().find_map(|c| c.metric(name)))
         .map_or_else(|| "us".to_string(), |m| m.unit.clone());
     chart::line_chart(&LineChart {
-        title: format!("{} percentiles (median of runs)", metric_title(prefix)),
-        unit,
-        x_label: "percentile".into(),
         x_categories: points.iter().map(|(label, _)| label.clone()).collect(),
-        lines,
         log_y: true,
-        log_x: false,
-        rules: Vec::new(),
-        marks: Vec::new(),
+        ..LineChart::plain(format!("{} percentiles (median of runs)", metric_title(prefix)), unit, "percentile", lines)
     })
 }
 
@@ -124,17 +118,12 @@ fn time_series(report: &Report, cells: &[&CellResult], name: &str, unit: String)
     if !lines.iter().any(|l| l.points.len() > 1) {
         return String::new();
     }
-    chart::line_chart(&LineChart {
-        title: format!("{} over time (one run per cell)", metric_title(name)),
+    chart::line_chart(&LineChart::plain(
+        format!("{} over time (one run per cell)", metric_title(name)),
         unit,
-        x_label: "seconds".into(),
-        x_categories: Vec::new(),
+        "seconds",
         lines,
-        log_y: false,
-        log_x: false,
-        rules: Vec::new(),
-        marks: Vec::new(),
-    })
+    ))
 }
 
 /// Metrics named `<prefix>_p<N>` (plus `<prefix>_max`), grouped by prefix in percentile order.

@@ -76,17 +76,12 @@ fn against_n(workload: &str, cells: &[&CellResult], metric: &str) -> String {
         line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     let unit = cells.iter().find_map(|c| c.metric(metric)).map(|m| m.unit.clone()).unwrap_or_default();
-    chart::line_chart(&LineChart {
-        title: format!("{workload}: {} against sandboxes at once", metric_title(metric)),
+    chart::line_chart(&LineChart::plain(
+        format!("{workload}: {} against sandboxes at once", metric_title(metric)),
         unit,
-        x_label: "sandboxes at once (N)".into(),
-        x_categories: Vec::new(),
+        "sandboxes at once (N)",
         lines,
-        log_y: false,
-        log_x: false,
-        rules: Vec::new(),
-        marks: Vec::new(),
-    })
+    ))
 }
 
 /// The cell's first run: each sandbox's headline figure, a failed one greyed with its error.
