@@ -3,6 +3,9 @@
 //! once, with the file, line and key, before anything runs.
 
 pub mod adhoc;
+mod overrides;
+mod secrets;
+mod variants;
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +18,10 @@ use crate::store::{Order, Repeat, Selector};
 use crate::sys::{CpuSet, Settle};
 use crate::volume::Volume;
 use crate::workload::{self, ParseContext};
+use overrides::apply_override;
+pub use secrets::is_secret_key;
+use secrets::{redact, unwrap_secrets};
+use variants::workload_entry;
 
 pub struct Suite {
     /// The path as the user gave it, for messages.
@@ -140,48 +147,17 @@ impl Suite {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let volumes = sections(&mut top, "volume")?
-            .into_iter()
-            .map(|(t, origin)| {
-                named(file, "volume", t, origin, kinds::VOLUMES.iter().map(|k| k.name).collect(), |kind, f| {
-                    (kinds::volume(kind).expect("listed").parse)(f)
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let volumes = parse_volumes(&mut top)?;
         let ctx = ParseContext { suite_dir };
         let workload_tables = sections(&mut top, "workload")?;
         let workloads = workload_tables
             .iter()
             .map(|(t, origin)| workload_entry(file, t, origin.clone(), &ctx))
             .collect::<Result<Vec<_>, _>>()?;
-        let server = match optional_sections(&mut top, "server")?.as_slice() {
-            [] => None,
-            [(table, origin)] => {
-                Some(crate::server::ServerSpec::parse(&mut Fields::new(file, "[[server]]", table, origin.clone()))?)
-            }
-            _ => return Err(top.error_at("server", "one [[server]] per suite: the CQL workloads all load it")),
-        };
+        let server = parse_server(&mut top)?;
         let target = crate::workload::rate(&mut top, "target")?;
         let mut workloads = workloads;
-        for (w, (table, origin)) in workloads.iter_mut().zip(&workload_tables) {
-            let searched = w.variants.iter().any(|v| v.spec.workload().capacity().is_some());
-            if w.target.is_some() && !searched {
-                let f = Fields::new(file, format!("workload \"{}\"", w.name), table, origin.clone());
-                return Err(f.error_at(
-                    "target",
-                    "nodes are counted from a measured capacity: give this workload capacity = { percentile = 99, latency = \"10ms\" }",
-                ));
-            }
-            if searched {
-                w.target = w.target.or(target);
-            }
-        }
-        if target.is_some() && !workloads.iter().any(|w| w.target.is_some()) {
-            return Err(top.error_at(
-                "target",
-                "nodes are counted from a measured capacity, and no workload has one: give a workload capacity = { percentile = 99, latency = \"10ms\" }",
-            ));
-        }
+        apply_target(&top, target, &mut workloads, &workload_tables)?;
         let cells = top
             .str_list("cells")?
             .unwrap_or_default()
@@ -193,18 +169,11 @@ impl Suite {
             .map(|(t, origin)| bound(file, t, origin))
             .collect::<Result<Vec<_>, _>>()?;
         for (section, names) in [
-            ("env", envs.iter().map(|e| (&e.name, &e.kind)).collect::<Vec<_>>()),
-            ("volume", volumes.iter().map(|v| (&v.name, &v.kind)).collect()),
-            ("workload", workloads.iter().map(|w| (&w.name, &w.kind)).collect()),
+            ("env", envs.iter().map(|e| &e.name).collect::<Vec<_>>()),
+            ("volume", volumes.iter().map(|v| &v.name).collect()),
+            ("workload", workloads.iter().map(|w| &w.name).collect()),
         ] {
-            for (i, (n, _)) in names.iter().enumerate() {
-                if names[..i].iter().any(|(m, _)| m == n) {
-                    return Err(top.error_at(
-                        section,
-                        format!("two [[{section}]] tables are named \"{n}\"; names must be unique"),
-                    ));
-                }
-            }
+            check_unique(&top, section, &names)?;
         }
         let mut envs = envs;
         apply_cost_table(&mut top, &mut envs)?;
@@ -217,8 +186,7 @@ impl Suite {
         let mut baseline = parse_baseline(file, baseline_node, &envs, &volumes)?;
         for ((table, _), workload) in workload_tables.iter().zip(&workloads) {
             if let Some(node) = table.get("baseline") {
-                let own = parse_baseline(file, node, &envs, &volumes)?;
-                baseline.workloads.insert(workload.name.clone(), own);
+                baseline.workloads.insert(workload.name.clone(), parse_baseline(file, node, &envs, &volumes)?);
             }
         }
         top.finish()?;
@@ -261,6 +229,73 @@ impl Suite {
         let own = &self.envs[env].pins;
         CpuPins { sandbox: own.sandbox.clone(), loader: own.loader.clone().filter(|_| served) }
     }
+}
+
+/// The `[[volume]]` tables, each parsed by its kind.
+fn parse_volumes(top: &mut Fields) -> Result<Vec<Named<Box<dyn Volume>>>, SuiteError> {
+    let file = top.file();
+    sections(top, "volume")?
+        .into_iter()
+        .map(|(t, origin)| {
+            named(file, "volume", t, origin, kinds::VOLUMES.iter().map(|k| k.name).collect(), |kind, f| {
+                (kinds::volume(kind).expect("listed").parse)(f)
+            })
+        })
+        .collect()
+}
+
+/// The one `[[server]]`, if the suite has one.
+fn parse_server(top: &mut Fields) -> Result<Option<crate::server::ServerSpec>, SuiteError> {
+    let file = top.file();
+    match optional_sections(top, "server")?.as_slice() {
+        [] => Ok(None),
+        [(table, origin)] => {
+            Ok(Some(crate::server::ServerSpec::parse(&mut Fields::new(file, "[[server]]", table, origin.clone()))?))
+        }
+        _ => Err(top.error_at("server", "one [[server]] per suite: the CQL workloads all load it")),
+    }
+}
+
+/// The suite's `target` given to each workload that searches a capacity and has none of its
+/// own; a target where no capacity is measured is refused.
+fn apply_target(
+    top: &Fields,
+    target: Option<f64>,
+    workloads: &mut [WorkloadEntry],
+    tables: &[(&Table, Origin)],
+) -> Result<(), SuiteError> {
+    for (w, (table, origin)) in workloads.iter_mut().zip(tables) {
+        let searched = w.variants.iter().any(|v| v.spec.workload().capacity().is_some());
+        if w.target.is_some() && !searched {
+            let f = Fields::new(top.file(), format!("workload \"{}\"", w.name), table, origin.clone());
+            return Err(f.error_at(
+                "target",
+                "nodes are counted from a measured capacity: give this workload capacity = { percentile = 99, latency = \"10ms\" }",
+            ));
+        }
+        if searched {
+            w.target = w.target.or(target);
+        }
+    }
+    if target.is_some() && !workloads.iter().any(|w| w.target.is_some()) {
+        return Err(top.error_at(
+            "target",
+            "nodes are counted from a measured capacity, and no workload has one: give a workload capacity = { percentile = 99, latency = \"10ms\" }",
+        ));
+    }
+    Ok(())
+}
+
+/// No two tables of a section share a name: cells are named by them.
+fn check_unique(top: &Fields, section: &str, names: &[&String]) -> Result<(), SuiteError> {
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].contains(n) {
+            return Err(
+                top.error_at(section, format!("two [[{section}]] tables are named \"{n}\"; names must be unique"))
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `settle = false`, or `settle = { timeout = "10s", cpu_busy = "10%" }` (each part's limit, and
@@ -494,118 +529,6 @@ fn named<T>(
     Ok(Named { name, kind, item, cost_per_hour, attach, pins })
 }
 
-/// A workload table expands into one variant per combination of its list-valued keys (and of
-/// list values inside table-valued keys such as fio's `env`).
-fn workload_entry(file: &str, table: &Table, origin: Origin, ctx: &ParseContext) -> Result<WorkloadEntry, SuiteError> {
-    let named_entry =
-        named(file, "workload", table, origin.clone(), kinds::WORKLOADS.iter().map(|k| k.name).collect(), |_, _| {
-            Ok(())
-        })?;
-    let kind = kinds::workload(&named_entry.kind).expect("kind was checked");
-    let what = format!("workload \"{}\"", named_entry.name);
-    let axes = axes_of(table, kind.list_keys);
-    for axis in &axes {
-        if axis.values.is_empty() {
-            let f = Fields::new(file, what.clone(), table, origin.clone());
-            return Err(f.error_at(&axis.path[0], "an empty list gives the matrix no cells; give at least one value"));
-        }
-    }
-    let mut variants = Vec::new();
-    let (mut headline, mut target) = (None, None);
-    for combination in combinations(&axes) {
-        let mut concrete = table.clone();
-        let mut params = Vec::new();
-        for (axis, value) in axes.iter().zip(&combination) {
-            set_path(&mut concrete, &axis.path, (*value).clone());
-            params.push((axis.path.last().expect("non-empty path").clone(), value.value.label()));
-        }
-        let mut f = Fields::new(file, what.clone(), &concrete, origin.clone());
-        f.str("name")?;
-        f.str("kind")?;
-        // The workload's own baseline is checked with the suite's, against the envs and volumes.
-        f.node("baseline");
-        headline = f.str_list("headline")?;
-        target = crate::workload::rate(&mut f, "target")?;
-        let density = f.count("density")?.map(|n| n as usize);
-        if table.get("capacity").is_some() {
-            if !kind.capacity {
-                return Err(f.error_at(
-                    "capacity",
-                    format!(
-                        "a {} workload has no latency per operation to bound; a capacity search is for fio and cql workloads",
-                        kind.name
-                    ),
-                ));
-            }
-            if density.is_some() {
-                return Err(f.error_at(
-                    "capacity",
-                    "a capacity search offers one environment its rates; it cannot be combined with density",
-                ));
-            }
-        }
-        let spec = (kind.parse)(&mut f, ctx)?;
-        variants.push(Variant { params, spec, density });
-    }
-    Ok(WorkloadEntry { name: named_entry.name, kind: named_entry.kind, headline, variants, target })
-}
-
-struct Axis {
-    path: Vec<String>,
-    values: Vec<Node>,
-}
-
-fn axes_of(table: &Table, list_keys: &[&str]) -> Vec<Axis> {
-    let mut axes = Vec::new();
-    for (key, node) in &table.entries {
-        if list_keys.contains(&key.as_str()) || key == "headline" {
-            continue;
-        }
-        match &node.value {
-            Value::List(values) => axes.push(Axis { path: vec![key.clone()], values: values.clone() }),
-            Value::Table(inner) => {
-                for (inner_key, inner_node) in &inner.entries {
-                    if let Value::List(values) = &inner_node.value {
-                        axes.push(Axis { path: vec![key.clone(), inner_key.clone()], values: values.clone() });
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    axes
-}
-
-/// The cartesian product of the axes' values, first axis slowest.
-fn combinations(axes: &[Axis]) -> Vec<Vec<&Node>> {
-    let mut out: Vec<Vec<&Node>> = vec![Vec::new()];
-    for axis in axes {
-        out = out
-            .into_iter()
-            .flat_map(|prefix| {
-                axis.values.iter().map(move |v| {
-                    let mut next = prefix.clone();
-                    next.push(v);
-                    next
-                })
-            })
-            .collect();
-    }
-    out
-}
-
-fn set_path(table: &mut Table, path: &[String], node: Node) {
-    match path {
-        [key] => table.set(key, node),
-        [key, rest @ ..] => {
-            if let Some(Node { value: Value::Table(inner), .. }) = table.get_mut(key) {
-                set_path(inner, rest, node);
-            }
-        }
-        [] => {}
-    }
-}
-
 fn bound(file: &str, table: &Table, origin: Origin) -> Result<Bound, SuiteError> {
     let mut f = Fields::new(file, "[[bound]]", table, origin);
     let metric = f.required_str("metric")?;
@@ -661,166 +584,4 @@ fn parse_baseline(
         ));
     }
     Ok(Baseline { env, volume, workloads: Default::default() })
-}
-
-/// Applies one `--set path=value`: `repeat=5`, `workload.fio.runtime=3s`,
-/// `workload.fio.env.FIO_RW=read`, `volume.tmpfs.size=1G`, `baseline.env=host`, `server.nodes=3`.
-fn apply_override(file: &str, root: &mut Table, text: &str) -> Result<(), SuiteError> {
-    let err = |message: String| SuiteError { file: file.into(), origin: Origin::Set(text.into()), message };
-    let (path, value) = text
-        .split_once('=')
-        .ok_or_else(|| err("write overrides as key=value, e.g. --set workload.fio.runtime=3s".into()))?;
-    let segments: Vec<&str> = path.trim().split('.').collect();
-    if segments.iter().any(|s| s.is_empty()) {
-        return Err(err(format!("\"{path}\" is not a key path; write it like workload.fio.runtime")));
-    }
-    let node = crate::syntax::parse_override_value(value.trim(), Origin::Set(text.into()));
-    let (target, rest): (&mut Table, &[&str]) = match segments.as_slice() {
-        [section @ ("env" | "volume" | "workload" | "bound"), name, rest @ ..] if !rest.is_empty() => {
-            let Some(Node { value: Value::List(items), .. }) = root.get_mut(section) else {
-                return Err(err(format!("the suite has no [[{section}]] tables")));
-            };
-            let names: Vec<String> = items
-                .iter()
-                .filter_map(|n| match &n.value {
-                    Value::Table(t) => t.str("name").map(str::to_string),
-                    _ => None,
-                })
-                .collect();
-            let found = items.iter_mut().find_map(|n| match &mut n.value {
-                Value::Table(t) if t.str("name") == Some(*name) => Some(t),
-                _ => None,
-            });
-            match found {
-                Some(t) => (t, rest),
-                None => {
-                    return Err(err(format!(
-                        "the suite has no {section} named \"{name}\"; it has: {}",
-                        names.join(", ")
-                    )));
-                }
-            }
-        }
-        // One [[server]] per suite: it needs no name.
-        ["server", rest @ ..] if !rest.is_empty() => {
-            let first = match root.get_mut("server") {
-                Some(Node { value: Value::List(items), .. }) => items.first_mut(),
-                _ => None,
-            };
-            match first {
-                Some(Node { value: Value::Table(t), .. }) => (t, rest),
-                _ => return Err(err("the suite has no [[server]] table".into())),
-            }
-        }
-        [section @ ("env" | "volume" | "workload" | "bound"), ..] => {
-            return Err(err(format!("name the {section} and the key, like {section}.NAME.KEY=VALUE")));
-        }
-        _ => (root, segments.as_slice()),
-    };
-    let mut table = target;
-    for (i, key) in rest.iter().enumerate() {
-        if i + 1 == rest.len() {
-            table.set(key, node);
-            return Ok(());
-        }
-        if table.get(key).is_none() {
-            table.set(key, Node { value: Value::Table(Table::default()), origin: Origin::Set(text.into()) });
-        }
-        match table.get_mut(key) {
-            Some(Node { value: Value::Table(inner), .. }) => table = inner,
-            _ => {
-                return Err(err(format!("\"{key}\" is not a table, so \"{path}\" cannot be set")));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Keys whose values are secrets anywhere in a suite.
-pub fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    ["password", "passwd", "secret", "token", "api_key", "apikey", "credentials"].iter().any(|s| k.contains(s))
-}
-
-/// `key = { value = …, secret = true }` anywhere in the suite becomes `key = …`; the values so
-/// marked are added to `secrets` (as text).
-fn unwrap_secrets(file: &str, table: &mut Table, secrets: &mut Vec<String>) -> Result<(), SuiteError> {
-    for (key, node) in table.entries.iter_mut() {
-        unwrap_secret(file, key, node, secrets)?;
-    }
-    Ok(())
-}
-
-fn unwrap_secret(file: &str, key: &str, node: &mut Node, secrets: &mut Vec<String>) -> Result<(), SuiteError> {
-    let error = |message: String| SuiteError { file: file.to_string(), origin: node.origin.clone(), message };
-    let wrapped = match &mut node.value {
-        Value::Table(inner) => {
-            let mut keys: Vec<&str> = inner.entries.iter().map(|(k, _)| k.as_str()).collect();
-            keys.sort_unstable();
-            if keys != ["secret", "value"] {
-                return unwrap_secrets(file, inner, secrets);
-            }
-            inner.entries.clone()
-        }
-        Value::List(items) => {
-            for item in items.iter_mut() {
-                unwrap_secret(file, key, item, secrets)?;
-            }
-            return Ok(());
-        }
-        _ => return Ok(()),
-    };
-    let field = |name: &str| wrapped.iter().find(|(k, _)| k == name).map(|(_, n)| n.clone()).expect("both keys");
-    let Value::Bool(secret) = field("secret").value else {
-        return Err(error(format!("key \"{key}\": secret must be true or false")));
-    };
-    let value = field("value");
-    if secret {
-        secrets.push(match &value.value {
-            Value::Str(s) => s.clone(),
-            Value::Int(i) => i.to_string(),
-            Value::Float(f) => f.to_string(),
-            _ => {
-                return Err(error(format!(
-                    "key \"{key}\": a secret is a string or a number, e.g. {key} = {{ value = \"…\", secret = true }}"
-                )));
-            }
-        });
-    }
-    node.value = value.value;
-    Ok(())
-}
-
-fn redact(table: &mut Table, secrets: &[String]) {
-    for (key, node) in table.entries.iter_mut() {
-        let shown = match &node.value {
-            Value::Str(s) => Some(s.clone()),
-            Value::Int(i) => Some(i.to_string()),
-            Value::Float(f) => Some(f.to_string()),
-            _ => None,
-        };
-        match &mut node.value {
-            Value::Table(inner) => redact(inner, secrets),
-            Value::List(items) => {
-                for item in items.iter_mut() {
-                    match &mut item.value {
-                        Value::Table(inner) => redact(inner, secrets),
-                        Value::Str(text) if secrets.contains(text) => *text = "REDACTED".into(),
-                        _ => {}
-                    }
-                }
-            }
-            _ if is_secret_key(key) || shown.is_some_and(|s| secrets.contains(&s)) => {
-                node.value = Value::Str("REDACTED".into())
-            }
-            Value::Str(text) => {
-                *text = crate::secrets::scrub(text).into_owned();
-                // cassandra-stress command lines carry `-mode password=…`.
-                if text.to_ascii_lowercase().contains("password") {
-                    *text = crate::cql::redacted(std::slice::from_ref(text));
-                }
-            }
-            _ => {}
-        }
-    }
 }
