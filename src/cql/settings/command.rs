@@ -158,40 +158,7 @@ pub(super) fn parse_command(
             }
         },
     };
-    let count = p.take("n=");
-    let duration = p.take("duration=");
-    let err = p.take("err<");
-    let (n_min, n_max) = (p.take("n>"), p.take("n<"));
-    let stop = match (count, duration, err) {
-        (Some(n), None, None) => match parse_count(&n).map_err(|e| p.invalid(&e))? {
-            count if count < 0 => {
-                return Err(
-                    p.invalid(&format!("n={n}: a count of operations is 0 or more (n=0 makes the schema only)"))
-                );
-            }
-            count => Stop::Count(count as u64),
-        },
-        (None, Some(d), None) => {
-            let wrong = || p.invalid(&format!("duration={d}: use a number of s, m or h, e.g. duration=30s"));
-            let (per, unit) = match d.chars().last() {
-                Some('s') => (1, "seconds"),
-                Some('m') => (60, "minutes"),
-                Some('h') => (3600, "hours"),
-                _ => return Err(wrong()),
-            };
-            let n: u64 = number(&p, "duration=", &d[..d.len() - 1])?;
-            Stop::Duration(Duration::from_secs(n.checked_mul(per).ok_or_else(wrong)?), unit)
-        }
-        (None, None, target) => Stop::Uncertainty {
-            target: match target {
-                Some(t) => number(&p, "err<", &t)?,
-                None => 0.02,
-            },
-            min: n_min.map(|v| number(&p, "n>", &v)).transpose()?.unwrap_or(30),
-            max: n_max.map(|v| number(&p, "n<", &v)).transpose()?.unwrap_or(200),
-        },
-        _ => return Err(p.invalid("give one of n=, duration= or err<")),
-    };
+    let stop = parse_stop(&mut p)?;
     let consistency = p.take("cl=").map(|c| c.to_ascii_uppercase()).unwrap_or_else(|| "LOCAL_ONE".into());
     if !CONSISTENCY.contains(&consistency.as_str()) {
         return Err(p.invalid(&format!("cl={consistency}: use one of {}", CONSISTENCY.join("|"))));
@@ -216,30 +183,9 @@ pub(super) fn parse_command(
     let (ops, clustering) = if word == "user" {
         let ops;
         (loaded, ops, user_ops) = user_ops_of(&mut p, profiles)?;
-        let clustering = match p.take("clustering=") {
-            Some(c) => dist(&p, &c)?,
-            None => DistSpec::parse("GAUSSIAN(1..10)").expect("valid"),
-        };
-        (ops, clustering)
+        (ops, clustering_of(&mut p)?)
     } else if mixed {
-        let ratio = p.map("ratio")?.unwrap_or_else(|| vec![("read".into(), "1".into()), ("write".into(), "1".into())]);
-        let mut ops = Vec::new();
-        for (name, weight) in ratio {
-            let op = Op::parse(&name)
-                .ok_or_else(|| p.invalid(&format!("ratio({name}=…): mix read, write, counter_read, counter_write")))?;
-            let w: f64 = number(&p, &format!("ratio({name}="), &weight)?;
-            if w > 0.0 {
-                ops.push((op, w));
-            }
-        }
-        if ops.is_empty() {
-            return Err(p.invalid("Must specify at least one command with a non-zero ratio"));
-        }
-        let clustering = match p.take("clustering=") {
-            Some(c) => dist(&p, &c)?,
-            None => DistSpec::parse("GAUSSIAN(1..10)").expect("valid"),
-        };
-        (ops, clustering)
+        (mixed_ops(&mut p)?, clustering_of(&mut p)?)
     } else {
         (ops, DistSpec::Fixed(1))
     };
@@ -260,6 +206,72 @@ pub(super) fn parse_command(
         profiles: loaded,
         user_ops,
     })
+}
+
+/// When the measured phase stops: after `n=` operations, after `duration=`, or once the
+/// uncertainty falls below `err<` (within `n>` and `n<` measurements).
+fn parse_stop(p: &mut Params) -> Result<Stop, ArgError> {
+    let count = p.take("n=");
+    let duration = p.take("duration=");
+    let err = p.take("err<");
+    let (n_min, n_max) = (p.take("n>"), p.take("n<"));
+    Ok(match (count, duration, err) {
+        (Some(n), None, None) => match parse_count(&n).map_err(|e| p.invalid(&e))? {
+            count if count < 0 => {
+                return Err(
+                    p.invalid(&format!("n={n}: a count of operations is 0 or more (n=0 makes the schema only)"))
+                );
+            }
+            count => Stop::Count(count as u64),
+        },
+        (None, Some(d), None) => {
+            let wrong = || p.invalid(&format!("duration={d}: use a number of s, m or h, e.g. duration=30s"));
+            let (per, unit) = match d.chars().last() {
+                Some('s') => (1, "seconds"),
+                Some('m') => (60, "minutes"),
+                Some('h') => (3600, "hours"),
+                _ => return Err(wrong()),
+            };
+            let n: u64 = number(p, "duration=", &d[..d.len() - 1])?;
+            Stop::Duration(Duration::from_secs(n.checked_mul(per).ok_or_else(wrong)?), unit)
+        }
+        (None, None, target) => Stop::Uncertainty {
+            target: match target {
+                Some(t) => number(p, "err<", &t)?,
+                None => 0.02,
+            },
+            min: n_min.map(|v| number(p, "n>", &v)).transpose()?.unwrap_or(30),
+            max: n_max.map(|v| number(p, "n<", &v)).transpose()?.unwrap_or(200),
+        },
+        _ => return Err(p.invalid("give one of n=, duration= or err<")),
+    })
+}
+
+/// `mixed ratio(read=1,write=3)`: each operation with its weight (read and write alike by
+/// default), those of weight 0 left out.
+fn mixed_ops(p: &mut Params) -> Result<Vec<(Op, f64)>, ArgError> {
+    let ratio = p.map("ratio")?.unwrap_or_else(|| vec![("read".into(), "1".into()), ("write".into(), "1".into())]);
+    let mut ops = Vec::new();
+    for (name, weight) in ratio {
+        let op = Op::parse(&name)
+            .ok_or_else(|| p.invalid(&format!("ratio({name}=…): mix read, write, counter_read, counter_write")))?;
+        let w: f64 = number(p, &format!("ratio({name}="), &weight)?;
+        if w > 0.0 {
+            ops.push((op, w));
+        }
+    }
+    if ops.is_empty() {
+        return Err(p.invalid("Must specify at least one command with a non-zero ratio"));
+    }
+    Ok(ops)
+}
+
+/// The clustering distribution of mixed and user commands (`clustering=`).
+fn clustering_of(p: &mut Params) -> Result<DistSpec, ArgError> {
+    match p.take("clustering=") {
+        Some(c) => dist(p, &c),
+        None => Ok(DistSpec::parse("GAUSSIAN(1..10)").expect("valid")),
+    }
 }
 
 /// `user profile=FILE[,FILE…] ops(name=weight,…)`: the profiles, the operations and what each

@@ -11,8 +11,19 @@ use crate::units::group_digits;
 impl Settings {
     /// The settings dump cassandra-stress prints first (secrets as REDACTED).
     pub fn dump(&self) -> String {
+        let mut o = String::from("******************** Stress Settings ********************\n");
+        self.dump_command(&mut o);
+        self.dump_rate_and_population(&mut o);
+        self.dump_columns(&mut o);
+        self.dump_client(&mut o);
+        self.dump_schema_and_transport(&mut o);
+        o
+    }
+
+    /// The command: its type, count or duration, consistency, uncertainty, ratios, profiles.
+    fn dump_command(&self, o: &mut String) {
         let c = &self.command;
-        let mut o = String::from("******************** Stress Settings ********************\nCommand:\n");
+        o.push_str("Command:\n");
         let _ = writeln!(o, "  Type: {}", c.word);
         let _ = writeln!(o, "  Count: {}", group_digits(c.count().map_or(-1, |n| n as i64)));
         if let Stop::Duration(d, _) = &c.stop {
@@ -43,6 +54,10 @@ impl Settings {
         if !c.profiles.is_empty() {
             let _ = writeln!(o, "  Validate: {}", self.validate);
         }
+    }
+
+    /// How fast (threads, a fixed rate) and over which keys.
+    fn dump_rate_and_population(&self, o: &mut String) {
         o.push_str("Rate:\n");
         let r = &self.rate;
         let _ = writeln!(o, "  Auto: {}", r.auto);
@@ -63,6 +78,10 @@ impl Settings {
                 let _ = writeln!(o, "  Distribution: {d}\n  Order: ARBITRARY\n  Wrap: true");
             }
         }
+    }
+
+    /// The insert defaults cassandra-stress prints, and the columns.
+    fn dump_columns(&self, o: &mut String) {
         o.push_str("Insert:\n  Revisits: Uniform:  min=1,max=1000000\n  Visits: Fixed:  key=1\n  Row Population Ratio: Ratio: divisor=1.000000;delegate=Fixed:  key=1\n  Batch Type: not batching\n");
         o.push_str("Columns:\n");
         let cols = &self.columns;
@@ -80,6 +99,10 @@ impl Settings {
             cols.size,
             cols.names.len()
         );
+    }
+
+    /// Errors, log, the connection's mode and the nodes.
+    fn dump_client(&self, o: &mut String) {
         let e = &self.errors;
         let _ = writeln!(o, "Errors:\n  Ignore: {}\n  Tries: {}", e.ignore, e.retries + 1);
         let l = &self.log;
@@ -107,6 +130,10 @@ impl Settings {
         );
         let _ = writeln!(o, "  Compression: {}", m.compression.as_deref().unwrap_or("NONE").to_ascii_uppercase());
         let _ = writeln!(o, "Node:\n  Nodes: [{}]\n  Is White List: false\n  Datacenter: null", self.nodes.join(", "));
+    }
+
+    /// The schema, the transport (TLS), the port and the graph.
+    fn dump_schema_and_transport(&self, o: &mut String) {
         let s = &self.schema;
         let options: Vec<String> = s.replication_options.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(
@@ -125,11 +152,11 @@ impl Settings {
             compaction.join(", ")
         );
         match &self.transport {
-            Some(t) => {
-                let _ = writeln!(o, "Transport:\n  factory=org.apache.cassandra.thrift.TFramedTransportFactory; {} ", t.describe());
-            }
-            None => o.push_str("Transport:\n  factory=org.apache.cassandra.thrift.TFramedTransportFactory; truststore=null; truststore-password=null; keystore=null; keystore-password=null; ssl-protocol=TLS; ssl-alg=null; store-type=JKS; ssl-ciphers=TLS_RSA_WITH_AES_128_CBC_SHA,TLS_RSA_WITH_AES_256_CBC_SHA; \n"),
+        Some(t) => {
+            let _ = writeln!(o, "Transport:\n  factory=org.apache.cassandra.thrift.TFramedTransportFactory; {} ", t.describe());
         }
+        None => o.push_str("Transport:\n  factory=org.apache.cassandra.thrift.TFramedTransportFactory; truststore=null; truststore-password=null; keystore=null; keystore-password=null; ssl-protocol=TLS; ssl-alg=null; store-type=JKS; ssl-ciphers=TLS_RSA_WITH_AES_128_CBC_SHA,TLS_RSA_WITH_AES_256_CBC_SHA; \n"),
+    }
         let _ = writeln!(o, "Port:\n  Native Port: {}\n  Thrift Port: 9160\n  JMX Port: 7199", self.native_port);
         o.push_str("Send To Daemon:\n  *not set*\nGraph:\n");
         match &self.graph {
@@ -146,7 +173,6 @@ impl Settings {
             None => o.push_str("  File: null\n  Revision: unknown\n  Title: null\n  Operation: null\n"),
         }
         o.push_str("TokenRange:\n  Wrap: false\n  Split Factor: 1\n\n");
-        o
     }
 }
 
