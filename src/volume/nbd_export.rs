@@ -206,6 +206,39 @@ pub struct Node {
 /// its own under `home`: a disk of its own), its namespace (for `Where::Netns`) and its nbdkit,
 /// everything recorded first; waits until it listens.
 pub fn start_node(ctx: &ProvisionContext, common: &Common, index: usize, home: Option<&Path>) -> Result<Node> {
+    let (dir, backing) = node_disk(ctx, common, index, home)?;
+    let (address, netns) = match common.place {
+        Where::Local => (Ipv4Addr::LOCALHOST, None),
+        Where::Netns => match net::namespace(ctx.ledger)? {
+            NetPath::Namespace { name, host_if, sandbox, .. } => (sandbox, Some((name, host_if))),
+            other => bail!("a storage node needs a namespace, not {other:?}"),
+        },
+    };
+    let port = crate::sys::free_port()?;
+    let shaping = match &netns {
+        Some((_, host_if)) if netem_present() => netem_shaping(common, host_if)?,
+        _ => nbdkit_shaping(common),
+    };
+    let namespace = netns.as_ref().map(|(name, _)| name.as_str());
+    spawn_nbdkit(ctx, &dir, &backing, namespace, address, port, &shaping)?;
+    let mut facts = BTreeMap::new();
+    facts.insert(
+        format!("volume.node.{index}"),
+        format!(
+            "nbdkit {} on {address}:{port}{}",
+            nbdkit_version().map(|(a, b)| format!("{a}.{b}")).unwrap_or_default(),
+            netns.as_ref().map(|(n, h)| format!(" in namespace {n} (veth {h})")).unwrap_or_default()
+        ),
+    );
+    if !shaping.described.is_empty() {
+        facts.insert(format!("volume.node.{index}.shaping"), shaping.described.join("; "));
+    }
+    Ok(Node { export: NbdExport { host: address, port, name: String::new(), size: common.size }, backing, facts })
+}
+
+/// The node's directory (under `home` when its disk lives on another filesystem) and its
+/// sparse backing file of the volume's size.
+fn node_disk(ctx: &ProvisionContext, common: &Common, index: usize, home: Option<&Path>) -> Result<(PathBuf, PathBuf)> {
     let dir = match home {
         Some(home) => {
             let run = ctx.run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -220,66 +253,84 @@ pub fn start_node(ctx: &ProvisionContext, common: &Common, index: usize, home: O
     std::fs::File::create(&backing)
         .and_then(|f| f.set_len(common.size))
         .with_context(|| format!("creating {}", backing.display()))?;
-    let mut facts = BTreeMap::new();
-    let (address, netns) = match common.place {
-        Where::Local => (Ipv4Addr::LOCALHOST, None),
-        Where::Netns => match net::namespace(ctx.ledger)? {
-            NetPath::Namespace { name, host_if, sandbox, .. } => (sandbox, Some((name, host_if))),
-            other => bail!("a storage node needs a namespace, not {other:?}"),
-        },
-    };
-    let port = crate::sys::free_port()?;
-    let mut filters = Vec::new();
-    let mut params = Vec::new();
-    let mut shaped = Vec::new();
-    let netem = common.place == Where::Netns && netem_present();
-    if let (true, Some((_, host_if))) = (netem, &netns) {
-        // netem on the host's end of the veth: every request the host sends waits there.
-        let mut shape = Vec::new();
-        if let Some(l) = common.shaping.latency {
-            shape.extend(["delay".to_string(), format!("{}us", l.as_micros())]);
-        }
-        if let Some(b) = common.shaping.bandwidth {
-            shape.extend(["rate".to_string(), format!("{b}bit")]);
-        }
-        if !shape.is_empty() {
-            let mut args = vec!["qdisc", "add", "dev", host_if, "root", "netem"];
-            args.extend(shape.iter().map(String::as_str));
-            sys::command_output("tc", &args)?;
-            let burst =
-                if common.shaping.burst.is_some() { " (netem's rate has no burst: burst does not apply)" } else { "" };
-            shaped.push(format!("netem on {host_if}: {}{burst}", shape.join(" ")));
-        }
-    } else {
-        if let Some(l) = common.shaping.latency {
-            filters.push("--filter=delay");
-            let value = if l.as_micros().is_multiple_of(1000) {
-                format!("{}ms", l.as_millis())
-            } else {
-                format!("{}us", l.as_micros())
-            };
-            params.push(format!("delay-read={value}"));
-            params.push(format!("delay-write={value}"));
-            shaped.push(format!("nbdkit delay filter: {value} on every read and write"));
-        }
-        if let Some(b) = common.shaping.bandwidth {
-            filters.push("--filter=rate");
-            params.push(format!("rate={b}"));
-            let burst = match common.shaping.burst {
-                Some(d) => {
-                    params.push(format!("burstiness={}", d.as_secs_f64()));
-                    format!("{} s", d.as_secs_f64())
-                }
-                None => "2 s, its default".into(),
-            };
-            shaped.push(format!("nbdkit rate filter: {b} bit/s, bursts of {burst} after an idle spell"));
-        }
+    Ok((dir, backing))
+}
+
+/// The latency and bandwidth a node adds: nbdkit's filters and their parameters, and what they
+/// do in words.
+#[derive(Default)]
+struct Shaper {
+    filters: Vec<&'static str>,
+    params: Vec<String>,
+    described: Vec<String>,
+}
+
+/// netem on the host's end of the node's veth: every request the host sends waits there.
+fn netem_shaping(common: &Common, host_if: &str) -> Result<Shaper> {
+    let mut shape = Vec::new();
+    if let Some(l) = common.shaping.latency {
+        shape.extend(["delay".to_string(), format!("{}us", l.as_micros())]);
     }
+    if let Some(b) = common.shaping.bandwidth {
+        shape.extend(["rate".to_string(), format!("{b}bit")]);
+    }
+    let mut shaping = Shaper::default();
+    if !shape.is_empty() {
+        let mut args = vec!["qdisc", "add", "dev", host_if, "root", "netem"];
+        args.extend(shape.iter().map(String::as_str));
+        sys::command_output("tc", &args)?;
+        let burst =
+            if common.shaping.burst.is_some() { " (netem's rate has no burst: burst does not apply)" } else { "" };
+        shaping.described.push(format!("netem on {host_if}: {}{burst}", shape.join(" ")));
+    }
+    Ok(shaping)
+}
+
+/// nbdkit's own delay and rate filters, where there is no netem (or no namespace).
+fn nbdkit_shaping(common: &Common) -> Shaper {
+    let mut shaping = Shaper::default();
+    if let Some(l) = common.shaping.latency {
+        shaping.filters.push("--filter=delay");
+        let value = if l.as_micros().is_multiple_of(1000) {
+            format!("{}ms", l.as_millis())
+        } else {
+            format!("{}us", l.as_micros())
+        };
+        shaping.params.push(format!("delay-read={value}"));
+        shaping.params.push(format!("delay-write={value}"));
+        shaping.described.push(format!("nbdkit delay filter: {value} on every read and write"));
+    }
+    if let Some(b) = common.shaping.bandwidth {
+        shaping.filters.push("--filter=rate");
+        shaping.params.push(format!("rate={b}"));
+        let burst = match common.shaping.burst {
+            Some(d) => {
+                shaping.params.push(format!("burstiness={}", d.as_secs_f64()));
+                format!("{} s", d.as_secs_f64())
+            }
+            None => "2 s, its default".into(),
+        };
+        shaping.described.push(format!("nbdkit rate filter: {b} bit/s, bursts of {burst} after an idle spell"));
+    }
+    shaping
+}
+
+/// nbdkit serving `backing` on `address:port` (inside `namespace`, if given), under a process
+/// token of the ledger's, once it listens; its log in `dir`.
+fn spawn_nbdkit(
+    ctx: &ProvisionContext,
+    dir: &Path,
+    backing: &Path,
+    namespace: Option<&str>,
+    address: Ipv4Addr,
+    port: u16,
+    shaping: &Shaper,
+) -> Result<()> {
     let token = ctx.ledger.new_process_token();
     ctx.ledger.record(Resource::Processes { token: token.clone() })?;
     let log = dir.join("nbdkit.log");
-    let mut cmd = match &netns {
-        Some((name, _)) => {
+    let mut cmd = match namespace {
+        Some(name) => {
             let mut c = Command::new("ip");
             c.args(["netns", "exec", name, "nbdkit"]);
             c
@@ -287,7 +338,7 @@ pub fn start_node(ctx: &ProvisionContext, common: &Common, index: usize, home: O
         None => Command::new("nbdkit"),
     };
     cmd.args(["--foreground", "--exit-with-parent", "-i", &address.to_string(), "-p", &port.to_string()]);
-    cmd.args(&filters).arg("file").arg(&backing).args(&params);
+    cmd.args(&shaping.filters).arg("file").arg(backing).args(&shaping.params);
     sys::prepare(&mut cmd, Some(&token));
     let log_file = std::fs::File::create(&log)?;
     cmd.stdin(Stdio::null()).stdout(log_file.try_clone()?).stderr(log_file);
@@ -310,18 +361,7 @@ pub fn start_node(ctx: &ProvisionContext, common: &Common, index: usize, home: O
     }
     // The ledger's token stops it; this thread only reaps it then.
     sys::reap_in_background(child);
-    facts.insert(
-        format!("volume.node.{index}"),
-        format!(
-            "nbdkit {} on {address}:{port}{}",
-            nbdkit_version().map(|(a, b)| format!("{a}.{b}")).unwrap_or_default(),
-            netns.as_ref().map(|(n, h)| format!(" in namespace {n} (veth {h})")).unwrap_or_default()
-        ),
-    );
-    if !shaped.is_empty() {
-        facts.insert(format!("volume.node.{index}.shaping"), shaped.join("; "));
-    }
-    Ok(Node { export: NbdExport { host: address, port, name: String::new(), size: common.size }, backing, facts })
+    Ok(())
 }
 
 /// Whether `address:port` is listening in the network namespace of process `pid`.
