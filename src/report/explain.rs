@@ -58,8 +58,15 @@ fn by_process(cell: &CellResult) -> String {
 }
 
 fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
-    let mut out = Vec::new();
-    let runtime = match (cell.setup.get("runtime.name"), cell.setup.get("runtime.version")) {
+    let mut out = cpu_lines(cell, base, &runtime_name(cell));
+    out.extend(system_lines(cell, base));
+    out
+}
+
+/// The runtime as its runs name it: its name and version (and platform), a pod's RuntimeClass
+/// handler and node runtime, a VM's QEMU and accelerator, else the environment's kind.
+fn runtime_name(cell: &CellResult) -> String {
+    match (cell.setup.get("runtime.name"), cell.setup.get("runtime.version")) {
         (Some(name), Some(version)) => {
             let platform = cell.setup.get("runtime.platform").map(|p| format!(", platform {p}")).unwrap_or_default();
             format!("{name} ({}{platform})", version.lines().next().unwrap_or_default())
@@ -75,7 +82,13 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
             (Some(qemu), Some(accel)) => format!("{qemu} ({accel})"),
             _ => cell.setup.get("env.kind").cloned().unwrap_or_else(|| "the environment".into()),
         },
-    };
+    }
+}
+
+/// Where the CPU went: the runtime's own processes against the sandbox's, or the pods' and
+/// the loaders', and the CPU per operation.
+fn cpu_lines(cell: &CellResult, base: &CellResult, runtime: &str) -> Vec<String> {
+    let mut out = Vec::new();
     if let (Some(own), Some(host)) = (cell.median("sys.cpu_runtime"), cell.median("sys.cpu_host")) {
         let against = base.median("sys.cpu_runtime").unwrap_or(0.0);
         let share = if host > 0.0 { own / host * 100.0 } else { 0.0 };
@@ -121,6 +134,12 @@ fn lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
             times(per_op, base_per_op)
         ));
     }
+    out
+}
+
+/// What the volume, the device and the machine's counters say moved.
+fn system_lines(cell: &CellResult, base: &CellResult) -> Vec<String> {
+    let mut out = Vec::new();
     if let Some(own) = cell.median("sys.cpu_volume") {
         let against = base.median("sys.cpu_volume").unwrap_or(0.0);
         if against <= 0.0 || moved(own, against) {
