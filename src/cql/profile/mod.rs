@@ -208,70 +208,9 @@ impl Profile {
             line: line(&s),
             text: s.value.trim().trim_end_matches(';').trim().to_string(),
         };
-        let mut columns: Vec<ColumnSpec> = Vec::new();
-        for c in yaml.columnspec {
-            let name = stored_name(c.name.value.trim());
-            if columns.iter().any(|o| o.name == name) {
-                return Err(at(
-                    file,
-                    line(&c.name),
-                    &format!("columnspec: {name} is given twice; keep one entry per column"),
-                ));
-            }
-            columns.push(ColumnSpec {
-                line: line(&c.name),
-                size: c.size.as_ref().map(|s| dist(file, "size", s)).transpose()?,
-                population: c.population.as_ref().map(|s| dist(file, "population", s)).transpose()?,
-                cluster: c.cluster.as_ref().map(|s| dist(file, "cluster", s)).transpose()?,
-                name,
-            });
-        }
-        let insert = match yaml.insert {
-            None => Insert::default(),
-            Some(i) => Insert {
-                partitions: i
-                    .partitions
-                    .as_ref()
-                    .map(|s| dist(file, "partitions", s))
-                    .transpose()?
-                    .unwrap_or(DistSpec::Fixed(1)),
-                select: i.select.as_ref().map(|s| ratio(file, s)).transpose()?.unwrap_or_else(Ratio::all),
-                batch: match &i.batchtype {
-                    None => BatchKind::Logged,
-                    Some(b) => {
-                        BatchKind::parse(&b.value).map_err(|why| at(file, line(b), &format!("batchtype: {why}")))?
-                    }
-                },
-            },
-        };
-        let mut queries = Vec::new();
-        for (name, q) in yaml.queries {
-            if name.eq_ignore_ascii_case("insert") {
-                return Err(at(
-                    file,
-                    line(&q.cql),
-                    "queries: a query may not be called insert, the name of the built-in write; rename it",
-                ));
-            }
-            let fields = match &q.fields {
-                None => Fields::MultiRow,
-                Some(f) => match f.value.trim().to_ascii_lowercase().as_str() {
-                    "samerow" => Fields::SameRow,
-                    "multirow" => Fields::MultiRow,
-                    other => return Err(at(file, line(f), &format!("fields: \"{other}\" is not samerow or multirow"))),
-                },
-            };
-            queries.push(Query {
-                line: line(&q.cql),
-                cql: q.cql.value.trim().trim_end_matches(';').trim().to_string(),
-                fields,
-                consistency: consistency(file, "consistencyLevel", &q.consistency_level)?,
-                serial_consistency: consistency(file, "serialConsistencyLevel", &q.serial_consistency_level)?,
-                validate: q.validate.unwrap_or(false),
-                name: name.to_ascii_lowercase(),
-            });
-        }
-        queries.sort_by_key(|q| q.line);
+        let columns = column_specs(file, yaml.columnspec)?;
+        let insert = insert_of(file, yaml.insert)?;
+        let queries = queries_of(file, yaml.queries)?;
         let keyspace = keyspace.value.trim().to_string();
         let specname = match yaml.specname {
             Some(s) => s.value.trim().to_ascii_lowercase(),
@@ -371,6 +310,82 @@ impl Profile {
         );
         o
     }
+}
+
+/// Each column's distributions, once per column.
+fn column_specs(file: &Path, given: Vec<ColumnYaml>) -> Result<Vec<ColumnSpec>, String> {
+    let mut columns: Vec<ColumnSpec> = Vec::new();
+    for c in given {
+        let name = stored_name(c.name.value.trim());
+        if columns.iter().any(|o| o.name == name) {
+            return Err(at(
+                file,
+                line(&c.name),
+                &format!("columnspec: {name} is given twice; keep one entry per column"),
+            ));
+        }
+        columns.push(ColumnSpec {
+            line: line(&c.name),
+            size: c.size.as_ref().map(|s| dist(file, "size", s)).transpose()?,
+            population: c.population.as_ref().map(|s| dist(file, "population", s)).transpose()?,
+            cluster: c.cluster.as_ref().map(|s| dist(file, "cluster", s)).transpose()?,
+            name,
+        });
+    }
+    Ok(columns)
+}
+
+/// How a write picks its partitions and rows, and batches them.
+fn insert_of(file: &Path, insert: Option<InsertYaml>) -> Result<Insert, String> {
+    Ok(match insert {
+        None => Insert::default(),
+        Some(i) => Insert {
+            partitions: i
+                .partitions
+                .as_ref()
+                .map(|s| dist(file, "partitions", s))
+                .transpose()?
+                .unwrap_or(DistSpec::Fixed(1)),
+            select: i.select.as_ref().map(|s| ratio(file, s)).transpose()?.unwrap_or_else(Ratio::all),
+            batch: match &i.batchtype {
+                None => BatchKind::Logged,
+                Some(b) => BatchKind::parse(&b.value).map_err(|why| at(file, line(b), &format!("batchtype: {why}")))?,
+            },
+        },
+    })
+}
+
+/// The named queries in the file's order; none may take the built-in write's name.
+fn queries_of(file: &Path, given: HashMap<String, QueryYaml>) -> Result<Vec<Query>, String> {
+    let mut queries = Vec::new();
+    for (name, q) in given {
+        if name.eq_ignore_ascii_case("insert") {
+            return Err(at(
+                file,
+                line(&q.cql),
+                "queries: a query may not be called insert, the name of the built-in write; rename it",
+            ));
+        }
+        let fields = match &q.fields {
+            None => Fields::MultiRow,
+            Some(f) => match f.value.trim().to_ascii_lowercase().as_str() {
+                "samerow" => Fields::SameRow,
+                "multirow" => Fields::MultiRow,
+                other => return Err(at(file, line(f), &format!("fields: \"{other}\" is not samerow or multirow"))),
+            },
+        };
+        queries.push(Query {
+            line: line(&q.cql),
+            cql: q.cql.value.trim().trim_end_matches(';').trim().to_string(),
+            fields,
+            consistency: consistency(file, "consistencyLevel", &q.consistency_level)?,
+            serial_consistency: consistency(file, "serialConsistencyLevel", &q.serial_consistency_level)?,
+            validate: q.validate.unwrap_or(false),
+            name: name.to_ascii_lowercase(),
+        });
+    }
+    queries.sort_by_key(|q| q.line);
+    Ok(queries)
 }
 
 impl Ratio {
