@@ -306,6 +306,17 @@ fn inline(v: &Value) -> String {
     }
 }
 
+/// The most a whole number of a suite may be: no count, port or percentage is larger, and
+/// beyond it a value is a typo (9223372036854775807 repetitions expanded the matrix for ever).
+pub const MAX_WHOLE: u64 = u32::MAX as u64;
+
+/// The largest size a suite may give: a petabyte.
+pub const MAX_SIZE: u64 = 1 << 50;
+
+/// The longest duration a suite may give: a week. A run is hours at most; far beyond, a time
+/// added to a clock overflowed (an agent panicked on `time = 9223372036854775807`).
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// Reads the keys of one table of a suite (one `[[env]]`, one `[[workload]]` …), converting and
 /// checking each value, and at the end rejects every key that nobody asked for.
 pub struct Fields<'a> {
@@ -348,9 +359,13 @@ impl<'a> Fields<'a> {
         self.table.get(key)
     }
 
+    /// A string with something in it: an empty one is a key written and left unfinished.
     pub fn str(&mut self, key: &'static str) -> Result<Option<String>, SuiteError> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
+            Some(Value::Str(s)) if s.trim().is_empty() => {
+                Err(self.error_at(key, "is empty; give it a value, or leave the key out for its default"))
+            }
             Some(Value::Str(s)) => Ok(Some(s.clone())),
             Some(other) => Err(self.error_at(key, format!("expected a string, found {}", other.type_name()))),
         }
@@ -380,12 +395,25 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A whole number from 0 to `MAX_WHOLE`: more is a typo for every key there is.
     pub fn uint(&mut self, key: &'static str) -> Result<Option<u64>, SuiteError> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
-            Some(Value::Int(i)) if *i >= 0 => Ok(Some(*i as u64)),
-            Some(Value::Int(i)) => Err(self.error_at(key, format!("must not be negative, found {i}"))),
+            Some(Value::Int(i)) if *i < 0 => Err(self.error_at(key, format!("must not be negative, found {i}"))),
+            Some(Value::Int(i)) if *i as u64 > MAX_WHOLE => {
+                Err(self.error_at(key, format!("{i} is more than any key takes (at most {MAX_WHOLE})")))
+            }
+            Some(Value::Int(i)) => Ok(Some(*i as u64)),
             Some(other) => Err(self.error_at(key, format!("expected a whole number, found {}", other.type_name()))),
+        }
+    }
+
+    /// A TCP port: 1 to 65535.
+    pub fn port(&mut self, key: &'static str) -> Result<Option<u16>, SuiteError> {
+        match self.uint(key)? {
+            Some(p) if (1..=65535).contains(&p) => Ok(Some(p as u16)),
+            Some(p) => Err(self.error_at(key, format!("{p} is not a TCP port (1-65535)"))),
+            None => Ok(None),
         }
     }
 
@@ -401,6 +429,9 @@ impl<'a> Fields<'a> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
             Some(Value::Int(i)) => Ok(Some(*i as f64)),
+            Some(Value::Float(f)) if !f.is_finite() => {
+                Err(self.error_at(key, format!("must be a finite number, found {f}")))
+            }
             Some(Value::Float(f)) => Ok(Some(*f)),
             Some(other) => Err(self.error_at(key, format!("expected a number, found {}", other.type_name()))),
         }
@@ -408,6 +439,20 @@ impl<'a> Fields<'a> {
 
     /// A size such as "4k" or "2G", more than 0; a bare integer is a byte count.
     pub fn size(&mut self, key: &'static str) -> Result<Option<u64>, SuiteError> {
+        match self.any_size(key)? {
+            Some(bytes) if bytes > MAX_SIZE => Err(self.error_at(
+                key,
+                format!(
+                    "{} is more than any key takes (at most {})",
+                    units::human(bytes as f64, "B"),
+                    units::human(MAX_SIZE as f64, "B")
+                ),
+            )),
+            size => Ok(size),
+        }
+    }
+
+    fn any_size(&mut self, key: &'static str) -> Result<Option<u64>, SuiteError> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
             Some(Value::Int(i)) if *i > 0 => Ok(Some(*i as u64)),
@@ -424,6 +469,28 @@ impl<'a> Fields<'a> {
 
     /// A duration such as "10s"; a bare integer is seconds.
     pub fn duration(&mut self, key: &'static str) -> Result<Option<Duration>, SuiteError> {
+        match self.any_duration(key)? {
+            Some(d) if d > MAX_DURATION => Err(self.error_at(
+                key,
+                format!(
+                    "{} s is longer than any key takes (at most a week, {} s)",
+                    d.as_secs(),
+                    MAX_DURATION.as_secs()
+                ),
+            )),
+            d => Ok(d),
+        }
+    }
+
+    /// A time limit: a duration of more than zero (none could ever be met).
+    pub fn timeout(&mut self, key: &'static str) -> Result<Option<Duration>, SuiteError> {
+        match self.duration(key)? {
+            Some(d) if d.is_zero() => Err(self.error_at(key, "is a time limit: it must be more than 0, e.g. \"60s\"")),
+            d => Ok(d),
+        }
+    }
+
+    fn any_duration(&mut self, key: &'static str) -> Result<Option<Duration>, SuiteError> {
         match self.node(key).map(|n| &n.value) {
             None => Ok(None),
             Some(Value::Int(i)) if *i >= 0 => Ok(Some(Duration::from_secs(*i as u64))),

@@ -155,9 +155,13 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
     if cpus.is_some_and(|c| c <= 0.0) {
         return Err(f.error_at("cpus", "must be more than 0"));
     }
+    let here = crate::sys::CpuSet::available().len();
+    if let Some(c) = cpus.filter(|c| *c > here as f64) {
+        return Err(f.error_at("cpus", format!("asks for {c} CPUs; this machine gives isobench {here}")));
+    }
     let memory = f.size("memory")?;
     let network = f.choice("network", &["none", "host"])?.unwrap_or_else(|| "none".into());
-    let start_timeout = f.duration("start_timeout")?.unwrap_or(std::time::Duration::from_secs(120));
+    let start_timeout = f.timeout("start_timeout")?.unwrap_or(std::time::Duration::from_secs(120));
     let gvisor = gvisor_knobs(f, &runtime)?;
     f.finish()?;
     Ok(Box::new(Oci { runtime, runtime_args, gvisor, cpus, memory, host_network: network == "host", start_timeout }))

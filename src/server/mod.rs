@@ -358,7 +358,7 @@ impl Managed {
             version: f.str("version")?.unwrap_or_else(cassandra::default_version),
             heap,
             quick_jit: f.bool("quick_jit")?.unwrap_or(false),
-            start_timeout: f.duration("start_timeout")?.unwrap_or(START_TIMEOUT),
+            start_timeout: f.timeout("start_timeout")?.unwrap_or(START_TIMEOUT),
             jvm_args: f.str_list("jvm_args")?.unwrap_or_default(),
             login: login(f)?,
             nodes,
@@ -395,8 +395,7 @@ impl ServerSpec {
                         "an external server needs its nodes, e.g. nodes = [\"10.0.1.25\", \"10.0.1.26\"], or in a k8s environment its pods: selector = \"app=cassandra\" (and service = \"…\")",
                     ));
                 }
-                let port = f.uint("port")?.unwrap_or(9042);
-                let port = u16::try_from(port).map_err(|_| f.error_at("port", "must be a TCP port (1-65535)"))?;
+                let port = f.port("port")?.unwrap_or(9042);
                 let (user, password) = login(f)?.unzip();
                 let kill = fault(f, usize::MAX)?;
                 if kill.is_some() && pods.is_none() {

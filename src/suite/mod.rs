@@ -155,6 +155,9 @@ impl Suite {
             .map(|(t, origin)| workload_entry(file, t, origin.clone(), &ctx))
             .collect::<Result<Vec<_>, _>>()?;
         let server = parse_server(&mut top)?;
+        if let Some(metric) = &repeat.metric {
+            check_repeat_metric(&top, metric, &workloads)?;
+        }
         let target = crate::workload::rate(&mut top, "target")?;
         let mut workloads = workloads;
         apply_target(&top, target, &mut workloads, &workload_tables)?;
@@ -284,6 +287,22 @@ fn apply_target(
         ));
     }
     Ok(())
+}
+
+/// An adaptive repeat's metric is one some workload records: on any other, no cell would ever
+/// reach its CI and every cell would run `max` times.
+fn check_repeat_metric(top: &Fields, metric: &str, workloads: &[WorkloadEntry]) -> Result<(), SuiteError> {
+    let specs = || workloads.iter().flat_map(|w| &w.variants).map(|v| v.spec.workload());
+    if specs().any(|w| workload::records(w, metric)) {
+        return Ok(());
+    }
+    let mut recorded: Vec<String> = specs().flat_map(|w| w.recorded()).collect();
+    recorded.sort();
+    recorded.dedup();
+    Err(top.error_at(
+        "repeat",
+        format!("metric = \"{metric}\": no workload of the suite records it; they record {}", recorded.join(", ")),
+    ))
 }
 
 /// No two tables of a section share a name: cells are named by them.
@@ -417,22 +436,34 @@ fn apply_cost_table(top: &mut Fields, envs: &mut [Named<Box<dyn Environment>>]) 
 }
 
 /// `repeat = 5`, or adaptive: `repeat = { min = 3, max = 15, target_ci = "2%", metric = "iops" }`.
+/// The most repetitions a cell may ask for: each is a run of its own in the plan.
+const MAX_REPEAT: u64 = 1000;
+
+fn at_most_max_repeat(f: &mut Fields, key: &'static str) -> Result<Option<u32>, SuiteError> {
+    match f.count(key)? {
+        Some(n) if n > MAX_REPEAT => {
+            Err(f.error_at(key, format!("{n} repetitions is more than {MAX_REPEAT}, the most a cell runs")))
+        }
+        n => Ok(n.map(|n| n as u32)),
+    }
+}
+
 fn parse_repeat(top: &mut Fields) -> Result<Repeat, SuiteError> {
     let Some(node) = top.node("repeat") else {
         return Ok(Repeat::fixed(3));
     };
     let Value::Table(table) = &node.value else {
-        return top.count("repeat").map(|n| Repeat::fixed(n.unwrap_or(3) as u32));
+        return at_most_max_repeat(top, "repeat").map(|n| Repeat::fixed(n.unwrap_or(3)));
     };
     let mut f = Fields::new(top.file(), "repeat", table, node.origin.clone());
-    let min = f.count("min")?.unwrap_or(3) as u32;
-    let max = f.count("max")?;
+    let min = at_most_max_repeat(&mut f, "min")?.unwrap_or(3);
+    let max = at_most_max_repeat(&mut f, "max")?;
     let target = f.percent("target_ci")?;
     let metric = f.str("metric")?;
     f.finish()?;
     let max = max.ok_or_else(|| {
         f.error("an adaptive repeat needs \"max\", e.g. repeat = { min = 3, max = 15, target_ci = \"2%\" }")
-    })? as u32;
+    })?;
     let target = target.ok_or_else(|| {
         f.error("an adaptive repeat needs \"target_ci\" (the CI half-width to reach, e.g. \"2%\"); for a fixed count write repeat = N")
     })?;

@@ -42,7 +42,7 @@ pub struct Nvmeof {
 fn parse(f: &mut Fields) -> Result<Box<dyn Volume>, SuiteError> {
     let kernel = f.choice("target", &["remote", "kernel"])?.is_some_and(|t| t == "kernel");
     let address = f.str("address")?;
-    let port = f.uint("port")?.unwrap_or(4420);
+    let port = f.port("port")?.unwrap_or(4420);
     let nqn = f.str("nqn")?;
     let size = f.size("size")?;
     let target = if kernel {
@@ -59,7 +59,7 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Volume>, SuiteError> {
         if size.is_some() {
             return Err(f.error_at("size", "applies to target = \"kernel\"; a remote namespace's size is its own"));
         }
-        Target::Remote { address, port: u16::try_from(port).map_err(|_| f.error_at("port", "not a TCP port"))?, nqn }
+        Target::Remote { address, port, nqn }
     };
     let fs = f.choice("fs", &["none", "ext4", "xfs"])?.filter(|fs| fs != "none");
     let destructive = f.bool("destructive")?.unwrap_or(false);

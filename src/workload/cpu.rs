@@ -31,7 +31,7 @@ fn parse(f: &mut Fields, _ctx: &ParseContext) -> Result<Spec, SuiteError> {
     let max_prime = f.count("max_prime")?.unwrap_or(10_000);
     let events = f.count("events")?;
     let time = f.duration("time")?;
-    let timeout = f.duration("timeout")?;
+    let timeout = f.timeout("timeout")?;
     f.finish()?;
     if events.is_some() && time.is_some() {
         return Err(f.error_at(

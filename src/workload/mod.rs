@@ -194,8 +194,11 @@ pub fn parse_capacity(f: &mut Fields, defaults: CapacityDefaults) -> Result<Opti
     }
     let start = rate(&mut c, "start")?.unwrap_or(defaults.start);
     let growth = c.float("growth")?.unwrap_or(2.0);
-    if growth.is_nan() || growth <= 1.0 {
-        return Err(c.error_at("growth", "each ramp step multiplies the rate by it: must be more than 1, e.g. 2"));
+    if growth.is_nan() || growth <= 1.0 || growth > 10.0 {
+        return Err(c.error_at(
+            "growth",
+            "each ramp step multiplies the rate by it: must be more than 1 and at most 10, e.g. 2",
+        ));
     }
     let resolution = c.percent("resolution")?.unwrap_or(5.0);
     if resolution <= 0.0 || resolution >= 100.0 {
@@ -266,5 +269,14 @@ pub fn rate(f: &mut Fields, key: &'static str) -> Result<Option<f64>, SuiteError
         Some(crate::syntax::Value::Str(text)) => crate::units::parse_rate(text),
         Some(_) => f.float(key)?.filter(|v| *v > 0.0).ok_or_else(|| "must be more than zero".to_string()),
     };
-    parsed.map(Some).map_err(|e| f.error_at(key, e))
+    match parsed {
+        Ok(rate) if rate > MAX_RATE => {
+            Err(f.error_at(key, format!("{rate} op/s is more than any rate a load offers (at most {MAX_RATE:e} op/s)")))
+        }
+        parsed => parsed.map(Some).map_err(|e| f.error_at(key, e)),
+    }
 }
+
+/// The highest rate a suite may name: a billion operations per second, far beyond any
+/// database's; above it, a typo.
+const MAX_RATE: f64 = 1e9;

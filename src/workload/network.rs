@@ -58,9 +58,18 @@ fn parse(f: &mut Fields, _ctx: &ParseContext) -> Result<Spec, SuiteError> {
 }
 
 /// iperf3's rate notation: a number with an optional K, M, G or T (powers of 1000).
+/// iperf3's `-b`: a number with at most one of its suffixes, more than 0 and at most 10 Tbit/s
+/// (beyond, no link is: a typo).
 fn valid_bitrate(text: &str) -> bool {
     let number = text.trim_end_matches(['K', 'M', 'G', 'T', 'k', 'm', 'g', 't']);
-    number.len() + 1 >= text.len() && number.parse::<f64>().is_ok_and(|n| n > 0.0)
+    let scale = match text[number.len()..].to_ascii_uppercase().as_str() {
+        "K" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        _ => 1.0,
+    };
+    number.len() + 1 >= text.len() && number.parse::<f64>().is_ok_and(|n| n > 0.0 && n * scale <= 1e13)
 }
 
 impl Workload for Network {

@@ -60,7 +60,9 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
     let mut memory = None;
     for (key, value) in f.str_map("resources")?.unwrap_or_default() {
         match key.as_str() {
-            "cpu" if value.parse::<f64>().is_ok_and(|c| c > 0.0) || value.ends_with('m') => cpu = Some(value),
+            "cpu" if cpu_quantity(&value).is_some_and(|c| c > 0.0 && c <= crate::syntax::MAX_WHOLE as f64) => {
+                cpu = Some(value)
+            }
             "cpu" => {
                 return Err(f.error_at(
                     "resources",
@@ -68,7 +70,11 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
                 ));
             }
             "memory" => {
-                memory = Some(units::parse_size(&value).map_err(|e| f.error_at("resources", format!("memory: {e}")))?)
+                let bytes = units::parse_size(&value).map_err(|e| f.error_at("resources", format!("memory: {e}")))?;
+                if bytes == 0 || bytes > crate::syntax::MAX_SIZE {
+                    return Err(f.error_at("resources", format!("memory = \"{value}\": give more than 0, at most 1P")));
+                }
+                memory = Some(bytes)
             }
             other => {
                 return Err(f.error_at(
@@ -344,6 +350,14 @@ pub fn delete(cluster: &KubeCluster, selector: &str) -> Result<()> {
         let client = cluster.client().await?;
         cluster.delete(&client, selector).await
     })?
+}
+
+/// A CPU quantity as Kubernetes writes it: CPUs ("1.5") or millicores ("1500m").
+fn cpu_quantity(text: &str) -> Option<f64> {
+    match text.strip_suffix('m') {
+        Some(milli) => milli.parse::<f64>().ok().map(|m| m / 1000.0),
+        None => text.parse().ok(),
+    }
 }
 
 #[cfg(test)]

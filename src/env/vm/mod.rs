@@ -84,13 +84,20 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
             Some(Kernel::given(Path::new(&path), modules.as_deref().map(Path::new)))
         }
         None => {
-            f.str("modules")?;
+            if f.str("modules")?.is_some() {
+                return Err(
+                    f.error_at("modules", "are the modules of the kernel given by kernel = \"…\": give that too")
+                );
+            }
             None
         }
     };
     let initrd = f.str("initrd")?.map(PathBuf::from);
+    if let Some(path) = initrd.as_ref().filter(|p| !p.exists()) {
+        return Err(f.error_at("initrd", format!("{} does not exist", path.display())));
+    }
     let attach = Attach::parse(f, Some("9p"))?.expect("a default was given");
-    let boot_timeout = f.duration("boot_timeout")?.unwrap_or(Duration::from_secs(120));
+    let boot_timeout = f.timeout("boot_timeout")?.unwrap_or(Duration::from_secs(120));
     let tap = match f.choice("net", &["auto", "user", "tap"])?.as_deref() {
         Some("tap") => Some(true),
         Some("user") => Some(false),

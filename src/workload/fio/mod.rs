@@ -154,7 +154,7 @@ fn parse_job_file(f: &mut Fields, ctx: &ParseContext, path: &str) -> Result<Job,
     let full = ctx.resolve(path);
     let text = std::fs::read_to_string(&full)
         .map_err(|e| f.error_at("jobfile", format!("cannot read {}: {e}", full.display())))?;
-    let timeout = f.duration("timeout")?.unwrap_or(Duration::from_secs(3600));
+    let timeout = f.timeout("timeout")?.unwrap_or(Duration::from_secs(3600));
     Ok(Job::File {
         name: full.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "job.fio".into()),
         text,
