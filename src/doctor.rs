@@ -15,7 +15,7 @@ pub struct Check {
     /// `Ok(detail)` when usable, `Err(why not)` when not.
     pub status: Result<String, String>,
     /// The one command that brings what is missing, where one does.
-    pub fix: Option<&'static str>,
+    pub fix: Option<String>,
 }
 
 /// What brings the packages and the built parts a test machine needs.
@@ -65,24 +65,20 @@ pub fn checks(workdir: &Path) -> Vec<Check> {
     out
 }
 
-/// The command an explanation names (`… (apt-get install fio)`), as the fix.
-fn fix_in(why: &str) -> Option<&'static str> {
-    let packages = [
-        ("apt-get install fio", "apt-get install fio"),
-        ("apt-get install sysbench", "apt-get install sysbench"),
-        ("apt-get install iperf3", "apt-get install iperf3"),
-        ("apt-get install xfsprogs", "apt-get install xfsprogs"),
-        ("apt-get install nbdkit", "apt-get install nbdkit"),
-        ("apt-get install qemu", "apt-get install qemu-system-x86 qemu-utils"),
-        ("apt-get install nbd-client", "apt-get install nbd-client"),
-        ("scripts/setup.sh", SETUP),
-    ];
-    packages.into_iter().find(|(said, _)| why.contains(said)).map(|(_, fix)| fix)
+/// The command an explanation names (`… (apt-get install fio)`, `scripts/setup.sh …`), as the fix;
+/// QEMU's is its two packages.
+fn fix_in(why: &str) -> Option<String> {
+    if why.contains("scripts/setup.sh") {
+        return Some(SETUP.into());
+    }
+    let at = why.find("apt-get install ")?;
+    let said = why[at..].split([')', ';', ',']).next().unwrap_or_default().trim();
+    Some(if said == "apt-get install qemu" { "apt-get install qemu-system-x86 qemu-utils".into() } else { said.into() })
 }
 
 /// A check of `area`, with the fix where it is missing.
 fn check(area: &'static str, name: &str, status: Result<String, String>, fix: &'static str) -> Check {
-    let fix = status.is_err().then_some(fix);
+    let fix = status.is_err().then(|| fix.to_string());
     Check { area, name: name.to_string(), status, fix }
 }
 
@@ -229,7 +225,7 @@ fn runtime_checks(workdir: &Path) -> Vec<Check> {
             let status = status.and_then(|ran| released.clone().map(|()| ran));
             // Setup installs these; Kata and a Docker engine are the user's to bring.
             let by_setup = ["runc", "crun", "runsc", "podman"].iter().any(|r| name.starts_with(r));
-            let fix = (status.is_err() && by_setup).then_some(SETUP);
+            let fix = (status.is_err() && by_setup).then(|| SETUP.to_string());
             Check { area: "runtime", name: name.to_string(), status, fix }
         })
         .collect();
@@ -307,7 +303,7 @@ pub fn render(checks: &[Check]) -> String {
                 Ok(d) => ("yes", d.clone()),
                 Err(why) => ("no", why.clone()),
             };
-            vec![c.area.to_string(), c.name.clone(), works.to_string(), detail, c.fix.unwrap_or("").to_string()]
+            vec![c.area.to_string(), c.name.clone(), works.to_string(), detail, c.fix.clone().unwrap_or_default()]
         })
         .collect();
     let headers = ["area", "name", "works here", "details / why not", "fix"];
@@ -386,4 +382,28 @@ fn version_of(tool: &str, package: &str) -> Result<String, String> {
     sys::command_output(tool, &["--version"])
         .map(|v| v.lines().next().unwrap_or("").trim().to_string())
         .map_err(|_| format!("not installed (apt-get install {package})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fix_is_the_command_the_explanation_names() {
+        let fix = |why: &str| fix_in(why);
+        assert_eq!(
+            fix("mkfs.ext4 is not installed (apt-get install e2fsprogs)").as_deref(),
+            Some("apt-get install e2fsprogs")
+        );
+        assert_eq!(
+            fix("the ip command is missing (apt-get install iproute2)").as_deref(),
+            Some("apt-get install iproute2")
+        );
+        assert_eq!(
+            fix("not installed (apt-get install qemu)").as_deref(),
+            Some("apt-get install qemu-system-x86 qemu-utils")
+        );
+        assert_eq!(fix("runc is missing: scripts/setup.sh test builds it").as_deref(), Some(SETUP));
+        assert_eq!(fix("this kernel has no NBD client"), None, "what no command brings has no fix");
+    }
 }

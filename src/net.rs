@@ -117,7 +117,7 @@ pub fn namespaces_unavailable() -> Option<String> {
     if let Some(why) = crate::sys::needs_root() {
         return Some(why);
     }
-    sys::find_program("ip").is_none().then(|| "the ip command is missing (Debian package iproute2)".into())
+    sys::find_program("ip").is_none().then(|| "the ip command is missing (apt-get install iproute2)".into())
 }
 
 /// A network namespace with a veth pair to the host, addresses assigned and links up.
