@@ -98,11 +98,49 @@ conditions = json.load(sys.stdin)["status"]["conditions"]
 sys.exit(0 if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) else 1)'
 }
 
+# holder_of PORT: what listens on PORT here: "the cluster in DIR (PROGRAM)" for one of this
+# script's, else the program and its pid; nothing when the port is free.
+holder_of() {
+  local pid args other
+  pid=$(ss -Hltnp "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
+  [ -n "$pid" ] || return 0
+  args=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+  other=$(printf '%s' "$args" | grep -o -- '--cert-dir=[^ ]*/certs' | sed 's/^--cert-dir=//; s#/certs$##' || true)
+  [ -n "$other" ] || other=$(printf '%s' "$args" | grep -o -- '--data-dir [^ ]*/etcd' | sed 's/^--data-dir //; s#/etcd$##' || true)
+  if [ -n "$other" ]; then
+    echo "the cluster in $other ($(cat "/proc/$pid/comm")): scripts/k8s-local.sh down $other first"
+  else
+    echo "$(cat "/proc/$pid/comm" 2>/dev/null) (pid $pid): stop it, or set API_PORT and ETCD_PORT"
+  fi
+}
+
+# An `up` that fails stops what it started: the trap it sets once nothing of another cluster's
+# is in the way (the bridge's name is every cluster's: `down` must not take another's).
+up_failed() {
+  local status=$?
+  [ "$status" -eq 0 ] && return 0
+  log "up failed: stopping what it started"
+  down >/dev/null 2>&1 || true
+  exit "$status"
+}
+
 up() {
+  local arg port holder
+  for arg in "$@"; do
+    case "$arg" in
+      -*) die "up takes DIR and image archives (IMAGE.tar), not the option $arg" ;;
+      *) [ -f "$arg" ] || die "$arg is not an image archive here (up DIR [IMAGE.tar ...])" ;;
+    esac
+  done
   for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet containerd ctr coredns; do
     [ -x "$BIN/$b" ] || die "$BIN/$b is missing: scripts/setup.sh test builds it"
   done
   [ -f "$dir/apiserver.pid" ] && die "a cluster already runs in $dir (down first)"
+  for port in "$API_PORT" "$ETCD_PORT"; do
+    holder=$(holder_of "$port")
+    [ -z "$holder" ] || die "port $port is taken by $holder"
+  done
+  trap up_failed EXIT
   local t0=$SECONDS
   (umask 077; [ -f "$dir/sa.key" ] || openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null)
   openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
@@ -240,6 +278,7 @@ EOF
   done
   for i in $(seq 1 "$BLOCK_PV_COUNT"); do block_volume "$i"; done
   start reclaimer "$(cd "$(dirname "$0")" && pwd)/$(basename "$0")" reclaim "$dir"
+  trap - EXIT
   log "ready after $((SECONDS - t0)) s: KUBECONFIG=$dir/kubeconfig"
   echo "$dir/kubeconfig"
 }

@@ -160,6 +160,47 @@ impl Drop for LocalCluster {
     }
 }
 
+/// `scripts/k8s-local.sh ARGS`.
+fn k8s_local(args: &[&str]) -> std::process::Output {
+    Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-local.sh")).args(args).output().unwrap()
+}
+
+#[test]
+fn an_up_that_fails_stops_what_it_started_and_an_unknown_option_starts_nothing() {
+    skip_if!(unavailable());
+    let sb = Scratch::new();
+    let dir = sb.path().join("cluster");
+    let started = |dir: &Path| -> Vec<String> {
+        let pids =
+            std::fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_else(|_| Vec::new());
+        pids.into_iter()
+            .filter(|p: &PathBuf| p.extension().is_some_and(|e| e == "pid"))
+            .map(|p| p.display().to_string())
+            .collect()
+    };
+    let running = |dir: &Path| -> Vec<String> {
+        let ps = Command::new("ps").args(["-eo", "pid,args"]).output().unwrap();
+        String::from_utf8_lossy(&ps.stdout)
+            .lines()
+            .filter(|l| l.contains(dir.to_str().unwrap()))
+            .map(String::from)
+            .collect()
+    };
+    // An option `up` does not take is refused before anything starts (it used to reach ctr's
+    // "flag provided but not defined: -nodes" with etcd, the API server and the rest running).
+    let o = k8s_local(&["up", dir.to_str().unwrap(), "--nodes", "2"]);
+    assert!(!o.status.success() && text(&o).contains("not the option --nodes"), "{}", text(&o));
+    assert!(started(&dir).is_empty() && running(&dir).is_empty(), "{:?} {:?}", started(&dir), running(&dir));
+    // A failure once the parts run (an archive ctr cannot import) stops them all.
+    let garbage = sb.write("garbage.tar", "not an image");
+    let o = k8s_local(&["up", dir.to_str().unwrap(), garbage.to_str().unwrap()]);
+    assert!(!o.status.success() && text(&o).contains("up failed: stopping what it started"), "{}", text(&o));
+    assert!(running(&dir).is_empty(), "left running: {:?}", running(&dir));
+    assert!(started(&dir).is_empty(), "pid files left: {:?}", started(&dir));
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(dir.to_str().unwrap()), "mounts left under {}", dir.display());
+}
+
 fn unavailable() -> Option<common::Missing> {
     // scripts/k8s-local.sh runs the parts built beside the kubelet, not ones on PATH.
     common::need_root("kubelet, containerd").or_else(|| {
@@ -191,6 +232,12 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
         Err(why) => panic!("{why}"),
     };
     let gvisor = Path::new("/usr/local/lib/isobench/bin/containerd-shim-runsc-v1").exists();
+    // Another cluster's `up` while this one runs fails at once, naming this one (it used to wait
+    // 120 s, its kubelet registered with this API server and refused), and leaves it be.
+    let other = sb.path().join("other-cluster");
+    let o = k8s_local(&["up", other.to_str().unwrap()]);
+    let said = text(&o);
+    assert!(!o.status.success() && said.contains(&format!("the cluster in {}", cluster.dir.display())), "{said}");
 
     timed("fio in runc and gVisor pods", || fio_in_runc_and_gvisor_pods(&sb, &cluster, gvisor));
     timed("fio on a block claim", || a_block_claim_gives_fio_the_device_in_a_pod(&sb, &cluster));
