@@ -114,7 +114,12 @@ impl Runtime {
                 "{} is not installed; Kata needs its runtime, a guest kernel and image, and hardware virtualisation",
                 self.name
             ),
-            _ => format!("{} is not installed (apt-get install {})", self.name, self.name),
+            // Debian packages runc and crun under their own names; any other runtime is the user's.
+            _ if matches!(self.name.as_str(), "runc" | "crun") => {
+                format!("{} is not installed (apt-get install {})", self.name, self.name)
+            }
+            _ if self.name.contains('/') => format!("{} is not an executable runtime", self.name),
+            _ => format!("no runtime named {} is on PATH: install it, or give runtime = its path", self.name),
         })
     }
 

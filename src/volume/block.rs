@@ -359,7 +359,7 @@ impl Volume for Block {
                     "mkfs.ext4" => "e2fsprogs",
                     _ => "util-linux",
                 };
-                return Some(format!("{program} is not installed (Debian package {package})"));
+                return Some(format!("{program} is not installed (apt-get install {package})"));
             }
         }
         None
