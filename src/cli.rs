@@ -384,7 +384,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
     let resumed = args.resume.as_deref().map(ResultSet::open).transpose()?;
     let seed = order_seed(args.seed, resumed.as_ref())?;
     let plan = Plan::new(&suite, &selectors, seed).map_err(anyhow::Error::msg)?;
-    refuse_what_cannot_run(&suite, &plan)?;
+    refuse_what_cannot_run(&suite, &plan, !selectors.is_empty())?;
     for id in &plan.added_baselines {
         eprintln!("isobench: also running {id}: the filter left out the baseline the selected cells are compared with");
     }
@@ -459,7 +459,7 @@ fn order_seed(given: Option<u64>, resumed: Option<&ResultSet>) -> Result<u64> {
 
 /// Stops before any run when cells cannot run as the suite says, whatever the machine: too many
 /// sandboxes for its memory, a cluster larger than it holds, a combination that cannot work.
-fn refuse_what_cannot_run(suite: &Suite, plan: &Plan) -> Result<()> {
+fn refuse_what_cannot_run(suite: &Suite, plan: &Plan, filtered: bool) -> Result<()> {
     crate::runner::density::check(suite, plan).map_err(anyhow::Error::msg)?;
     if let Some(crate::server::ServerSpec::Managed(managed)) = &suite.server {
         // The largest cluster a cell runs on this machine (a database in a cluster's pods takes
@@ -481,7 +481,10 @@ fn refuse_what_cannot_run(suite: &Suite, plan: &Plan) -> Result<()> {
     }
     // Over the whole matrix: a filter that keeps only baselines is a choice, not a typo (its
     // result set's check then fails the bounds that judged nothing).
-    let idle = Plan::new(suite, &[], plan.seed).map_err(anyhow::Error::msg)?.idle_bounds(suite);
+    let idle = match filtered {
+        true => Plan::new(suite, &[], plan.seed).map_err(anyhow::Error::msg)?.idle_bounds(suite),
+        false => plan.idle_bounds(suite),
+    };
     if !idle.is_empty() {
         bail!(
             "{}: bounds that would judge nothing:\n  {}\nfix the metric or the cells of each",
