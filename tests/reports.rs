@@ -58,11 +58,22 @@ cells = "volume=ext4"
     )
 }
 
+static SET: OnceLock<Option<(Scratch, PathBuf)>> = OnceLock::new();
+
+/// The shared result set's directory goes when the test binary exits: a static is never
+/// dropped, and every `make test` left one behind under /var/tmp.
+extern "C" fn remove_shared() {
+    if let Some(Some((sb, _))) = SET.get() {
+        let _ = std::fs::remove_dir_all(sb.path());
+    }
+}
+
 /// One real result set (3 runs of 4 cells), made once for the tests of this file.
 fn shared() -> Option<&'static (Scratch, PathBuf)> {
-    static SET: OnceLock<Option<(Scratch, PathBuf)>> = OnceLock::new();
     SET.get_or_init(|| {
         unable().is_none().then(|| {
+            // SAFETY: registers a plain function, run once at exit.
+            unsafe { libc::atexit(remove_shared) };
             let sb = Scratch::new();
             let (o, out) = sb.run_suite(&suite("3", ""), &[]);
             assert!(o.status.success(), "{}", text(&o));
