@@ -103,10 +103,7 @@ impl Runtime {
 
     /// Why this runtime cannot be used here, if it cannot.
     pub fn missing(&self) -> Option<String> {
-        if self.path.is_some() {
-            return None;
-        }
-        Some(match self.flavour {
+        self.path.is_none().then(|| match self.flavour {
             Flavour::Runsc => {
                 format!("{} is not installed (scripts/setup.sh builds a current runsc into {TOOL_DIR})", self.name)
             }
@@ -115,8 +112,8 @@ impl Runtime {
                 self.name
             ),
             // Debian packages runc and crun under their own names; any other runtime is the user's.
-            _ if matches!(self.name.as_str(), "runc" | "crun") => {
-                format!("{} is not installed (apt-get install {})", self.name, self.name)
+            _ if ["runc", "crun"].contains(&self.name.as_str()) => {
+                format!("{0} is not installed (apt-get install {0})", self.name)
             }
             _ if self.name.contains('/') => format!("{} is not an executable runtime", self.name),
             _ => format!("no runtime named {} is on PATH: install it, or give runtime = its path", self.name),
