@@ -71,6 +71,10 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
     }
 }
 
+/// The highest bandwidth a suite may name, in bits per second: beyond 10 Tbit/s no link is, and
+/// the value is a typo (which a cast to an integer would saturate silently).
+pub const MAX_BITS_PER_SECOND: f64 = 1e13;
+
 /// "10%" or "2.5%" → 10.0 or 2.5.
 pub fn parse_percent(text: &str) -> Result<f64, String> {
     let t = text.trim();

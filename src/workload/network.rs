@@ -58,8 +58,8 @@ fn parse(f: &mut Fields, _ctx: &ParseContext) -> Result<Spec, SuiteError> {
 }
 
 /// iperf3's rate notation: a number with an optional K, M, G or T (powers of 1000).
-/// iperf3's `-b`: a number with at most one of its suffixes, more than 0 and at most 10 Tbit/s
-/// (beyond, no link is: a typo).
+/// iperf3's `-b`: a number with at most one of its suffixes, more than 0 and at most
+/// `MAX_BITS_PER_SECOND`.
 fn valid_bitrate(text: &str) -> bool {
     let number = text.trim_end_matches(['K', 'M', 'G', 'T', 'k', 'm', 'g', 't']);
     let scale = match text[number.len()..].to_ascii_uppercase().as_str() {
@@ -69,7 +69,8 @@ fn valid_bitrate(text: &str) -> bool {
         "T" => 1e12,
         _ => 1.0,
     };
-    number.len() + 1 >= text.len() && number.parse::<f64>().is_ok_and(|n| n > 0.0 && n * scale <= 1e13)
+    number.len() + 1 >= text.len()
+        && number.parse::<f64>().is_ok_and(|n| n > 0.0 && n * scale <= crate::units::MAX_BITS_PER_SECOND)
 }
 
 impl Workload for Network {
