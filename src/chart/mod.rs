@@ -218,6 +218,8 @@ pub struct LineChart {
     pub rules: Vec<Rule>,
     /// Points to mark apart from the lines (a capacity).
     pub marks: Vec<Mark>,
+    /// Shaded ranges under the lines (a confidence interval along a series).
+    pub bands: Vec<Band>,
 }
 
 impl LineChart {
@@ -233,8 +235,17 @@ impl LineChart {
             log_x: false,
             rules: Vec::new(),
             marks: Vec::new(),
+            bands: Vec::new(),
         }
     }
+}
+
+/// A shaded range: at each x, from `low` to `high`.
+pub struct Band {
+    pub name: String,
+    /// (x, low, high), in x order.
+    pub points: Vec<(f64, f64, f64)>,
+    pub colour: &'static str,
 }
 
 /// A horizontal line at `y`, labelled at its right end.
@@ -258,6 +269,9 @@ pub fn line_chart(chart: &LineChart) -> String {
     let mut svg = svg_open(width, height, &chart.title);
     let _ = write!(svg, r#"<text class="title" x="{}" y="16">{}</text>"#, frame.left, escape(&chart.title));
     frame.axes(&mut svg, chart);
+    for band in &chart.bands {
+        frame.band(&mut svg, band);
+    }
     frame.rules(&mut svg, chart);
     for (i, line) in chart.lines.iter().enumerate() {
         frame.line(&mut svg, chart, line, i);
@@ -308,7 +322,11 @@ impl Frame {
         };
         let (mut y_lo, mut y_hi) = (f64::INFINITY, f64::NEG_INFINITY);
         let (mut x_lo, mut x_hi) = (f64::INFINITY, f64::NEG_INFINITY);
-        for (px, py) in chart.lines.iter().flat_map(|l| l.points.iter()).filter(|p| frame.shows(p)) {
+        let band_edges =
+            chart.bands.iter().flat_map(|b| b.points.iter().flat_map(|(x, lo, hi)| [(*x, *lo), (*x, *hi)]));
+        let drawn: Vec<(f64, f64)> =
+            chart.lines.iter().flat_map(|l| l.points.iter().copied()).chain(band_edges).collect();
+        for (px, py) in drawn.iter().filter(|p| frame.shows(p)) {
             (x_lo, x_hi, y_lo, y_hi) = (x_lo.min(*px), x_hi.max(*px), y_lo.min(*py), y_hi.max(*py));
         }
         if !y_lo.is_finite() {
@@ -387,6 +405,24 @@ impl Frame {
             left + plot_w / 2.0,
             top + plot_h + 34.0,
             escape(&chart.x_label)
+        );
+    }
+
+    /// A band: the polygon along its highs and back along its lows, translucent.
+    fn band(&self, svg: &mut String, band: &Band) {
+        let shown: Vec<&(f64, f64, f64)> =
+            band.points.iter().filter(|(x, lo, hi)| self.shows(&(*x, *lo)) && self.shows(&(*x, *hi))).collect();
+        if shown.is_empty() {
+            return;
+        }
+        let highs = shown.iter().map(|(x, _, hi)| format!("{:.1},{:.1}", self.x(*x), self.y(*hi)));
+        let lows = shown.iter().rev().map(|(x, lo, _)| format!("{:.1},{:.1}", self.x(*x), self.y(*lo)));
+        let _ = write!(
+            svg,
+            r#"<polygon class="band" points="{}" fill="{}" fill-opacity="0.18" stroke="none"><title>{}</title></polygon>"#,
+            highs.chain(lows).collect::<Vec<_>>().join(" "),
+            band.colour,
+            escape(&band.name)
         );
     }
 
@@ -541,6 +577,7 @@ mod tests {
             log_x: false,
             rules: Vec::new(),
             marks: Vec::new(),
+            bands: Vec::new(),
         };
         let svg = line_chart(&lines);
         assert!(svg.contains("<path d=\"M") && svg.contains(">p99<"));

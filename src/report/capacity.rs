@@ -233,6 +233,7 @@ pub fn chart(report: &Report, cells: &[&CellResult]) -> String {
         log_x: true,
         rules: limit.map(|l| Rule { y: l, label: "bound".into() }).into_iter().collect(),
         marks,
+        bands: Vec::new(),
     })
 }
 
