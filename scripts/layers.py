@@ -16,7 +16,7 @@ import sys
 LAYERS = [
     ("system", ["sys", "units", "stats", "secrets", "facts", "proof", "chart", "capacity"]),
     ("libraries", ["cql"]),
-    ("model", ["store", "syntax", "ledger", "compare", "report"]),
+    ("model", ["store", "syntax", "ledger", "compare", "report", "history"]),
     ("kinds", ["net", "volume", "workload", "server", "agent", "env"]),
     ("registry", ["kinds"]),
     ("assembly", ["suite", "plan"]),

@@ -362,9 +362,10 @@ databases() {
   apt_install openjdk-17-jre-headless maven
 }
 
-# The tests check what isobench wrote with a CQL client of another make: Python's.
+# The tests check what isobench wrote with a CQL client of another make: Python's. The history's
+# tests start a PostgreSQL server of their own, from the package's binaries, on a port of their own.
 outside_clients() {
-  apt_install python3-cassandra
+  apt_install python3-cassandra postgresql
 }
 
 need_root

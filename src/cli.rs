@@ -68,6 +68,9 @@ enum Command {
         sets: Vec<PathBuf>,
         #[arg(short = 'o', long = "out")]
         out: PathBuf,
+        /// Do not keep the merged result set in the history.
+        #[arg(long)]
+        no_history: bool,
     },
     /// What this machine can run, and why what it cannot is missing, with the command that brings it.
     Doctor {
@@ -88,6 +91,12 @@ enum Command {
     Cql {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
+    },
+    /// Every result set kept over time: series, change points and what changed at them, a gate
+    /// for CI (the history is $ISOBENCH_HISTORY: a file, or postgres://…).
+    History {
+        #[command(subcommand)]
+        action: crate::history::command::Action,
     },
     /// Kubernetes: `render SUITE` prints the objects its k8s cells would apply.
     K8s {
@@ -238,6 +247,9 @@ struct RunArgs {
     /// some of whose cells lack a tool or a runtime here stops before the first run, saying what.
     #[arg(long)]
     allow_skips: bool,
+    /// Do not keep the result set in the history ($ISOBENCH_HISTORY).
+    #[arg(long)]
+    no_history: bool,
 }
 
 pub fn main() -> ExitCode {
@@ -290,7 +302,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             } else {
                 format.iter().map(|f| Format::parse(f)).collect::<Result<Vec<_>>>()?
             };
-            let report = Report::load(&set)?;
+            let mut report = Report::load(&set)?;
+            report.history = crate::history::command::report_section(&set.dir);
             print!("{}", report::terminal::render(&report));
             for path in report::write(&set, &report, &formats)? {
                 println!("wrote {}", path.display());
@@ -311,10 +324,14 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             print!("{}", crate::result_sets::compare_sets(&ResultSet::open(&a)?, &ResultSet::open(&b)?, &metric)?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Merge { sets, out } => {
+        Command::History { action } => crate::history::command::main(action),
+        Command::Merge { sets, out, no_history } => {
             let sets = sets.iter().map(|d| ResultSet::open(d)).collect::<Result<Vec<_>>>()?;
+            let history = crate::history::command::before_run(no_history);
             let merged = crate::result_sets::merge(&sets, &out)?;
-            let report = Report::load(&merged)?;
+            crate::history::command::after_run(history, &merged.dir, no_history);
+            let mut report = Report::load(&merged)?;
+            report.history = crate::history::command::report_section(&merged.dir);
             report::write(&merged, &report, &[Format::Md, Format::Html])?;
             print!("{}", report::terminal::render(&report));
             println!("\nmerged result set: {}", merged.dir.display());
@@ -393,6 +410,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     refuse_what_is_missing(&suite, &plan, args.allow_skips)?;
+    let history = crate::history::command::before_run(args.no_history);
     let set = match resumed {
         Some(set) => {
             let stored = std::fs::read_to_string(set.dir.join("suite.toml")).unwrap_or_default();
@@ -440,6 +458,7 @@ fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
     if closed.is_err() {
         return Ok(ExitCode::FAILURE);
     }
+    crate::history::command::after_run(history, &set.dir, args.no_history);
     report_run(&set)
 }
 
@@ -521,7 +540,8 @@ fn refuse_what_is_missing(suite: &Suite, plan: &Plan, allow_skips: bool) -> Resu
 
 /// The report of a finished run: written, printed, and the exit code its runs earned.
 fn report_run(set: &ResultSet) -> Result<ExitCode> {
-    let report = Report::load(set)?;
+    let mut report = Report::load(set)?;
+    report.history = crate::history::command::report_section(&set.dir);
     report::write(set, &report, &[Format::Md, Format::Html])?;
     print!("{}", crate::secrets::scrub(&report::terminal::render(&report)));
     println!(

@@ -10,6 +10,7 @@ pub mod cql;
 pub mod doctor;
 pub mod env;
 pub mod facts;
+pub mod history;
 pub mod kinds;
 pub mod ledger;
 pub mod net;

@@ -123,7 +123,9 @@ args = "read n=1000 -rate threads=4 -mode native cql3 user={user} password={secr
     assert!(text(&cql).contains("Password: REDACTED"), "{}", text(&cql));
     assert_not_said("isobench cql", &cql, &both);
 
-    // The user's own suite file (s.toml) is the one place the password belongs.
+    // The user's own suite file (s.toml) is the one place the password belongs; the history the
+    // run was kept in is searched with the rest.
+    assert!(sb.path().join("history.sqlite").exists(), "the run was kept in its history");
     let suite_file = sb.path().join("s.toml").to_string_lossy().into_owned();
     for secret in both {
         let leaked: Vec<String> = files_holding(sb.path(), secret).into_iter().filter(|f| *f != suite_file).collect();

@@ -264,7 +264,15 @@ mod tests {
             c.record.target = Some(20_000.0);
             c.record.cost_per_hour = price;
         }
-        Report { dir: "r".into(), analysis, checks: vec![], warnings: vec![], host: BTreeMap::new(), runs }
+        Report {
+            dir: "r".into(),
+            analysis,
+            checks: vec![],
+            warnings: vec![],
+            host: BTreeMap::new(),
+            runs,
+            history: String::new(),
+        }
     }
 
     #[test]

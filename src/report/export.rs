@@ -103,7 +103,7 @@ pub enum InconclusivePolicy {
     Fail,
 }
 
-fn xml(text: &str) -> String {
+pub fn xml(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&apos;")
 }
 

@@ -26,6 +26,8 @@ pub struct Report {
     pub warnings: Vec<Warning>,
     pub host: BTreeMap<String, String>,
     pub runs: Vec<RunRecord>,
+    /// The history's trend charts of this result set's series (HTML), where its caller has them.
+    pub history: String,
 }
 
 impl Report {
@@ -40,6 +42,7 @@ impl Report {
             analysis,
             host,
             runs,
+            history: String::new(),
         })
     }
 

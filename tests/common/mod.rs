@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cassandra;
+pub mod postgres;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -135,6 +136,8 @@ impl Scratch {
     pub fn isobench(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_isobench"));
         c.env("ISOBENCH_WORKDIR", self.workdir());
+        // Each test's runs go to a history of its own, never the user's.
+        c.env(isobench::history::HISTORY_VAR, self.path().join("history.sqlite"));
         if !self.settle_machine {
             c.env(isobench::sys::SHARED_MACHINE_VAR, "1");
         }

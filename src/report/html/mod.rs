@@ -101,6 +101,13 @@ pub fn render(report: &Report) -> String {
         out.push_str(&setting_charts(report, &cells));
         out.push_str(&setting_table(report, &cells));
     }
+    if !report.history.is_empty() {
+        let _ = write!(
+            out,
+            "<h2 id=\"history\">History</h2><p class=\"meta\">This result set's headline series as the history keeps them (`isobench history`).</p>{}",
+            report.history
+        );
+    }
     out.push_str(&facts(report));
     out.push_str(&cost(report));
     out.push_str(&raw_links(report));
@@ -465,6 +472,7 @@ mod tests {
             warnings: vec![],
             host: BTreeMap::new(),
             runs,
+            history: String::new(),
         };
         let page = render(&report);
         let runc = report.analysis.cells.iter().find(|c| c.record.labels.env == "runc").unwrap();

@@ -1,0 +1,337 @@
+//! The history: real result sets recorded by `isobench run`, imported, exported, analysed and
+//! gated, in SQLite and in a PostgreSQL server the test starts; a known answer (a runsc platform
+//! changed halfway through a series) found where it happened and named.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+use common::{Scratch, ok, text};
+
+/// A host-only suite a run of which takes a second or two: real result sets to keep.
+const QUICK: &str = r#"
+name = "hist-quick"
+repeat = 3
+baseline = { env = "host" }
+
+[[env]]
+name = "host"
+kind = "host"
+
+[[volume]]
+name = "t"
+kind = "tmpfs"
+size = "16M"
+
+[[workload]]
+name = "sc"
+kind = "syscall"
+probes = ["getpid", "stat"]
+time = "100ms"
+"#;
+
+fn unable() -> Option<common::Missing> {
+    common::need_root("tmpfs volumes")
+}
+
+/// `isobench history ARGS` against the history at `location`.
+fn history(sb: &Scratch, location: &str, args: &[&str]) -> Output {
+    sb.isobench().env(isobench::history::HISTORY_VAR, location).arg("history").args(args).output().unwrap()
+}
+
+/// Every line of an export, parsed.
+fn exported(sb: &Scratch, location: &str) -> Vec<serde_json::Value> {
+    let out = history(sb, location, &["export"]);
+    ok(&out);
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// (result sets, points) an export holds.
+fn counts(lines: &[serde_json::Value]) -> (usize, usize) {
+    let sets: Vec<_> = lines.iter().filter_map(|l| l.get("result_set")).collect();
+    (sets.len(), sets.iter().map(|s| s["points"].as_array().unwrap().len()).sum())
+}
+
+/// Three real result sets of QUICK, and a merge of the first two, made once.
+fn result_sets(sb: &Scratch) -> Vec<PathBuf> {
+    let mut sets = Vec::new();
+    for _ in 0..3 {
+        let (out, dir) = sb.run_suite(QUICK, &["--no-history"]);
+        ok(&out);
+        sets.push(dir);
+    }
+    let merged = sb.path().join("merged");
+    let out = sb.run(&[
+        "merge",
+        sets[0].to_str().unwrap(),
+        sets[1].to_str().unwrap(),
+        "-o",
+        merged.to_str().unwrap(),
+        "--no-history",
+    ]);
+    ok(&out);
+    sets.push(merged);
+    sets
+}
+
+/// What both stores must do alike: idempotent imports (twice, and a merge of sets already
+/// there), two writers at once, a writer killed halfway, and a move to another store.
+fn keeps_result_sets_once(sb: &Scratch, location: &str, other: &str, sets: &[PathBuf]) {
+    let path = |p: &PathBuf| p.to_str().unwrap().to_string();
+    let o = history(sb, location, &["import", &path(&sets[0])]);
+    assert!(ok(&o).contains("added"), "{}", text(&o));
+    let (one, points) = counts(&exported(sb, location));
+    assert_eq!(one, 1);
+    assert!(points >= 6, "getpid and stat and their sys. figures: {points} points");
+    // Again, and the merge of the first two after the second: nothing twice.
+    let o = history(sb, location, &["import", &path(&sets[0])]);
+    assert!(ok(&o).contains("already in the history"), "{}", text(&o));
+    let o = history(sb, location, &["import", &path(&sets[1])]);
+    ok(&o);
+    let o = history(sb, location, &["import", &path(&sets[3])]);
+    assert!(ok(&o).contains("already in the history"), "a merge of sets already there adds nothing: {}", text(&o));
+    assert_eq!(counts(&exported(sb, location)).0, 2);
+
+    // A writer killed in the middle of its transaction leaves the history without that set.
+    let mut paused = sb
+        .isobench()
+        .env(isobench::history::HISTORY_VAR, location)
+        .env(isobench::history::entry::PAUSE_VAR, "60")
+        .args(["history", "import", &path(&sets[2])])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(paused.stderr.take().unwrap()).lines();
+        while let Some(Ok(line)) = lines.next() {
+            said.push_str(&line);
+            if line.contains("paused halfway") {
+                break;
+            }
+        }
+    }
+    assert!(said.contains("paused halfway"), "the writer reached the middle of its write: {said}");
+    paused.kill().unwrap();
+    paused.wait().unwrap();
+    let after_kill = exported(sb, location);
+    assert_eq!(counts(&after_kill).0, 2, "the killed write left nothing of its result set");
+    let o = history(sb, location, &["show"]);
+    assert!(ok(&o).contains("hist-quick · host.t.sc · syscall_ns"), "{}", text(&o));
+
+    // Two writers at once (the killed one's set and the first again): both finish, one adds.
+    let spawn = |set: &PathBuf| {
+        sb.isobench()
+            .env(isobench::history::HISTORY_VAR, location)
+            .args(["history", "import", set.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(&sets[2]), spawn(&sets[1]));
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert!(ok(&a).contains("added") && ok(&b).contains("already"), "{}\n{}", text(&a), text(&b));
+    let lines = exported(sb, location);
+    assert_eq!(counts(&lines).0, 3);
+
+    // Moved to the other store through a file, and back out of it the same.
+    let file = sb.path().join(format!("export-{}.jsonl", counts(&lines).1));
+    ok(&history(sb, location, &["export", "-o", file.to_str().unwrap()]));
+    let o = history(sb, other, &["import", file.to_str().unwrap()]);
+    assert!(ok(&o).contains("3 result sets added"), "{}", text(&o));
+    let o = history(sb, other, &["import", file.to_str().unwrap()]);
+    assert!(ok(&o).contains("0 result sets added, 3 already"), "{}", text(&o));
+    assert_eq!(exported(sb, other), lines, "the other store holds the same history");
+}
+
+#[test]
+fn sqlite_and_postgres_keep_each_result_set_once_and_whole() {
+    skip_if!(unable());
+    let sb = Scratch::new();
+    let sets = result_sets(&sb);
+    let sqlite = sb.path().join("h.sqlite").display().to_string();
+    let moved_to = sb.path().join("moved.sqlite").display().to_string();
+    keeps_result_sets_once(&sb, &sqlite, &moved_to, &sets);
+    if let Some(missing) = common::postgres::unable() {
+        common::skip_part("PostgreSQL", &missing);
+        return;
+    }
+    let pg = common::postgres::Postgres::start(&sb.path().join("pg"));
+    keeps_result_sets_once(&sb, &pg.url(), &sb.path().join("from-pg.sqlite").display().to_string(), &sets);
+    // The history's own output never carries the password.
+    let o = history(&sb, &pg.url(), &["show"]);
+    assert!(!text(&o).contains(pg.password), "{}", text(&o));
+}
+
+#[test]
+fn a_history_that_cannot_be_used_is_named_with_its_fix_and_a_run_goes_on_without_it() {
+    skip_if!(unable());
+    let sb = Scratch::new();
+    // A path under a file: it cannot be made.
+    let blocked = sb.write("a-file", "");
+    let unwritable = blocked.join("history.sqlite").display().to_string();
+    let o = history(&sb, &unwritable, &["show"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("cannot be opened") && text(&o).contains("ISOBENCH_HISTORY"), "{}", text(&o));
+
+    let o = history(&sb, "mysql://bench:pw123@localhost/h", &["show"]);
+    assert!(!o.status.success() && text(&o).contains("not \"mysql\"") && !text(&o).contains("pw123"), "{}", text(&o));
+
+    // A schema newer than this isobench's.
+    let newer = sb.path().join("newer.sqlite");
+    ok(&history(&sb, newer.to_str().unwrap(), &["show"]));
+    rusqlite::Connection::open(&newer)
+        .unwrap()
+        .execute("UPDATE meta SET value = '99' WHERE key = 'schema'", [])
+        .unwrap();
+    let o = history(&sb, newer.to_str().unwrap(), &["show"]);
+    assert!(!o.status.success() && text(&o).contains("version 99, newer than this isobench's"), "{}", text(&o));
+
+    // A run warns once, runs, and says how to add its result set later.
+    let path = sb.write("s.toml", QUICK);
+    let out = sb.path().join("out");
+    let o = sb
+        .isobench()
+        .env(isobench::history::HISTORY_VAR, &unwritable)
+        .args(["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = text(&o);
+    assert!(o.status.success(), "{said}");
+    assert_eq!(said.matches("will not be kept in the history").count(), 1, "{said}");
+    assert!(said.contains(&format!("isobench history import {}", out.display())), "{said}");
+
+    if let Some(missing) = common::postgres::unable() {
+        common::skip_part("PostgreSQL refusing a login", &missing);
+        return;
+    }
+    let pg = common::postgres::Postgres::start(&sb.path().join("pg"));
+    let wrong = pg.url().replace(pg.password, "not-the-password");
+    let o = history(&sb, &wrong, &["show"]);
+    let said = text(&o);
+    assert!(!o.status.success() && said.contains("password authentication failed"), "{said}");
+    assert!(!said.contains("not-the-password") && said.contains("isobench:***@"), "{said}");
+}
+
+/// A runsc env measured 4 times with platform systrap, then 4 times with ptrace under the same
+/// name: the history finds one change point in its getpid overhead, at the fifth result set, and
+/// names the platform; the host's series has none; the gate fails until it is acknowledged.
+#[test]
+fn a_platform_change_is_found_where_it_happened_and_named() {
+    skip_if!(unable());
+    skip_if!(common::need_program("runsc", "runsc (built from the Go module proxy)"));
+    // It measures: the other lane's tests would be noise in every result set of the series.
+    let _alone = common::alone();
+    let sb = Scratch::new();
+    let suite = r#"
+name = "known-answer"
+repeat = 7
+baseline = { env = "host" }
+
+[[env]]
+name = "host"
+kind = "host"
+
+[[env]]
+name = "gv"
+kind = "oci"
+runtime = "runsc"
+platform = "systrap"
+
+[[volume]]
+name = "t"
+kind = "tmpfs"
+size = "64M"
+
+[[workload]]
+name = "sc"
+kind = "syscall"
+probes = ["getpid"]
+time = "250ms"
+"#;
+    let mut last = PathBuf::new();
+    for platform in ["systrap", "ptrace"] {
+        for _ in 0..4 {
+            let (out, dir) = sb.run_suite(suite, &["--set", &format!("env.gv.platform={platform}")]);
+            assert!(ok(&out).contains("history:"), "recorded: {}", text(&out));
+            last = dir;
+        }
+    }
+    let report = std::fs::read_to_string(last.join("report.html")).unwrap();
+    assert!(
+        report.contains("id=\"history\"") && report.contains("runtime.platform systrap → ptrace"),
+        "the run's own report shows its series"
+    );
+    let location = sb.path().join("history.sqlite").display().to_string();
+    eprintln!("{}", ok(&history(&sb, &location, &["show", "--metric", "syscall_ns"])));
+    let o = history(&sb, &location, &["analyze", "--metric", "syscall_ns", "--max-p", "0.5"]);
+    eprintln!("{}", ok(&o));
+    let o = history(&sb, &location, &["analyze", "--metric", "syscall_ns", "--json"]);
+    ok(&o);
+    let found: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let points = found["change_points"].as_array().unwrap();
+    let overhead: Vec<_> = points.iter().filter(|c| c["cell"] == "gv.t.sc" && c["series"] == "overhead").collect();
+    assert_eq!(overhead.len(), 1, "one change in runsc's overhead: {points:#?}");
+    let cp = overhead[0];
+    assert_eq!(cp["index"], 4, "at the fifth result set: {cp:#}");
+    assert_eq!(cp["changed"]["runtime.platform"], serde_json::json!(["systrap", "ptrace"]), "{cp:#}");
+    assert_eq!(cp["changed"].as_object().unwrap().len(), 1, "the platform alone: {cp:#}");
+    assert!(cp["change_pct"].as_f64().unwrap() > 0.0 && cp["p_value"].as_f64().unwrap() <= 0.01, "{cp:#}");
+    assert!(Path::new(cp["result_set"].as_str().unwrap()).join("plan.json").exists(), "{cp:#}");
+    assert!(!points.iter().any(|c| c["cell"] == "host.t.sc"), "no change in the host's series: {points:#?}");
+
+    // The gate: regressed against the level before, until someone acknowledges the change.
+    let gate = |extra: &[&str]| history(&sb, &location, &[&["gate", "--metric", "syscall_ns"][..], extra].concat());
+    let o = gate(&[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("REGRESSED") && text(&o).contains(cp["id"].as_str().unwrap()), "{}", text(&o));
+    let junit = sb.path().join("gate.xml");
+    gate(&["--junit", junit.to_str().unwrap()]);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    roxmltree::Document::parse(&xml).unwrap();
+    assert!(xml.contains("<failure") && xml.contains("gv.t.sc"), "{xml}");
+    ok(&history(&sb, &location, &["ack", cp["id"].as_str().unwrap(), "--why", "ptrace on purpose"]));
+    let o = gate(&[]);
+    assert_ne!(o.status.code(), Some(1), "acknowledged, the level after it is the accepted one: {}", text(&o));
+    assert!(text(&o).contains("acknowledged change point"), "{}", text(&o));
+
+    // The picture, in a real browser, on a desktop and a phone.
+    let html = sb.path().join("trend.html");
+    ok(&history(&sb, &location, &["report", "--html", html.to_str().unwrap(), "--metric", "syscall_ns"]));
+    trend_renders(&sb, &html);
+}
+
+fn trend_renders(sb: &Scratch, html: &Path) {
+    let Some(browser) = common::chromium() else {
+        common::skip_part(
+            "the trend chart in Chromium",
+            &common::missing("chromium", "chromium is not installed (scripts/setup.sh installs it)"),
+        );
+        return;
+    };
+    let page = std::fs::read_to_string(html).unwrap();
+    assert!(page.contains("runtime.platform systrap → ptrace"), "the change point says what changed");
+    let measured = sb.write(
+        "trend-measured.html",
+        &page.replace(
+            "</body>",
+            "<script>document.body.dataset.fit = document.documentElement.scrollWidth + '/' + window.innerWidth;</script></body>",
+        ),
+    );
+    let fit = regex::Regex::new(r#"data-fit="(\d+)/(\d+)""#).unwrap();
+    for width in [390, 1280] {
+        let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("history-trend-{width}px.png"));
+        isobench::report::html::screenshot(html, &png, width).unwrap();
+        let (dom, errors) = common::load_in_chromium(&browser, &measured, width);
+        assert!(errors.is_empty(), "console errors: {errors:?}");
+        assert!(dom.contains("<polygon class=\"band\"") && dom.matches("<svg").count() >= 2, "charts with CI bands");
+        let c = fit.captures(&dom).expect("the page measured itself");
+        let (content, window): (u32, u32) = (c[1].parse().unwrap(), c[2].parse().unwrap());
+        assert!(content <= window, "at {width} px the page is {content} px wide (see {})", png.display());
+    }
+    eprintln!("trend screenshots: {}/history-trend-{{390,1280}}px.png", env!("CARGO_TARGET_TMPDIR"));
+}
