@@ -53,15 +53,15 @@ fn counts(lines: &[serde_json::Value]) -> (usize, usize) {
     (sets.len(), sets.iter().map(|s| s["points"].as_array().unwrap().len()).sum())
 }
 
-/// Three real result sets of QUICK, and a merge of the first two, made once.
+/// Four real result sets of QUICK, and a merge of the first two.
 fn result_sets(sb: &Scratch) -> Vec<PathBuf> {
     let mut sets = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..4 {
         let (out, dir) = sb.run_suite(QUICK, &["--no-history"]);
         ok(&out);
         sets.push(dir);
     }
-    let merged = sb.path().join("merged");
+    let merged = sb.path().join("merged-1-2");
     let out = sb.run(&[
         "merge",
         sets[0].to_str().unwrap(),
@@ -89,7 +89,7 @@ fn keeps_result_sets_once(sb: &Scratch, location: &str, other: &str, sets: &[Pat
     assert!(ok(&o).contains("already in the history"), "{}", text(&o));
     let o = history(sb, location, &["import", &path(&sets[1])]);
     ok(&o);
-    let o = history(sb, location, &["import", &path(&sets[3])]);
+    let o = history(sb, location, &["import", &path(&sets[4])]);
     assert!(ok(&o).contains("already in the history"), "a merge of sets already there adds nothing: {}", text(&o));
     assert_eq!(counts(&exported(sb, location)).0, 2);
 
@@ -122,7 +122,7 @@ fn keeps_result_sets_once(sb: &Scratch, location: &str, other: &str, sets: &[Pat
     let o = history(sb, location, &["show"]);
     assert!(ok(&o).contains("hist-quick · host.t.sc · syscall_ns"), "{}", text(&o));
 
-    // Two writers at once (the killed one's set and the first again): both finish, one adds.
+    // Two writers at once, each with a set of its own: both land.
     let spawn = |set: &PathBuf| {
         sb.isobench()
             .env(isobench::history::HISTORY_VAR, location)
@@ -132,19 +132,30 @@ fn keeps_result_sets_once(sb: &Scratch, location: &str, other: &str, sets: &[Pat
             .spawn()
             .unwrap()
     };
-    let (a, b) = (spawn(&sets[2]), spawn(&sets[1]));
+    let (a, b) = (spawn(&sets[2]), spawn(&sets[3]));
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
-    assert!(ok(&a).contains("added") && ok(&b).contains("already"), "{}\n{}", text(&a), text(&b));
+    assert!(ok(&a).contains("added") && ok(&b).contains("added"), "{}\n{}", text(&a), text(&b));
     let lines = exported(sb, location);
-    assert_eq!(counts(&lines).0, 3);
+    assert_eq!(counts(&lines).0, 4);
+
+    // Read back as series: four result sets each, analysed and gated.
+    let o = history(sb, location, &["analyze", "--json"]);
+    ok(&o);
+    let analysed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(analysed["change_points"].is_array(), "{analysed}");
+    let o = history(sb, location, &["gate", "--suite", "hist-quick"]);
+    assert!(matches!(o.status.code(), Some(0..=2)), "{}", text(&o));
+    assert!(text(&o).contains("host.t.sc") || text(&o).contains("no series to gate"), "{}", text(&o));
+    let o = history(sb, location, &["ack", "0123456789ab", "--why", "x"]);
+    assert!(!o.status.success() && text(&o).contains("history analyze` lists"), "{}", text(&o));
 
     // Moved to the other store through a file, and back out of it the same.
     let file = sb.path().join(format!("export-{}.jsonl", counts(&lines).1));
     ok(&history(sb, location, &["export", "-o", file.to_str().unwrap()]));
     let o = history(sb, other, &["import", file.to_str().unwrap()]);
-    assert!(ok(&o).contains("3 result sets added"), "{}", text(&o));
+    assert!(ok(&o).contains("4 result sets added"), "{}", text(&o));
     let o = history(sb, other, &["import", file.to_str().unwrap()]);
-    assert!(ok(&o).contains("0 result sets added, 3 already"), "{}", text(&o));
+    assert!(ok(&o).contains("0 result sets added, 4 already"), "{}", text(&o));
     assert_eq!(exported(sb, other), lines, "the other store holds the same history");
 }
 
@@ -156,6 +167,12 @@ fn sqlite_and_postgres_keep_each_result_set_once_and_whole() {
     let sqlite = sb.path().join("h.sqlite").display().to_string();
     let moved_to = sb.path().join("moved.sqlite").display().to_string();
     keeps_result_sets_once(&sb, &sqlite, &moved_to, &sets);
+    // A directory of result sets at once: the merge (first by name) takes the runs of the two it
+    // merged, which then add nothing.
+    let whole = sb.path().join("whole.sqlite").display().to_string();
+    let o = history(&sb, &whole, &["import", sb.path().to_str().unwrap()]);
+    assert_eq!(ok(&o).matches(": added").count(), 3, "{}", text(&o));
+    assert_eq!(ok(&o).matches(": already in the history").count(), 2, "{}", text(&o));
     if let Some(missing) = common::postgres::unable() {
         common::skip_part("PostgreSQL", &missing);
         return;
