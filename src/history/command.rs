@@ -54,6 +54,9 @@ pub enum Action {
         id: String,
         #[arg(long, required = true)]
         why: String,
+        /// As the `analyze` that found it was given them.
+        #[command(flatten)]
+        detection: DetectionArgs,
     },
     /// Add result sets (a result set, a directory of them, or a `history export` file); what is
     /// there already is skipped.
@@ -183,10 +186,10 @@ pub fn main(action: Action) -> Result<ExitCode> {
             }
             return Ok(ExitCode::from(gate::exit_code(&judged, policy)));
         }
-        Action::Ack { id, why } => {
-            let acks = history.acks()?;
+        Action::Ack { id, why, detection } => {
+            let (options, acks) = (detection.options()?, history.acks()?);
             let all = series::group(history.points()?, &Filter::default());
-            let known = all_change_points(&all, &Options::default(), &acks);
+            let known = all_change_points(&all, &options, &acks);
             let Some(cp) = known.iter().find(|c| c.id == id) else {
                 bail!(
                     "no change point {id} in {}: `isobench history analyze` lists their ids",
@@ -289,15 +292,18 @@ pub fn before_run(skip: bool) -> Option<History> {
 /// After a run or a merge: the result set into the history, or how to add it later.
 pub fn after_run(history: Option<History>, dir: &Path, skipped: bool) {
     let later = format!("add it later with `isobench history import {}`", dir.display());
-    let Some(mut history) = history else {
+    let Some(checked) = history else {
         if !skipped {
             eprintln!("isobench: the result set is not in the history; {later}");
         }
         return;
     };
-    match history.record(dir) {
-        Ok(Recorded::Added { .. }) => println!("history:    {}", history.location.describe()),
-        Ok(Recorded::AlreadyThere) => println!("history:    its runs are already in {}", history.location.describe()),
+    // Opened again: a server may have closed a connection that idled through a long run.
+    let location = checked.location.clone();
+    drop(checked);
+    match History::open(&location).and_then(|mut history| history.record(dir)) {
+        Ok(Recorded::Added { .. }) => println!("history:    {}", location.describe()),
+        Ok(Recorded::AlreadyThere) => println!("history:    its runs are already in {}", location.describe()),
         Err(e) => eprintln!(
             "isobench: warning: recording the result set in the history failed: {}; {later}",
             crate::secrets::scrub(&format!("{e:#}"))

@@ -78,6 +78,11 @@ pub trait Db {
     fn begin_write(&self) -> &'static str {
         "BEGIN"
     }
+    /// Inside a transaction: waits until no other writer changes the schema (two runs' first
+    /// use of a new history at once).
+    fn lock_schema(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// `work` inside one transaction: all of it lands, or (an error, a `kill -9`) none of it.

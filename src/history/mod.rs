@@ -228,6 +228,7 @@ impl History {
 
 fn migrate(db: &mut dyn Db) -> Result<()> {
     db::transaction(db, |db| {
+        db.lock_schema()?;
         db.batch(SCHEMA)?;
         let stored = db.query("SELECT value FROM meta WHERE key = 'schema'", &[])?;
         let mut version = match stored.first() {

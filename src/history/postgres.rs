@@ -36,6 +36,12 @@ fn params(values: &[Value]) -> Vec<Box<dyn ToSql + Sync>> {
 }
 
 impl Db for Postgres {
+    fn lock_schema(&mut self) -> Result<()> {
+        // Any constant, the same in every isobench: released at the transaction's end.
+        self.client.batch_execute("SELECT pg_advisory_xact_lock(7305566162823184)")?;
+        Ok(())
+    }
+
     fn batch(&mut self, sql: &str) -> Result<()> {
         Ok(self.client.batch_execute(sql)?)
     }

@@ -68,6 +68,8 @@ impl Db for Sqlite {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    /// SQLite takes its write lock at once (a second writer waits at its BEGIN): that also
+    /// serialises schema changes.
     fn begin_write(&self) -> &'static str {
         "BEGIN IMMEDIATE"
     }
