@@ -264,7 +264,8 @@ pub struct Mark {
 
 pub fn line_chart(chart: &LineChart) -> String {
     let Some(frame) = Frame::fit(chart) else { return String::new() };
-    let legend_w = chart.lines.iter().map(|l| text_width(&l.name)).fold(0.0, f64::max) + 30.0;
+    // The legend's 12 px labels run wider than text_width's estimate: 10 px more room.
+    let legend_w = chart.lines.iter().map(|l| text_width(&l.name)).fold(0.0, f64::max) + 40.0;
     let (width, height) = (frame.left + frame.plot_w + 16.0 + legend_w, frame.top + frame.plot_h + 44.0);
     let mut svg = svg_open(width, height, &chart.title);
     let _ = write!(svg, r#"<text class="title" x="{}" y="16">{}</text>"#, frame.left, escape(&chart.title));
