@@ -256,6 +256,7 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
     }
     timed("a ring of three pods", || a_ring_of_three_pods_survives_a_deleted_pod(&sb, &cluster));
     timed("a killed database run", || a_killed_database_run_leaves_no_statefulset_or_claim(&sb, &cluster));
+    timed("a placement one node cannot give", || a_placement_the_nodes_cannot_give_fails_in_seconds(&sb, &cluster));
     timed("an unbindable claim", || {
         a_claim_that_cannot_bind_fails_in_seconds_naming_the_class_and_the_fix(&sb, &cluster)
     });
@@ -729,6 +730,9 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
     assert_eq!(setup["db.pod1.runtime_class"], runtime_class);
     assert_eq!(setup["db.pod1.storage_class"], storage_class);
     assert_eq!(setup["db.pod1.node"], "localhost");
+    // The local cluster's filesystem volumes are hostPath ones, pinned to no node.
+    assert!(setup["db.pod1.volume_node"].as_str().unwrap_or_default().starts_with("none"), "{setup}");
+    assert_eq!(setup["k8s.loaders_apart"], "preferred");
     assert!(setup["k8s.node_runtime"].as_str().unwrap_or_default().starts_with("containerd://"), "{setup}");
     assert!(setup["db.pod1.pv"].as_str().unwrap().starts_with(storage_class), "{setup}");
     assert!(setup["db.pod1.image_id"].as_str().unwrap().starts_with("sha256:"), "{setup}");
@@ -817,6 +821,32 @@ fn a_claim_that_cannot_bind_fails_in_seconds_naming_the_class_and_the_fix(sb: &S
     assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
 }
 
+/// Required spread for 3 pods, and loaders required apart from the database, on one node: each
+/// refused before anything is made, with its reason and fix, its other repetition not tried.
+fn a_placement_the_nodes_cannot_give_fails_in_seconds(sb: &Scratch, cluster: &LocalCluster) {
+    let cases = [
+        ("nodes = 3", "spread = \"required\"", "puts each of the 3 database pods on a machine of its own"),
+        ("", "loaders_apart = \"required\"", "keeps the loader pods off every machine that runs a database pod"),
+    ];
+    for (server, env, why) in cases {
+        let suite = database_suite(cluster, "runc", "isobench-local", server, "args = \"write n=100\"")
+            .replace("repeat = 1", "repeat = 2")
+            .replace("runtime_class = \"runc\"\n", &format!("runtime_class = \"runc\"\n{env}\n"));
+        let began = Instant::now();
+        let (out, dir) = sb.run_suite(&suite, &[]);
+        let took = began.elapsed();
+        let first = common::run_record(&dir, "runc.claim.cql", 1);
+        let error = first["error"].as_str().unwrap_or_default();
+        eprintln!("{env} on one node: refused after {:.1} s: {error}", took.as_secs_f64());
+        assert!(!out.status.success(), "{}", text(&out));
+        assert!(error.contains(why) && error.contains("1 schedulable node (localhost)"), "{error}");
+        let second = common::run_record(&dir, "runc.claim.cql", 2);
+        assert!(second["error"].as_str().unwrap_or_default().starts_with("not run: an earlier repetition"), "{second}");
+        assert!(took < Duration::from_secs(60), "took {took:?}");
+        assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "nothing was made");
+    }
+}
+
 fn a_killed_database_run_leaves_no_statefulset_or_claim(sb: &Scratch, cluster: &LocalCluster) {
     let suite = database_suite(cluster, "runc", "isobench-local", "", "args = \"write duration=60s -rate threads=2\"");
     let (run, _) = sb.start_suite(&suite, &[]);
@@ -836,7 +866,7 @@ fn a_killed_database_run_leaves_no_statefulset_or_claim(sb: &Scratch, cluster: &
 /// A Cassandra "an operator made": isobench's own StatefulSet, under labels of its own and none
 /// of isobench's, so that only the suite's selector finds it.
 fn a_database_an_operator_made_is_found_by_its_labels(sb: &Scratch, cluster: &LocalCluster) {
-    use isobench::env::k8s::{K8s, manifest::PodSettings, statefulset::Spread};
+    use isobench::env::k8s::{K8s, manifest::Apart, manifest::PodSettings};
     use isobench::ledger::KubeCluster;
     let k8s = K8s {
         cluster: KubeCluster {
@@ -850,7 +880,8 @@ fn a_database_an_operator_made_is_found_by_its_labels(sb: &Scratch, cluster: &Lo
             image: format!("isobench-cassandra:{CASSANDRA}"),
             ..Default::default()
         },
-        spread: Spread::None,
+        spread: Apart::None,
+        loaders_apart: Apart::None,
         loader_runtime_class: None,
     };
     let suite = isobench::suite::Suite::from_text(

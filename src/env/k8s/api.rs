@@ -425,6 +425,41 @@ impl KubeCluster {
         Ok((spec.storage_class_name.unwrap_or_default(), source))
     }
 
+    /// The nodes a pod can be scheduled on: Ready, not cordoned, and without a taint that keeps
+    /// pods off (NoSchedule, NoExecute).
+    pub async fn schedulable_nodes(&self, client: &Client) -> Result<Vec<String>> {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let list = call("listing the nodes", nodes.list(&Default::default())).await?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter(|n| {
+                let spec = n.spec.clone().unwrap_or_default();
+                let ready = n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                let tainted =
+                    spec.taints.unwrap_or_default().iter().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute");
+                ready && !spec.unschedulable.unwrap_or(false) && !tainted
+            })
+            .filter_map(|n| n.metadata.name)
+            .collect())
+    }
+
+    /// The node a PersistentVolume's node affinity pins it to (a `local` volume's); None for a
+    /// volume any node reaches, or one that names no single node.
+    pub async fn volume_node(&self, client: &Client, pv: &str) -> Result<Option<String>> {
+        let volumes: Api<PersistentVolume> = Api::all(client.clone());
+        let spec = call("reading the PersistentVolume", volumes.get_opt(pv)).await?.and_then(|v| v.spec);
+        let terms = spec.and_then(|s| s.node_affinity?.required).map(|r| r.node_selector_terms).unwrap_or_default();
+        Ok(terms.iter().flat_map(|t| t.match_expressions.iter().flatten()).find_map(|e| {
+            let values = e.values.as_ref()?;
+            (e.key == "kubernetes.io/hostname" && e.operator == "In" && values.len() == 1).then(|| values[0].clone())
+        }))
+    }
+
     /// What runs a node's pods, as its kubelet reports it ("containerd://2.1.5, kubelet
     /// v1.34.4, kernel 6.1.0-…"); None where this account may not read nodes.
     pub async fn node_runtime(&self, client: &Client, node: &str) -> Option<String> {

@@ -8,12 +8,13 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, ResourceRequirements, Secret, SecretVolumeSource,
-    Volume, VolumeDevice, VolumeMount, VolumeResourceRequirements,
+    Affinity, Container, EmptyDirVolumeSource, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
+    ResourceRequirements, Secret, SecretVolumeSource, Volume, VolumeDevice, VolumeMount, VolumeResourceRequirements,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::volume::pvc::Claim;
 
@@ -43,6 +44,67 @@ pub struct PodSettings {
     pub cpu: Option<String>,
     pub memory: Option<u64>,
     pub host_network: bool,
+    /// Kept off the machines that run the pods this selector matches (the loaders off the
+    /// database's), as strictly as `Apart` says.
+    pub apart_from: Option<(Apart, BTreeMap<String, String>)>,
+}
+
+/// How strictly pods keep off the machines of others (a pod anti-affinity on the machine's
+/// hostname): `spread` keeps a database's pods apart from one another, `loaders_apart` the
+/// loader pods from the database's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Apart {
+    /// Apart, or the pod is not scheduled.
+    Required,
+    /// Apart where there are machines enough.
+    #[default]
+    Preferred,
+    None,
+}
+
+impl Apart {
+    pub const CHOICES: &[&str] = &["required", "preferred", "none"];
+
+    pub fn parse(word: &str) -> Option<Apart> {
+        match word {
+            "required" => Some(Apart::Required),
+            "preferred" => Some(Apart::Preferred),
+            "none" => Some(Apart::None),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Apart::Required => "required",
+            Apart::Preferred => "preferred",
+            Apart::None => "none",
+        }
+    }
+}
+
+/// A pod's affinity that keeps it off the machines running the pods `selector` matches.
+pub fn apart_from(apart: Apart, selector: &BTreeMap<String, String>) -> Option<Affinity> {
+    let term = || PodAffinityTerm {
+        label_selector: Some(LabelSelector { match_labels: Some(selector.clone()), ..Default::default() }),
+        topology_key: "kubernetes.io/hostname".into(),
+        ..Default::default()
+    };
+    let anti = match apart {
+        Apart::None => return None,
+        Apart::Required => PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![term()]),
+            ..Default::default()
+        },
+        Apart::Preferred => PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
+                weight: 100,
+                pod_affinity_term: term(),
+            }]),
+            ..Default::default()
+        },
+    };
+    Some(Affinity { pod_anti_affinity: Some(anti), ..Default::default() })
 }
 
 /// What one run applies.
@@ -166,6 +228,7 @@ pub fn pod_spec(pod: &PodSettings, name: &str, claim: Option<DataMount>) -> PodS
         restart_policy: Some("Never".into()),
         runtime_class_name: pod.runtime_class.clone(),
         node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.iter().cloned().collect()),
+        affinity: pod.apart_from.as_ref().and_then(|(apart, selector)| apart_from(*apart, selector)),
         host_network: pod.host_network.then_some(true),
         dns_policy: pod.host_network.then(|| "ClusterFirstWithHostNet".into()),
         automount_service_account_token: Some(false),
@@ -258,6 +321,23 @@ mod tests {
         }
         let limits = pod.containers[0].resources.as_ref().unwrap();
         assert_eq!(limits.requests, limits.limits, "requests equal limits: the Guaranteed class");
+    }
+
+    #[test]
+    fn loaders_keep_off_the_databases_machines_as_strictly_as_asked() {
+        let selector = BTreeMap::from([(NAME_LABEL.to_string(), "run-1".to_string())]);
+        let affinity = |apart| {
+            let pod = PodSettings { apart_from: Some((apart, selector.clone())), ..settings() };
+            let o = objects(&pod, "n", "t", "{}".into(), None, Some(2), Duration::from_secs(90));
+            o.job.spec.unwrap().template.spec.unwrap().affinity.and_then(|a| a.pod_anti_affinity)
+        };
+        let required = affinity(Apart::Required).unwrap().required_during_scheduling_ignored_during_execution.unwrap();
+        assert_eq!(required[0].topology_key, "kubernetes.io/hostname");
+        assert_eq!(required[0].label_selector.as_ref().unwrap().match_labels.as_ref(), Some(&selector));
+        let preferred = affinity(Apart::Preferred).unwrap();
+        assert!(preferred.required_during_scheduling_ignored_during_execution.is_none());
+        assert_eq!(preferred.preferred_during_scheduling_ignored_during_execution.unwrap()[0].weight, 100);
+        assert!(affinity(Apart::None).is_none());
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::units;
 use crate::volume::{Provisioned, RawTarget};
 use crate::workload::Spec;
 use api::block_on;
-use manifest::{DATA_DIR, DEVICE_PATH, PodSettings, SCRATCH_DIR};
+use manifest::{Apart, DATA_DIR, DEVICE_PATH, PodSettings, SCRATCH_DIR};
 
 pub const KIND: Kind = Kind { name: "k8s", parse };
 
@@ -40,8 +40,10 @@ const START_ALLOWANCE: Duration = Duration::from_secs(180);
 pub struct K8s {
     pub cluster: KubeCluster,
     pub pod: PodSettings,
-    /// How a database's pods spread over the cluster's machines.
-    pub spread: statefulset::Spread,
+    /// How a database's pods keep apart from one another on the cluster's machines.
+    pub spread: Apart,
+    /// How the loader pods keep off the database's machines.
+    pub loaders_apart: Apart,
     /// The runtime class of the load generator's pods, when they load a database in this
     /// environment: the cluster's default unless the suite names one (never the one under test
     /// by accident).
@@ -85,8 +87,10 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
         }
     }
     let host_network = f.bool("host_network")?.unwrap_or(false);
-    let spread = f.choice("spread", statefulset::Spread::CHOICES)?;
-    let spread = spread.as_deref().and_then(statefulset::Spread::parse).unwrap_or_default();
+    let spread = f.choice("spread", Apart::CHOICES)?;
+    let spread = spread.as_deref().and_then(Apart::parse).unwrap_or_default();
+    let loaders_apart = f.choice("loaders_apart", Apart::CHOICES)?;
+    let loaders_apart = loaders_apart.as_deref().and_then(Apart::parse).unwrap_or_default();
     let loader_runtime_class = f.str("loader_runtime_class")?;
     f.finish()?;
     for (what, name) in [
@@ -103,8 +107,19 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
     }
     Ok(Box::new(K8s {
         cluster: KubeCluster { kubeconfig, context, namespace: namespace.clone() },
-        pod: PodSettings { namespace, runtime_class, image, pull_policy, node_selector, cpu, memory, host_network },
+        pod: PodSettings {
+            namespace,
+            runtime_class,
+            image,
+            pull_policy,
+            node_selector,
+            cpu,
+            memory,
+            host_network,
+            apart_from: None,
+        },
         spread,
+        loaders_apart,
         loader_runtime_class,
     }))
 }
@@ -205,10 +220,17 @@ impl K8s {
         })?
     }
 
-    /// The pods that load a database in this environment: the load generator's runtime class,
-    /// no limits of the pods under test.
-    pub fn loader_pods(&self) -> PodSettings {
-        PodSettings { runtime_class: self.loader_runtime_class.clone(), cpu: None, memory: None, ..self.pod.clone() }
+    /// The pods that load the database of the run `run_name` in this environment: the load
+    /// generator's runtime class, no limits of the pods under test, off the database's machines
+    /// as `loaders_apart` says.
+    pub fn loader_pods(&self, run_name: &str) -> PodSettings {
+        PodSettings {
+            runtime_class: self.loader_runtime_class.clone(),
+            cpu: None,
+            memory: None,
+            apart_from: Some((self.loaders_apart, statefulset::selector(run_name))),
+            ..self.pod.clone()
+        }
     }
 }
 

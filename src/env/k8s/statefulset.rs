@@ -11,14 +11,13 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, EnvVar, EnvVarSource, ExecAction, ObjectFieldSelector, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, Secret,
-    SecretKeySelector, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe, Secret, SecretKeySelector, SecretVolumeSource, Service,
+    ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-use super::manifest::{PodSettings, labels};
+use super::manifest::{Apart, PodSettings, labels};
 use crate::volume::pvc::Claim;
 
 /// The label that tells the database's pods from the loaders' (both carry the run's labels).
@@ -30,38 +29,6 @@ pub const PASSWORD_KEY: &str = "password";
 /// The claim template's name: pod k's claim is `data-<set>-k`.
 pub const CLAIM_TEMPLATE: &str = "data";
 
-/// How the pods are spread over the cluster's machines (pod anti-affinity on the hostname).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Spread {
-    /// One pod per machine, or the pod is not scheduled: a real multi-node cluster.
-    Required,
-    /// One pod per machine where there are enough of them.
-    #[default]
-    Preferred,
-    None,
-}
-
-impl Spread {
-    pub const CHOICES: &[&str] = &["required", "preferred", "none"];
-
-    pub fn parse(word: &str) -> Option<Spread> {
-        match word {
-            "required" => Some(Spread::Required),
-            "preferred" => Some(Spread::Preferred),
-            "none" => Some(Spread::None),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Spread::Required => "required",
-            Spread::Preferred => "preferred",
-            Spread::None => "none",
-        }
-    }
-}
-
 /// One database: what its pods run and where their data goes.
 pub struct Database<'a> {
     /// The StatefulSet's, the Service's and the Secret's name.
@@ -71,7 +38,8 @@ pub struct Database<'a> {
     pub run_token: &'a str,
     pub image: &'a str,
     pub replicas: u32,
-    pub spread: Spread,
+    /// How its pods keep apart from one another.
+    pub spread: Apart,
     /// The container's command; it reads the spec at `spec_path`.
     pub command: Vec<String>,
     pub spec_json: String,
@@ -271,26 +239,7 @@ impl Database<'_> {
     }
 
     fn affinity(&self) -> Option<Affinity> {
-        let term = || PodAffinityTerm {
-            label_selector: Some(LabelSelector { match_labels: Some(self.selector()), ..Default::default() }),
-            topology_key: "kubernetes.io/hostname".into(),
-            ..Default::default()
-        };
-        let anti = match self.spread {
-            Spread::None => return None,
-            Spread::Required => PodAntiAffinity {
-                required_during_scheduling_ignored_during_execution: Some(vec![term()]),
-                ..Default::default()
-            },
-            Spread::Preferred => PodAntiAffinity {
-                preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
-                    weight: 100,
-                    pod_affinity_term: term(),
-                }]),
-                ..Default::default()
-            },
-        };
-        Some(Affinity { pod_anti_affinity: Some(anti), ..Default::default() })
+        super::manifest::apart_from(self.spread, &self.selector())
     }
 }
 
@@ -315,7 +264,7 @@ pub fn claim_name(set: &str, k: usize) -> String {
 mod tests {
     use super::*;
 
-    fn database(spread: Spread, password: Option<&str>) -> DbObjects {
+    fn database(spread: Apart, password: Option<&str>) -> DbObjects {
         let claim =
             Claim { storage_class: "fast".into(), size: 1 << 30, access_mode: "ReadWriteOnce".into(), block: false };
         let pod = PodSettings {
@@ -349,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_database_is_a_statefulset_with_claims_a_headless_service_and_a_secret_all_labelled() {
-        let o = database(Spread::Required, Some("s3cret"));
+        let o = database(Apart::Required, Some("s3cret"));
         let spec = o.set.spec.as_ref().unwrap();
         assert_eq!(spec.replicas, Some(3));
         assert_eq!(spec.service_name.as_deref(), Some("isobench-1-2-db"));
@@ -377,13 +326,13 @@ mod tests {
 
     #[test]
     fn spread_preferred_is_a_weighted_term_and_none_is_no_affinity() {
-        let o = database(Spread::Preferred, None);
+        let o = database(Apart::Preferred, None);
         let pod = o.set.spec.unwrap().template.spec.unwrap();
         let anti = pod.affinity.unwrap().pod_anti_affinity.unwrap();
         assert!(anti.required_during_scheduling_ignored_during_execution.is_none());
         assert_eq!(anti.preferred_during_scheduling_ignored_during_execution.unwrap()[0].weight, 100);
         assert!(pod.containers[0].env.as_ref().unwrap().iter().all(|e| e.name != "ISOBENCH_DB_PASSWORD"));
-        let o = database(Spread::None, None);
+        let o = database(Apart::None, None);
         assert!(o.set.spec.unwrap().template.spec.unwrap().affinity.is_none());
     }
 }

@@ -41,7 +41,7 @@ pub(super) fn load_pods(
     load.loaders = Some(loaders);
     load.indexed = true;
     let request = loader_request(&load);
-    let loader_pods = k8s.loader_pods();
+    let loader_pods = k8s.loader_pods(name);
     let job = JobRun {
         name,
         token: ledger.token(),

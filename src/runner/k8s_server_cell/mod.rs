@@ -204,6 +204,9 @@ pub fn run(
         Ok(claim) => claim,
         Err(why) => return Ok(AgentReport { error: Some(why), unfit: true, ..Default::default() }),
     };
+    if let Some(why) = placement::unplaceable(k8s, managed.nodes)? {
+        return Ok(AgentReport { error: Some(why), unfit: true, ..Default::default() });
+    }
     let name = object_name(run_dir);
     let set = set_name(&name);
     k8s.record_run(ledger, &name)?;
@@ -282,6 +285,7 @@ fn describe(setup: &mut BTreeMap<String, String>, k8s: &K8s, managed: &Managed, 
     setup.insert("server.image".into(), image);
     setup.insert("k8s.statefulset".into(), set.into());
     setup.insert("k8s.spread".into(), k8s.spread.name().into());
+    setup.insert("k8s.loaders_apart".into(), k8s.loaders_apart.name().into());
     if managed.tls {
         setup.insert("server.tls".into(), "client_encryption_options (a key made by each node)".into());
     }

@@ -8,6 +8,37 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 
 use super::Db;
+use crate::env::k8s::K8s;
+use crate::env::k8s::api::block_on;
+use crate::env::k8s::manifest::Apart;
+
+/// Why the cluster cannot place the database and its loaders as the env asks, judged from its
+/// schedulable nodes before anything is made: a StatefulSet starts its pods one after another,
+/// so the scheduler's refusal of the last one would come minutes later.
+pub(super) fn unplaceable(k8s: &K8s, replicas: usize) -> Result<Option<String>> {
+    if k8s.spread != Apart::Required && k8s.loaders_apart != Apart::Required {
+        return Ok(None);
+    }
+    let nodes = block_on(async { k8s.cluster.schedulable_nodes(&k8s.cluster.client().await?).await })??;
+    Ok(refusal(k8s.spread, k8s.loaders_apart, replicas, &nodes))
+}
+
+fn refusal(spread: Apart, loaders_apart: Apart, replicas: usize, nodes: &[String]) -> Option<String> {
+    let n = nodes.len();
+    let named = format!("{n} schedulable node{} ({})", if n == 1 { "" } else { "s" }, nodes.join(", "));
+    if spread == Apart::Required && replicas > n {
+        return Some(format!(
+            "spread = \"required\" puts each of the {replicas} database pods on a machine of its own, and the cluster has {named}: add nodes, or set spread = \"preferred\""
+        ));
+    }
+    // The machines the database takes: one a pod where they keep apart, at least one otherwise.
+    let taken = if spread == Apart::None { 1 } else { replicas.min(n) };
+    (loaders_apart == Apart::Required && n <= taken).then(|| {
+        format!(
+            "loaders_apart = \"required\" keeps the loader pods off every machine that runs a database pod, and the database takes {taken} of the cluster's {named}: add a node, or set loaders_apart = \"preferred\""
+        )
+    })
+}
 
 /// Where each of the database's pods ran: its machine, runtime class and image, and the claims
 /// it mounts with the PersistentVolume and StorageClass behind each.
@@ -45,6 +76,11 @@ pub(super) async fn pod_proof(db: &Db<'_>, client: &Client, setup: &mut BTreeMap
             setup.insert(format!("{at}.claim"), claim.clone());
             setup.insert(format!("{at}.pv"), format!("{pv} ({source})"));
             setup.insert(format!("{at}.storage_class"), class);
+            let volume_node = db.cluster.volume_node(client, &pv).await?;
+            setup.insert(
+                format!("{at}.volume_node"),
+                volume_node.unwrap_or_else(|| "none: its PersistentVolume names no node".into()),
+            );
         }
     }
     Ok(())
@@ -55,4 +91,24 @@ pub(super) fn pod_ip(pod: &Pod) -> Result<String> {
         .as_ref()
         .and_then(|s| s.pod_ip.clone())
         .ok_or_else(|| anyhow!("pod {} has no IP", pod.metadata.name.as_deref().unwrap_or("?")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_placement_the_nodes_cannot_give_is_refused_with_the_fix() {
+        let nodes = |n: usize| (1..=n).map(|k| format!("node{k}")).collect::<Vec<_>>();
+        let why = refusal(Apart::Required, Apart::Preferred, 4, &nodes(3)).unwrap();
+        assert!(why.contains("4 database pods") && why.contains("3 schedulable nodes (node1, node2, node3)"), "{why}");
+        assert!(why.contains("spread = \"preferred\""), "{why}");
+        assert_eq!(refusal(Apart::Required, Apart::Preferred, 3, &nodes(3)), None);
+        let why = refusal(Apart::Required, Apart::Required, 3, &nodes(3)).unwrap();
+        assert!(why.contains("takes 3 of") && why.contains("loaders_apart = \"preferred\""), "{why}");
+        assert_eq!(refusal(Apart::Required, Apart::Required, 3, &nodes(4)), None);
+        assert!(refusal(Apart::None, Apart::Required, 3, &nodes(1)).is_some(), "one node has no room apart");
+        assert_eq!(refusal(Apart::None, Apart::Required, 3, &nodes(2)), None);
+        assert_eq!(refusal(Apart::Preferred, Apart::None, 5, &nodes(1)), None);
+    }
 }
