@@ -71,9 +71,12 @@ pub struct Point {
 /// the first line of dmesg): never a component, and not worth keeping.
 pub fn is_volatile(fact: &str) -> bool {
     let name = fact.strip_prefix("host.").unwrap_or(fact);
-    ["ns.", "pid1.", "boot_id", "dmesg.", "hostname", "db.pod", "loader.nodes", "net.address"]
-        .iter()
-        .any(|p| name.starts_with(p))
+    let per_run = ["ns.", "pid1.", "boot_id", "dmesg.", "hostname", "loader.nodes", "net.address", "server.addresses"];
+    // A database pod's name, machine and claim are the run's; its runtime class and image are not.
+    let per_pod = [".name", ".node", ".volume_node", ".pv", ".claim"];
+    per_run.iter().any(|p| name.starts_with(p))
+        || name == "k8s.statefulset"
+        || (name.starts_with("db.pod") && per_pod.iter().any(|s| name.ends_with(s)))
         || [".path", "_path", ".dir", ".time", ".started", ".pid", ".token", ".uid"].iter().any(|s| name.ends_with(s))
 }
 
@@ -306,4 +309,19 @@ pub fn select_entries(db: &mut dyn Db) -> Result<Vec<Entry>> {
         }
     }
     Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_volatile;
+
+    #[test]
+    fn facts_of_one_run_are_not_components() {
+        for fact in ["ns.net", "host.boot_id", "db.pod2.node", "db.pod1.pv", "server.addresses", "runtime.path"] {
+            assert!(is_volatile(fact), "{fact}");
+        }
+        for fact in ["runtime.version", "runtime.platform", "runtime.name", "db.pod1.image_id", "host.kernel.release"] {
+            assert!(!is_volatile(fact), "{fact}");
+        }
+    }
 }
