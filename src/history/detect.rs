@@ -14,14 +14,6 @@ pub struct Obs {
     pub se: f64,
 }
 
-impl Obs {
-    /// From a 95 % CI around `value`.
-    pub fn from_ci(value: f64, ci: (f64, f64)) -> Obs {
-        let se = if ci.0.is_finite() && ci.1.is_finite() { (ci.1 - ci.0).abs() / (2.0 * 1.96) } else { 0.0 };
-        Obs { value, se }
-    }
-}
-
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
     /// The largest p-value a change may have.
