@@ -332,22 +332,14 @@ fn trend_renders(sb: &Scratch, html: &Path) {
     };
     let page = std::fs::read_to_string(html).unwrap();
     assert!(page.contains("runtime.platform systrap → ptrace"), "the change point says what changed");
-    let measured = sb.write(
-        "trend-measured.html",
-        &page.replace(
-            "</body>",
-            "<script>document.body.dataset.fit = document.documentElement.scrollWidth + '/' + window.innerWidth;</script></body>",
-        ),
-    );
-    let fit = regex::Regex::new(r#"data-fit="(\d+)/(\d+)""#).unwrap();
+    let measured = common::self_measuring(sb, html, "trend-measured.html");
     for width in [390, 1280] {
         let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("history-trend-{width}px.png"));
         isobench::report::html::screenshot(html, &png, width).unwrap();
         let (dom, errors) = common::load_in_chromium(&browser, &measured, width);
         assert!(errors.is_empty(), "console errors: {errors:?}");
         assert!(dom.contains("<polygon class=\"band\"") && dom.matches("<svg").count() >= 2, "charts with CI bands");
-        let c = fit.captures(&dom).expect("the page measured itself");
-        let (content, window): (u32, u32) = (c[1].parse().unwrap(), c[2].parse().unwrap());
+        let (content, window) = common::fit(&dom).expect("the page measured itself");
         assert!(content <= window, "at {width} px the page is {content} px wide (see {})", png.display());
     }
     eprintln!("trend screenshots: {}/history-trend-{{390,1280}}px.png", env!("CARGO_TARGET_TMPDIR"));

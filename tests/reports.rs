@@ -120,22 +120,15 @@ fn the_html_report_fits_a_phone_and_a_desktop() {
     };
     let (sb, out) = shared().unwrap();
     // The page measures itself: how wide its content is against the window it was given.
-    let html = std::fs::read_to_string(out.join("report.html")).unwrap().replace(
-        "</body>",
-        "<script>document.body.dataset.fit = document.documentElement.scrollWidth + '/' + window.innerWidth;</script></body>",
-    );
-    let page = sb.write("measured.html", &html);
-    let measured = regex::Regex::new(r#"data-fit="(\d+)/(\d+)""#).unwrap();
+    let page = common::self_measuring(sb, &out.join("report.html"), "measured.html");
     for width in [390, 1280] {
         // Kept after the test (target/tmp) for a person to look at.
         let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("report-{width}px.png"));
         isobench::report::html::screenshot(&out.join("report.html"), &png, width).unwrap();
         assert!(std::fs::metadata(&png).unwrap().len() > 10_000, "a real screenshot at {width} px");
         let (dom, _) = load_in_chromium(&browser, &page, width);
-        let (content, window): (u32, u32) = measured
-            .captures(&dom)
-            .map(|c| (c[1].parse().unwrap(), c[2].parse().unwrap()))
-            .unwrap_or_else(|| panic!("the page did not measure itself at {width} px"));
+        let (content, window) =
+            common::fit(&dom).unwrap_or_else(|| panic!("the page did not measure itself at {width} px"));
         assert!(
             content <= window,
             "at {width} px the page is {content} px wide: something does not fit (see {})",

@@ -379,6 +379,22 @@ pub fn samples(dir: &Path) -> Vec<Vec<String>> {
     lines.map(|l| l.split(',').map(str::to_string).collect()).collect()
 }
 
+/// A copy of the page `html` (written as `name` in the scratch directory) that measures itself
+/// when loaded: what [`fit`] reads from its DOM.
+pub fn self_measuring(sb: &Scratch, html: &Path, name: &str) -> PathBuf {
+    let page = std::fs::read_to_string(html).unwrap().replace(
+        "</body>",
+        "<script>document.body.dataset.fit = document.documentElement.scrollWidth + '/' + window.innerWidth;</script></body>",
+    );
+    sb.write(name, &page)
+}
+
+/// How wide a self-measuring page's content was against its window: (content, window) px.
+pub fn fit(dom: &str) -> Option<(u32, u32)> {
+    let c = regex::Regex::new(r#"data-fit="(\d+)/(\d+)""#).unwrap().captures(dom)?;
+    Some((c[1].parse().ok()?, c[2].parse().ok()?))
+}
+
 /// A headless browser, if one is installed.
 pub fn chromium() -> Option<PathBuf> {
     ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|b| isobench::sys::find_program(b))
