@@ -94,7 +94,7 @@ fn judge(
     let half = 1.96 * (newest.se.powi(2) + level.se.powi(2)).sqrt();
     let (a, b) = (worse(newest.value - half), worse(newest.value + half));
     let (lo, hi, now) = (a.min(b), a.max(b), worse(newest.value));
-    let unit = if figure == Figure::Overhead { " points" } else { " %" };
+    let unit = format!(" {}", figure.change_unit());
     let what = format!(
         "newest {} against {against} ({} over {} result sets): {}{unit} worse [{}, {}], tolerance {tolerance}{unit}",
         series::figure_text(figure, scale.from(newest.value), None, &s.unit),

@@ -26,6 +26,14 @@ impl Figure {
             Figure::Value => "value",
         }
     }
+
+    /// What a change of this figure is counted in.
+    pub fn change_unit(self) -> &'static str {
+        match self {
+            Figure::Overhead => "points",
+            Figure::Value => "%",
+        }
+    }
 }
 
 /// Where a series is judged: performance figures vary by factors (a run twice as slow is as far
@@ -252,6 +260,14 @@ pub fn changed_facts(before: &[&Point], after: &[&Point]) -> BTreeMap<String, (S
         .collect()
 }
 
+/// "fact before → after; …", or what it means that nothing recorded changed.
+pub fn changed_text(changed: &BTreeMap<String, (String, String)>) -> String {
+    if changed.is_empty() {
+        return "no recorded component changed".into();
+    }
+    changed.iter().map(|(k, (b, a))| format!("{k} {b} → {a}")).collect::<Vec<_>>().join("; ")
+}
+
 /// Facts that restate others (the runtime's command line is made of its settings): they change
 /// with what they restate and are not components of their own.
 const RESTATED: &[&str] = &["runtime.args"];
@@ -298,14 +314,8 @@ pub fn show(series: &[Series]) -> String {
         out.push_str(&format!("{} ({})\n", s.name(), s.unit));
         let mut previous: Option<&Point> = None;
         for p in &s.points {
-            let changed = match previous {
-                None => String::new(),
-                Some(before) => changed_facts(&[before], &[p])
-                    .iter()
-                    .map(|(k, (b, a))| format!("{k} {b} → {a}"))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            };
+            let changed = previous.map(|before| changed_facts(&[before], &[p])).filter(|c| !c.is_empty());
+            let changed = changed.as_ref().map(changed_text).unwrap_or_default();
             let overhead = match (p.overhead, p.overhead_ci) {
                 (Some(o), ci) => format!("  overhead {}", figure_text(Figure::Overhead, o, ci, "")),
                 _ => String::new(),

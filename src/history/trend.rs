@@ -83,15 +83,11 @@ fn chart_of(s: &Series, figure: Figure, changes: &[ChangePoint]) -> String {
             y: observed.scale.from(observed.obs[c.index].value),
             colour: if c.acknowledged.is_some() { "#1a7f37" } else { "#c0392b" },
             label: format!(
-                "change point {}: {}{} ({})",
+                "change point {}: {} {} ({})",
                 c.id,
                 series::signed(c.change_pct),
-                if figure == Figure::Overhead { " points" } else { " %" },
-                if c.changed.is_empty() {
-                    "no recorded component changed".into()
-                } else {
-                    c.changed.iter().map(|(k, (b, a))| format!("{k} {b} → {a}")).collect::<Vec<_>>().join("; ")
-                }
+                figure.change_unit(),
+                series::changed_text(&c.changed)
             ),
         })
         .collect();
@@ -120,25 +116,20 @@ pub fn sections(all: &[Series], options: &Options, acks: &BTreeMap<String, (Stri
         if !changes.is_empty() {
             out.push_str("<ul>");
             for c in &changes {
-                let what = if c.changed.is_empty() {
-                    "no recorded component changed".to_string()
-                } else {
-                    c.changed.iter().map(|(k, (b, a))| format!("{k} {b} → {a}")).collect::<Vec<_>>().join("; ")
-                };
                 let _ = write!(
                     out,
-                    "<li><b>{}</b> at result set {} ({}): {} → {}, change {}{} [{}, {}], p = {:.1e}; {}{}</li>",
+                    "<li><b>{}</b> at result set {} ({}): {} → {}, change {} {} [{}, {}], p = {:.1e}; {}{}</li>",
                     h(&c.id),
                     c.index + 1,
                     h(&c.time),
                     h(&series::figure_text(figure, c.before, None, &s.unit)),
                     h(&series::figure_text(figure, c.after, None, &s.unit)),
                     series::signed(c.change_pct),
-                    if figure == Figure::Overhead { " points" } else { " %" },
+                    figure.change_unit(),
                     series::signed(c.ci.0),
                     series::signed(c.ci.1),
                     c.p_value,
-                    h(&what),
+                    h(&series::changed_text(&c.changed)),
                     c.acknowledged.as_ref().map(|w| format!(" — acknowledged: {}", h(w))).unwrap_or_default()
                 );
             }
