@@ -246,7 +246,7 @@ fn a_platform_change_is_found_where_it_happened_and_named() {
     let sb = Scratch::new();
     let suite = r#"
 name = "known-answer"
-repeat = 7
+repeat = 9
 baseline = { env = "host" }
 
 [[env]]

@@ -91,7 +91,10 @@ fn judge(
     // Worse is positive: an overhead in points above the level, a capacity in % below it.
     let sign = if figure == Figure::Overhead { 1.0 } else { -1.0 };
     let worse = |y: f64| sign * scale.change(level.mean, y);
-    let half = 1.96 * (newest.se.powi(2) + level.se.powi(2)).sqrt();
+    // A new result set strays from the level by the series' own spread between result sets, not
+    // only by its runs' CI: the interval is the level's prediction of one more point.
+    let spread = level.var.max(newest.se.powi(2));
+    let half = 1.96 * (spread + level.se.powi(2)).sqrt();
     let (a, b) = (worse(newest.value - half), worse(newest.value + half));
     let (lo, hi, now) = (a.min(b), a.max(b), worse(newest.value));
     let unit = format!(" {}", figure.change_unit());
@@ -113,7 +116,9 @@ fn judge(
         let room = half * (now - tolerance).abs() / ((hi - lo) / 2.0).max(f64::MIN_POSITIVE);
         let newest_se_needed = ((room / 1.96).powi(2) - level.se.powi(2)).max(0.0).sqrt();
         let runs = newest_point.values.len().max(1) as f64;
-        let hint = if newest_se_needed > 0.0 && newest.se > 0.0 {
+        let hint = if newest.se.powi(2) < level.var {
+            "its result sets vary by more than a run's CI: more result sets would decide".into()
+        } else if newest_se_needed > 0.0 && newest.se > 0.0 {
             let more = (runs * (newest.se / newest_se_needed).powi(2) - runs).ceil().max(1.0);
             format!("about {more} more runs of the cell in the next result set would decide")
         } else {
