@@ -32,7 +32,7 @@ impl Kubelet {
         let proxied = Kubelet {
             client: client.clone(),
             path: format!("/api/v1/nodes/{node}/proxy/stats/summary"),
-            route: "the kubelet's stats summary, through the API server's node proxy".into(),
+            route: format!("{node}'s kubelet stats summary, through the API server's node proxy"),
         };
         let refused = match proxied.summary().await {
             Ok(_) => return Ok(proxied),
@@ -56,7 +56,7 @@ impl Kubelet {
             client: Client::try_from(config).context("making a client of the kubelet")?,
             path: "/stats/summary".into(),
             route: format!(
-                "the kubelet's stats summary, read at {address} (the API server does not proxy to a node at a loopback address)"
+                "{node}'s kubelet stats summary, read at {address} (the API server does not proxy to a node at a loopback address)"
             ),
         };
         direct.summary().await.with_context(|| format!("reading node {node}'s kubelet at {address}"))?;

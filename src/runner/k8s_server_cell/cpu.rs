@@ -105,8 +105,16 @@ pub(super) fn measured_cpu(db: &Db, job: &str, loaders: u32, load_done: &AtomicB
             );
         };
         let loaders = loader_uids.iter().map(in_phase).sum::<Option<f64>>();
-        let route = kubelets.iter().map(|k| k.route.as_str()).collect::<std::collections::BTreeSet<_>>();
-        let route = route.into_iter().collect::<Vec<_>>().join("; ");
+        let routes: Vec<&str> = kubelets.iter().map(|k| k.route.as_str()).collect();
+        let placed: Vec<String> = database_pods
+            .iter()
+            .chain(&loader_pods)
+            .map(|p| {
+                let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("?");
+                format!("{} on {node}", p.metadata.name.as_deref().unwrap_or("?"))
+            })
+            .collect();
+        let route = format!("{} (pods: {})", routes.join("; "), placed.join(", "));
         Ok(Some(PodsCpu { database, loaders, route }))
     })?
 }
