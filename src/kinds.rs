@@ -50,6 +50,7 @@ pub fn release(resource: &Resource) -> Option<Result<()>> {
     Some(match resource {
         Resource::Container { delete } => env::oci::delete_container(delete),
         Resource::Kube { cluster, selector } => env::k8s::delete(cluster, selector),
+        Resource::KubeMachine { cluster, machine, start } => env::k8s::machine::start_if_down(cluster, machine, start),
         Resource::NetNs { name } => net::delete_netns(name),
         Resource::Link { name } => net::delete_link(name),
         Resource::NbdClient { device } => volume::nbd_export::disconnect_nbd(device),

@@ -50,6 +50,9 @@ pub enum Resource {
     /// Kubernetes objects (Jobs, pods, Secrets, claims) in a cluster, by a label selector that
     /// names one run.
     Kube { cluster: KubeCluster, selector: String },
+    /// A cluster's machine a fault stopped (`kill = "machine"`), with the env's command that
+    /// starts it again (`{machine}` in it): started if the API server does not see it Ready.
+    KubeMachine { cluster: KubeCluster, machine: String, start: String },
 }
 
 /// Which Kubernetes cluster, as the suite names it: recorded here so that `cleanup` finds it
@@ -107,6 +110,9 @@ impl Resource {
             Resource::NvmetTarget { nqn, port_id, .. } => format!("nvmet target {nqn} on port {port_id}"),
             Resource::Kube { cluster, selector } => {
                 format!("Kubernetes objects labelled {selector} in namespace {}", cluster.namespace)
+            }
+            Resource::KubeMachine { machine, .. } => {
+                format!("Kubernetes node {machine}, stopped by a fault (started again unless it is Ready)")
             }
         }
     }

@@ -549,6 +549,38 @@ fn a_cluster_fault_names_a_node_it_has_and_both_keys() {
     assert!(e.contains("the suite has no [[server]] table"), "{e}");
 }
 
+/// `kill = "machine"` is refused before any run where no machine can be stopped: an env that is
+/// not k8s, a k8s env without both commands, and the commands' own mistakes.
+#[test]
+fn a_machine_loss_needs_k8s_envs_that_can_stop_a_machine() {
+    let fault = "kill_node = 2\nkill_after = \"5s\"\nkill = \"machine\"\n";
+    let e = load(&format!("{BASE}{CLUSTER}{fault}")).err().expect("refused on the host");
+    assert!(e.contains("env \"host\"") && e.contains("kill = \"machine\" stops a Kubernetes node"), "{e}");
+    let k8s = |keys: &str, server: &str| {
+        let suite = BASE.replace("kind = \"host\"\n", &format!("kind = \"k8s\"\n{keys}"));
+        load(&format!("{suite}{CLUSTER}{server}"))
+    };
+    let e = k8s("", fault).err().expect("refused without commands");
+    assert!(e.contains("machine_stop") && e.contains("scripts/k8s-local.sh stop-node DIR {machine}"), "{e}");
+    let e = k8s("machine_stop = \"halt {machine}\"\n", fault).err().expect("refused with one command");
+    assert!(e.contains("machine_start") && e.contains("give both"), "{e}");
+    let e = k8s("machine_stop = \"halt\"\nmachine_start = \"boot {machine}\"\n", fault).err().expect("refused");
+    assert!(e.contains("\"halt\" does not name the machine"), "{e}");
+    let commands = "machine_stop = \"halt {machine}\"\nmachine_start = \"boot {machine}\"\n";
+    let s = k8s(commands, &format!("{fault}machine_down = \"30s\"\n")).unwrap_or_else(|e| panic!("{e}"));
+    let Some(isobench::server::ServerSpec::Managed(m)) = &s.server else { panic!("a managed server") };
+    let down = Some(std::time::Duration::from_secs(30));
+    assert_eq!(m.kill.as_ref().map(|k| k.what), Some(isobench::server::Lost::Machine { down }));
+    let e = k8s(commands, "kill_node = 2\nkill_after = \"5s\"\nmachine_down = \"30s\"\n").err().expect("refused");
+    assert!(e.contains("machine_down") && e.contains("only with kill = \"machine\""), "{e}");
+    let e = k8s(commands, "kill = \"machine\"\n").err().expect("refused without a fault");
+    assert!(e.contains("give the fault too"), "{e}");
+    let e = k8s(commands, "kill_node = 2\nkill_after = \"5s\"\nkill = \"node\"\n").err().expect("refused");
+    assert!(e.contains("kill") && e.contains("machine"), "{e}");
+    let e = k8s("loaders_apart = \"always\"\n", "").err().expect("refused");
+    assert!(e.contains("loaders_apart") && e.contains("required"), "{e}");
+}
+
 #[test]
 fn gvisors_knobs_are_env_keys_checked_against_its_own_flag_listing() {
     let suite = |runtime: &str, knobs: &str| {

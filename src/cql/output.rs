@@ -256,6 +256,33 @@ impl Out {
     }
 }
 
+/// One interval as the table printed it: when it ended (seconds since the run began), its
+/// rate and its errors.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Printed {
+    pub time: f64,
+    pub op_rate: f64,
+    pub errors: u64,
+}
+
+/// The `total` rows of an output's interval table, read back.
+pub fn total_rows(output: &str) -> Vec<Printed> {
+    output
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+            if fields.len() != HEADER_FIELDS.len() || fields[0] != "total" {
+                return None;
+            }
+            Some(Printed {
+                time: fields[11].parse().ok()?,
+                op_rate: fields[2].parse().ok()?,
+                errors: fields[13].parse().ok()?,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,5 +306,15 @@ mod tests {
             header(""),
             "type       total ops,    op/s,    pk/s,   row/s,    mean,     med,     .95,     .99,    .999,     max,   time,   stderr, errors,  gc: #,  max ms,  sum ms,  sdv ms,      mb"
         );
+    }
+
+    #[test]
+    fn the_total_rows_read_back_as_printed() {
+        let text = format!(
+            "{}\ntotal,          1234,     500,     500,     500,     1.0,     0.9,     2.0,     3.0,     4.0,     5.0,    2.0,  0.01234,      3,      0,       0,       0,       0,       0\nResults:\n",
+            header("")
+        );
+        assert_eq!(total_rows(&text), [Printed { time: 2.0, op_rate: 500.0, errors: 3 }]);
+        assert!(total_rows("total, not, a, row").is_empty());
     }
 }

@@ -128,7 +128,7 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             collect: false,
         };
         let served = matches!((&suite.server, &request.workload), (Some(ServerSpec::Managed(_)), Spec::Cql(_)));
-        let (claim, pod) = if served { (None, k8s.loader_pods(&name)) } else { (claim, k8s.pod.clone()) };
+        let (claim, pod) = if served { (None, k8s.loader_pods(&name, None)) } else { (claim, k8s.pod.clone()) };
         out.push_str(&k8s.render(&pod, &request, claim.as_ref(), &name)?);
         out.push_str("---\n");
     }

@@ -300,6 +300,19 @@ pub struct Managed {
 pub struct Kill {
     pub node: usize,
     pub after: Duration,
+    pub what: Lost,
+}
+
+/// What a fault takes away: the database's process or pod (`kill = "pod"`), or in a k8s
+/// environment the whole machine that runs it (`kill = "machine"`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Lost {
+    Pod,
+    /// The Kubernetes node, through the env's `machine_stop`; started again `down` after the
+    /// stop, or once the API server marks it NotReady when `down` is None.
+    Machine {
+        down: Option<Duration>,
+    },
 }
 
 pub const KINDS: &[&str] = &["cassandra", "external"];
@@ -315,16 +328,31 @@ fn login(f: &mut Fields) -> Result<Option<(String, String)>, SuiteError> {
     }
 }
 
-/// `kill_node` and `kill_after`: both or neither; the node one of `nodes`.
+/// `kill_node` and `kill_after`: both or neither; the node one of `nodes`; `kill` and
+/// `machine_down` only with them, `machine_down` only for `kill = "machine"`.
 fn fault(f: &mut Fields, nodes: usize) -> Result<Option<Kill>, SuiteError> {
+    let kill = f.choice("kill", &["pod", "machine"])?;
+    let what = match (kill.as_deref(), f.duration("machine_down")?) {
+        (Some("machine"), down) => Lost::Machine { down },
+        (_, None) => Lost::Pod,
+        (_, Some(_)) => {
+            return Err(f.error_at("machine_down", "how long a lost machine stays down: only with kill = \"machine\""));
+        }
+    };
     match (f.uint("kill_node")?, f.duration("kill_after")?) {
         (Some(node), Some(after)) if node >= 1 && node as usize <= nodes => {
-            Ok(Some(Kill { node: node as usize, after }))
+            Ok(Some(Kill { node: node as usize, after, what }))
         }
         (Some(node), Some(_)) => {
             Err(f.error_at("kill_node", format!("node {node} does not exist: nodes are 1 to {nodes}")))
         }
-        (None, None) => Ok(None),
+        (None, None) => match kill {
+            None => Ok(None),
+            Some(kill) => Err(f.error_at(
+                "kill",
+                format!("kill = \"{kill}\" says what a fault takes away: give the fault too, kill_node = 2, kill_after = \"20s\""),
+            )),
+        },
         (node, _) => Err(f.error_at(
             if node.is_some() { "kill_node" } else { "kill_after" },
             "a fault needs both: kill_node = 3, kill_after = \"20s\" (from the start of the measured phase)",

@@ -182,7 +182,7 @@ impl Suite {
         apply_cost_table(&mut top, &mut envs)?;
         let serves = matches!(server, Some(crate::server::ServerSpec::Managed(_)))
             && workloads.iter().any(|w| w.variants.iter().any(|v| matches!(v.spec, workload::Spec::Cql(_))));
-        check_pins(file, &env_tables, &envs, serves)?;
+        check_envs(file, &env_tables, &envs, server.as_ref(), serves)?;
         if split_cpus {
             check_split(&top, &envs, serves)?;
         }
@@ -370,6 +370,59 @@ fn check_pins(
                 "loader_cpuset",
                 "only a CQL cell whose database isobench starts (a [[server]] of kind \"cassandra\") has a load generator apart from its sandbox; a workload without one runs inside the sandbox, which cpuset pins",
             ));
+        }
+    }
+    Ok(())
+}
+
+/// What the environments must allow of the suite's other parts: CPU pins, and a fault's lost
+/// machine.
+fn check_envs(
+    file: &str,
+    tables: &[(&Table, Origin)],
+    envs: &[Named<Box<dyn Environment>>],
+    server: Option<&crate::server::ServerSpec>,
+    serves: bool,
+) -> Result<(), SuiteError> {
+    check_pins(file, tables, envs, serves)?;
+    check_machine_loss(file, tables, envs, server)
+}
+
+/// `kill = "machine"`: every environment a k8s one with the commands that stop and start its
+/// machines.
+fn check_machine_loss(
+    file: &str,
+    tables: &[(&Table, Origin)],
+    envs: &[Named<Box<dyn Environment>>],
+    server: Option<&crate::server::ServerSpec>,
+) -> Result<(), SuiteError> {
+    let kill = match server {
+        Some(crate::server::ServerSpec::Managed(m)) => m.kill.as_ref(),
+        Some(crate::server::ServerSpec::External(e)) => e.kill.as_ref(),
+        None => None,
+    };
+    if !kill.is_some_and(|k| matches!(k.what, crate::server::Lost::Machine { .. })) {
+        return Ok(());
+    }
+    for ((table, origin), env) in tables.iter().zip(envs) {
+        let f = Fields::new(file, format!("env \"{}\"", env.name), table, origin.clone());
+        match env.item.as_k8s() {
+            None => {
+                return Err(f.error_at(
+                    "kind",
+                    format!(
+                        "the [[server]]'s kill = \"machine\" stops a Kubernetes node, and this env is of kind \"{}\": run the suite in k8s envs, or use kill = \"pod\"",
+                        env.kind
+                    ),
+                ));
+            }
+            Some(k8s) if k8s.machines.is_none() => {
+                return Err(f.error_at(
+                    "machine_stop",
+                    "the [[server]]'s kill = \"machine\" needs the commands that stop and start a node: machine_stop = \"COMMAND {machine}\" and machine_start = \"COMMAND {machine}\" (the local cluster's: scripts/k8s-local.sh stop-node DIR {machine}, start-node DIR {machine})",
+                ));
+            }
+            Some(_) => {}
         }
     }
     Ok(())

@@ -435,17 +435,18 @@ impl KubeCluster {
             .into_iter()
             .filter(|n| {
                 let spec = n.spec.clone().unwrap_or_default();
-                let ready = n
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
                 let tainted =
                     spec.taints.unwrap_or_default().iter().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute");
-                ready && !spec.unschedulable.unwrap_or(false) && !tainted
+                node_is_ready(n) && !spec.unschedulable.unwrap_or(false) && !tainted
             })
             .filter_map(|n| n.metadata.name)
             .collect())
+    }
+
+    /// Whether the API server sees `node` Ready (its kubelet renewing its lease).
+    pub async fn node_ready(&self, client: &Client, node: &str) -> Result<bool> {
+        let nodes: Api<Node> = Api::all(client.clone());
+        Ok(node_is_ready(&call("reading the node", nodes.get(node)).await?))
     }
 
     /// The node a PersistentVolume's node affinity pins it to (a `local` volume's); None for a
@@ -680,9 +681,15 @@ impl KubeCluster {
         call("deleting claims", claims.delete_collection(&delete, &list)).await?;
         let started = Instant::now();
         loop {
+            // A pod its kubelet cannot end (its machine lost) stays Terminating: deleted again
+            // with grace 0, it goes from the API at once.
+            let pods_left = call("listing pods", pods.list(&list)).await?.items.len();
+            if pods_left > 0 {
+                call("deleting pods", pods.delete_collection(&now, &list)).await?;
+            }
             let left = call("listing StatefulSets", sets.list(&list)).await?.items.len()
                 + call("listing Jobs", jobs.list(&list)).await?.items.len()
-                + call("listing pods", pods.list(&list)).await?.items.len()
+                + pods_left
                 + call("listing Services", services.list(&list)).await?.items.len()
                 + call("listing Secrets", secrets.list(&list)).await?.items.len()
                 + call("listing claims", claims.list(&list)).await?.items.len();
@@ -697,6 +704,13 @@ impl KubeCluster {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
+}
+
+fn node_is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Whether the pod's Ready condition is true.

@@ -8,10 +8,10 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EmptyDirVolumeSource, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
-    ResourceRequirements, Secret, SecretVolumeSource, Volume, VolumeDevice, VolumeMount, VolumeResourceRequirements,
-    WeightedPodAffinityTerm,
+    Affinity, Container, EmptyDirVolumeSource, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodAffinityTerm,
+    PodAntiAffinity, PodSpec, PodTemplateSpec, ResourceRequirements, Secret, SecretVolumeSource, Volume, VolumeDevice,
+    VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -47,6 +47,8 @@ pub struct PodSettings {
     /// Kept off the machines that run the pods this selector matches (the loaders off the
     /// database's), as strictly as `Apart` says.
     pub apart_from: Option<(Apart, BTreeMap<String, String>)>,
+    /// A machine the pod must not run on.
+    pub avoid_node: Option<String>,
 }
 
 /// How strictly pods keep off the machines of others (a pod anti-affinity on the machine's
@@ -105,6 +107,26 @@ pub fn apart_from(apart: Apart, selector: &BTreeMap<String, String>) -> Option<A
         },
     };
     Some(Affinity { pod_anti_affinity: Some(anti), ..Default::default() })
+}
+
+/// The pod's affinity: apart from others' machines, and off the one it must avoid.
+fn affinity(pod: &PodSettings) -> Option<Affinity> {
+    let mut affinity = pod.apart_from.as_ref().and_then(|(apart, selector)| apart_from(*apart, selector));
+    if let Some(node) = &pod.avoid_node {
+        let off = NodeSelectorRequirement {
+            key: "kubernetes.io/hostname".into(),
+            operator: "NotIn".into(),
+            values: Some(vec![node.clone()]),
+        };
+        let required = NodeSelector {
+            node_selector_terms: vec![NodeSelectorTerm { match_expressions: Some(vec![off]), ..Default::default() }],
+        };
+        affinity.get_or_insert_with(Affinity::default).node_affinity = Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(required),
+            ..Default::default()
+        });
+    }
+    affinity
 }
 
 /// What one run applies.
@@ -228,7 +250,7 @@ pub fn pod_spec(pod: &PodSettings, name: &str, claim: Option<DataMount>) -> PodS
         restart_policy: Some("Never".into()),
         runtime_class_name: pod.runtime_class.clone(),
         node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.iter().cloned().collect()),
-        affinity: pod.apart_from.as_ref().and_then(|(apart, selector)| apart_from(*apart, selector)),
+        affinity: affinity(pod),
         host_network: pod.host_network.then_some(true),
         dns_policy: pod.host_network.then(|| "ClusterFirstWithHostNet".into()),
         automount_service_account_token: Some(false),

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod kubelet;
+pub mod machine;
 pub mod manifest;
 pub mod statefulset;
 
@@ -48,6 +49,8 @@ pub struct K8s {
     /// environment: the cluster's default unless the suite names one (never the one under test
     /// by accident).
     pub loader_runtime_class: Option<String>,
+    /// How a fault stops and starts one of the cluster's machines (`kill = "machine"`).
+    pub machines: Option<machine::MachineCommands>,
 }
 
 fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
@@ -92,6 +95,7 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
     let loaders_apart = f.choice("loaders_apart", Apart::CHOICES)?;
     let loaders_apart = loaders_apart.as_deref().and_then(Apart::parse).unwrap_or_default();
     let loader_runtime_class = f.str("loader_runtime_class")?;
+    let machines = machine::MachineCommands::parse(f)?;
     f.finish()?;
     for (what, name) in [
         ("namespace", Some(&namespace)),
@@ -117,10 +121,12 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
             memory,
             host_network,
             apart_from: None,
+            avoid_node: None,
         },
         spread,
         loaders_apart,
         loader_runtime_class,
+        machines,
     }))
 }
 
@@ -222,13 +228,14 @@ impl K8s {
 
     /// The pods that load the database of the run `run_name` in this environment: the load
     /// generator's runtime class, no limits of the pods under test, off the database's machines
-    /// as `loaders_apart` says.
-    pub fn loader_pods(&self, run_name: &str) -> PodSettings {
+    /// as `loaders_apart` says, and never on `avoid` (a machine the run's fault will stop).
+    pub fn loader_pods(&self, run_name: &str, avoid: Option<String>) -> PodSettings {
         PodSettings {
             runtime_class: self.loader_runtime_class.clone(),
             cpu: None,
             memory: None,
             apart_from: Some((self.loaders_apart, statefulset::selector(run_name))),
+            avoid_node: avoid,
             ..self.pod.clone()
         }
     }

@@ -1,30 +1,56 @@
-//! The fault a suite asks for on Kubernetes: a database pod deleted (grace 0) on the loaders'
-//! cue, and gone for real before the load goes on.
+//! The fault a suite asks for on Kubernetes, on the loaders' cue: a database pod deleted
+//! (grace 0) and gone for real before the load goes on, or the machine that runs it stopped
+//! through the env's `machine_stop`, seen NotReady by the API server, and started again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Result, anyhow, bail};
+use kube::Client;
 
 use super::Db;
 use super::load::all_logged;
 use crate::env::k8s::api::{block_on, is_ready};
+use crate::env::k8s::machine::{MachineCommands, wait_node};
+use crate::ledger::{Ledger, Resource};
+use crate::server::Lost;
 use crate::workload::cql::MEASURED_LINE;
 
-/// A pod deleted on cue: which node, how far into the measured phase, and when.
+/// How long the API server may take to see a stopped machine NotReady: its node monitor's
+/// grace period (50 s by default) and the lease it last saw renewed.
+const NOT_READY_WITHIN: Duration = Duration::from_secs(180);
+
+/// A fault carried out on cue: which node, how far into the measured phase, and when.
 pub(super) struct Killed {
     pub node: usize,
     pub at: Duration,
-    pub deleted: Instant,
+    pub struck: Instant,
+    pub machine: Option<MachineLoss>,
 }
 
-/// Deletes node `kill.node`'s pod (grace 0) `kill.after` into the measured phase: when every
-/// loader pod has said its measured phase began. None when the load ended first.
+/// A machine lost: its name, how long after the stop the API server marked it NotReady, and
+/// how long it was down (from the stop until `machine_start` returned).
+pub(super) struct MachineLoss {
+    pub name: String,
+    pub not_ready: Duration,
+    pub down: Duration,
+}
+
+/// What a fault needs of the run beyond the database: the env's machine commands (for
+/// `kill = "machine"`) and the ledger that starts a stopped machine again if the run cannot.
+pub(super) struct Means<'a> {
+    pub machines: Option<&'a MachineCommands>,
+    pub ledger: &'a Ledger,
+}
+
+/// Strikes node `kill.node` `kill.after` into the measured phase: when every loader pod has
+/// said its measured phase began. None when the load ended first.
 pub(super) fn fault(
     db: &Db,
     job: &str,
     loaders: u32,
     kill: &crate::server::Kill,
+    means: &Means,
     load_done: &AtomicBool,
 ) -> Result<Option<Killed>> {
     block_on(async {
@@ -41,13 +67,67 @@ pub(super) fn fault(
         }
         let at = began.elapsed();
         let pod = db.pod(kill.node - 1);
-        let old = db.cluster.pod(&client, pod).await?.and_then(|p| p.metadata.uid);
-        db.cluster.kill_pod(&client, pod).await?;
-        let deleted = Instant::now();
-        // Gone for real: the StatefulSet's new pod has the same name and another uid.
-        while db.cluster.pod(&client, pod).await?.is_some_and(|p| p.metadata.uid == old && is_ready(&p)) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Ok(Some(Killed { node: kill.node, at, deleted }))
+        let (struck, machine) = match kill.what {
+            Lost::Pod => (delete_pod(db, &client, pod).await?, None),
+            Lost::Machine { down } => {
+                let machines = means.machines.ok_or_else(|| anyhow!("the env has no machine_stop"))?;
+                let (struck, loss) = lose_machine(db, &client, pod, machines, means.ledger, down).await?;
+                (struck, Some(loss))
+            }
+        };
+        Ok(Some(Killed { node: kill.node, at, struck, machine }))
     })?
+}
+
+/// Deletes `pod` (grace 0) and waits until it is gone for real: the StatefulSet's new pod has
+/// the same name and another uid.
+async fn delete_pod(db: &Db<'_>, client: &Client, pod: &str) -> Result<Instant> {
+    let old = db.cluster.pod(client, pod).await?.and_then(|p| p.metadata.uid);
+    db.cluster.kill_pod(client, pod).await?;
+    let deleted = Instant::now();
+    while db.cluster.pod(client, pod).await?.is_some_and(|p| p.metadata.uid == old && is_ready(&p)) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(deleted)
+}
+
+/// Stops the machine that runs `pod`, waits until the API server marks it NotReady, keeps it
+/// down `down` after the stop (if longer), and starts it again.
+async fn lose_machine(
+    db: &Db<'_>,
+    client: &Client,
+    pod: &str,
+    machines: &MachineCommands,
+    ledger: &Ledger,
+    down: Option<Duration>,
+) -> Result<(Instant, MachineLoss)> {
+    let name = db.cluster.pod(client, pod).await?.and_then(|p| p.spec?.node_name);
+    let name = name.ok_or_else(|| anyhow!("pod {pod} is on no machine"))?;
+    ledger.record(Resource::KubeMachine {
+        cluster: db.cluster.clone(),
+        machine: name.clone(),
+        start: machines.start.clone(),
+    })?;
+    let stopped = Instant::now();
+    machines.stop(&name)?;
+    let not_ready = wait_node(db.cluster, client, &name, false, NOT_READY_WITHIN).await?;
+    if let Some(left) = down.and_then(|d| d.checked_sub(stopped.elapsed())) {
+        tokio::time::sleep(left).await;
+    }
+    machines.start(&name)?;
+    Ok((stopped, MachineLoss { name, not_ready, down: stopped.elapsed() }))
+}
+
+/// Waits until `pod` is Ready again after its machine came back; the machine it runs on.
+pub(super) async fn wait_pod_ready(db: &Db<'_>, client: &Client, pod: &str, timeout: Duration) -> Result<String> {
+    let began = Instant::now();
+    loop {
+        if let Some(p) = db.cluster.pod(client, pod).await?.filter(is_ready) {
+            return Ok(p.spec.and_then(|s| s.node_name).unwrap_or_default());
+        }
+        if began.elapsed() > timeout || crate::sys::interrupted() {
+            bail!("pod {pod} was not Ready {} s after its machine was started again", timeout.as_secs());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

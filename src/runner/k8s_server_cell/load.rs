@@ -10,7 +10,7 @@ use anyhow::{Result, anyhow};
 use kube::Client;
 
 use super::cpu::{PodsCpu, measured_cpu};
-use super::fault::{Killed, fault};
+use super::fault::{Killed, Means, fault};
 use super::{Db, SCHEDULE_ALLOWANCE};
 use crate::agent;
 use crate::env::k8s::api::block_on;
@@ -41,7 +41,8 @@ pub(super) fn load_pods(
     load.loaders = Some(loaders);
     load.indexed = true;
     let request = loader_request(&load);
-    let loader_pods = k8s.loader_pods(name);
+    let loader_pods = k8s.loader_pods(name, machine_to_lose(db, kill)?);
+    let means = Means { machines: k8s.machines.as_ref(), ledger };
     let job = JobRun {
         name,
         token: ledger.token(),
@@ -54,8 +55,8 @@ pub(super) fn load_pods(
     let load_done = AtomicBool::new(false);
     let (loaded, killed, cpu) = std::thread::scope(|scope| {
         let fault = kill.map(|kill| {
-            let load_done = &load_done;
-            scope.spawn(move || fault(db, name, loaders, kill, load_done))
+            let (load_done, means) = (&load_done, &means);
+            scope.spawn(move || fault(db, name, loaders, kill, means, load_done))
         });
         let cpu = scope.spawn(|| measured_cpu(db, name, loaders, &load_done));
         let loaded = k8s.run_job(&job);
@@ -128,7 +129,16 @@ fn record_cpu(report: &mut AgentReport, cpu: Result<Option<PodsCpu>>) {
     }
 }
 
-/// The fault's outcome, and the time the deleted pod took to be ready again.
+/// The machine a `kill = "machine"` fault will stop: the one that runs its pod now.
+fn machine_to_lose(db: &Db, kill: Option<&crate::server::Kill>) -> Result<Option<String>> {
+    let Some(kill) = kill.filter(|k| matches!(k.what, crate::server::Lost::Machine { .. })) else { return Ok(None) };
+    block_on(async {
+        let client = db.cluster.client().await?;
+        Ok(db.cluster.pod(&client, db.pod(kill.node - 1)).await?.and_then(|p| p.spec?.node_name))
+    })?
+}
+
+/// The fault's outcome, and the time the struck pod took to be ready again.
 fn record_kill(
     report: &mut AgentReport,
     db: &Db,
@@ -144,19 +154,42 @@ fn record_kill(
         }
     };
     let struck = killed.as_ref().map(|k| Struck {
-        node: format!("node {} (pod {})", k.node, db.pod(k.node - 1)),
-        how: "was deleted (grace 0)",
+        node: match &k.machine {
+            None => format!("node {} (pod {})", k.node, db.pod(k.node - 1)),
+            Some(m) => format!("node {} (pod {} on machine {})", k.node, db.pod(k.node - 1), m.name),
+        },
+        how: if k.machine.is_some() { "lost its machine (machine_stop)" } else { "was deleted (grace 0)" },
         at: k.at,
     });
     record_fault(&mut report.setup, &mut report.notes, kill, struck);
     let Some(killed) = killed else { return Ok(()) };
+    report.setup.insert("fault.kind".into(), if killed.machine.is_some() { "machine" } else { "pod" }.into());
+    if let Some(machine) = &killed.machine {
+        super::machine_loss::record(report, killed.at, machine);
+    }
+    let pod = db.pod(killed.node - 1);
     let back = block_on(async {
         let client = db.cluster.client().await?;
-        db.wait_ready(&client, recovery).await
+        match &killed.machine {
+            None => db.wait_ready(&client, recovery).await.map(|_| None),
+            // The same pod, its containers restarted by its machine's kubelet: waited for alone
+            // (a restarted container is what a lost machine leaves, not a crash).
+            Some(_) => super::fault::wait_pod_ready(db, &client, pod, recovery).await.map(Some),
+        }
     })?;
     match back {
-        Ok(_) => report.samples.push(Sample::new("server_recovery", killed.deleted.elapsed().as_secs_f64(), "s")),
-        Err(e) => report.notes.push(format!("fault: the deleted pod did not come back: {e:#}")),
+        Ok(node) => {
+            report.samples.push(Sample::new("server_recovery", killed.struck.elapsed().as_secs_f64(), "s"));
+            if let (Some(machine), Some(node)) = (&killed.machine, node) {
+                report.setup.insert("fault.back_on".into(), node.clone());
+                if node != machine.name {
+                    report
+                        .notes
+                        .push(format!("fault: pod {pod} came back on {node}, not on its machine {}", machine.name));
+                }
+            }
+        }
+        Err(e) => report.notes.push(format!("fault: pod {pod} did not come back: {e:#}")),
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ mod cpu;
 mod fault;
 mod figures;
 mod load;
+mod machine_loss;
 mod placement;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,106 @@
+//! A machine lost on purpose (`kill = "machine"`): the user's own commands stop and start the
+//! Kubernetes node that runs a database pod (the env's `machine_stop` and `machine_start`,
+//! `{machine}` the node's name), and the API server says when the cluster sees it gone
+//! (NotReady) and back (Ready).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use kube::Client;
+
+use super::api::block_on;
+use crate::ledger::KubeCluster;
+use crate::syntax::{Fields, SuiteError};
+
+/// What the commands name the machine by.
+pub const PLACEHOLDER: &str = "{machine}";
+
+/// How long a started machine may take to be Ready again.
+const READY_WITHIN: Duration = Duration::from_secs(180);
+
+/// The env's commands that stop and start one of the cluster's machines.
+#[derive(Clone, Debug)]
+pub struct MachineCommands {
+    pub stop: String,
+    pub start: String,
+}
+
+impl MachineCommands {
+    /// `machine_stop` and `machine_start`: both or neither, each naming `{machine}`.
+    pub fn parse(f: &mut Fields) -> Result<Option<MachineCommands>, SuiteError> {
+        let (stop, start) = match (f.str("machine_stop")?, f.str("machine_start")?) {
+            (Some(stop), Some(start)) => (stop, start),
+            (None, None) => return Ok(None),
+            (stop, _) => {
+                return Err(f.error_at(
+                    if stop.is_some() { "machine_start" } else { "machine_stop" },
+                    "a machine stopped is started again: give both, machine_stop = \"COMMAND {machine}\" and machine_start = \"COMMAND {machine}\"",
+                ));
+            }
+        };
+        for (key, command) in [("machine_stop", &stop), ("machine_start", &start)] {
+            if !command.contains(PLACEHOLDER) {
+                return Err(f.error_at(
+                    key,
+                    format!("\"{command}\" does not name the machine: write {PLACEHOLDER} where the node's name goes"),
+                ));
+            }
+        }
+        Ok(Some(MachineCommands { stop, start }))
+    }
+
+    pub fn stop(&self, machine: &str) -> Result<()> {
+        run("machine_stop", &self.stop, machine)
+    }
+
+    pub fn start(&self, machine: &str) -> Result<()> {
+        run("machine_start", &self.start, machine)
+    }
+}
+
+/// Runs a command of the env's with `{machine}` replaced (a node's name is a DNS name: nothing
+/// a shell would read as more than a word).
+fn run(key: &str, template: &str, machine: &str) -> Result<()> {
+    let command = template.replace(PLACEHOLDER, machine);
+    let out = Command::new("sh").args(["-c", &command]).output()?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        bail!("{key} for {machine} failed ({}): {}", out.status, crate::sys::tail_lines(&said, 5).trim_end());
+    }
+    Ok(())
+}
+
+/// Waits until the API server reports `node` Ready (`ready`) or not; the time it took.
+pub async fn wait_node(
+    cluster: &KubeCluster,
+    client: &Client,
+    node: &str,
+    ready: bool,
+    timeout: Duration,
+) -> Result<Duration> {
+    let began = Instant::now();
+    loop {
+        if cluster.node_ready(client, node).await? == ready {
+            return Ok(began.elapsed());
+        }
+        if began.elapsed() > timeout {
+            bail!("node {node} was not {} after {} s", if ready { "Ready" } else { "NotReady" }, timeout.as_secs());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The ledger's undoing of a stop: a machine the API server does not see Ready is started
+/// again (a run stopped while its machine was down, or `isobench cleanup` after a killed one);
+/// one that is Ready was started by the run itself.
+pub fn start_if_down(cluster: &KubeCluster, machine: &str, start: &str) -> Result<()> {
+    block_on(async {
+        let client = cluster.client().await?;
+        if cluster.node_ready(&client, machine).await? {
+            return Ok(());
+        }
+        run("machine_start", start, machine)?;
+        wait_node(cluster, &client, machine, true, READY_WITHIN).await.map(|_| ())
+    })?
+}
