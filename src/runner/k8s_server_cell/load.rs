@@ -72,6 +72,14 @@ pub(super) fn load_pods(
         Err(e) if e.downcast_ref::<crate::sys::Interrupted>().is_some() => return Err(e),
         Err(e) => AgentReport { error: Some(format!("the load failed: {e:#}")), ..Default::default() },
     };
+    // A lost machine's pod restarts its containers (the same pod, so the replaced-pod check does
+    // not see it): the database's start would count as the load's work.
+    let cpu = match &killed {
+        Some(Ok(Some(k))) if k.machine.is_some() => {
+            Err(anyhow!("a database pod's machine was lost in the measured phase and its containers restarted"))
+        }
+        _ => cpu,
+    };
     record_cpu(&mut report, cpu);
     if let (Some(kill), Some(killed)) = (kill, killed) {
         record_kill(&mut report, db, kill, killed, recovery)?;
