@@ -264,15 +264,7 @@ mod tests {
             c.record.target = Some(20_000.0);
             c.record.cost_per_hour = price;
         }
-        Report {
-            dir: "r".into(),
-            analysis,
-            checks: vec![],
-            warnings: vec![],
-            host: BTreeMap::new(),
-            runs,
-            history: String::new(),
-        }
+        crate::report::fixture::report("r", (analysis, runs))
     }
 
     #[test]

@@ -513,6 +513,20 @@ pub(crate) mod fixture {
     use crate::compare::{self, Analysis};
     use crate::store::{Baseline, CellRecord, Labels, PlanRecord, Repeat, RunRecord, Sample};
 
+    /// A report of `analysis` and `runs` with no bound checked, no warning, no host facts and
+    /// no history.
+    pub fn report(dir: &str, (analysis, runs): (Analysis, Vec<RunRecord>)) -> super::Report {
+        super::Report {
+            dir: dir.into(),
+            analysis,
+            checks: vec![],
+            warnings: vec![],
+            host: BTreeMap::new(),
+            runs,
+            history: String::new(),
+        }
+    }
+
     /// Three runs each of a "host" cell (the baseline) and a "runc" cell of one CQL setting,
     /// with the samples `samples(env, rep)` gives and the setup `setup(env)` gives.
     pub fn analysis(

@@ -429,8 +429,6 @@ fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::charts::percentile_families;
     use super::*;
     use crate::store::{RunRecord, Sample};
@@ -464,16 +462,7 @@ mod tests {
 
     #[test]
     fn the_page_shows_each_cells_overhead_with_its_ci_and_needs_nothing_from_outside() {
-        let (analysis, runs) = analysis();
-        let report = Report {
-            dir: std::path::PathBuf::from("/nonexistent"),
-            analysis,
-            checks: vec![],
-            warnings: vec![],
-            host: BTreeMap::new(),
-            runs,
-            history: String::new(),
-        };
+        let report = crate::report::fixture::report("/nonexistent", analysis());
         let page = render(&report);
         let runc = report.analysis.cells.iter().find(|c| c.record.labels.env == "runc").unwrap();
         let d = runc.metric("op_rate").and_then(|m| m.vs_baseline.as_ref()).unwrap();
