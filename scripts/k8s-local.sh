@@ -166,10 +166,12 @@ up_failed() {
   exit "$status"
 }
 
+mem_kib() { sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo; }
+
 # The most nodes this machine holds: MAX_NODES, and no more than its memory gives each node
 # NODE_MEMORY_MIB.
 most_nodes() {
-  local mib=$(($(sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo) / 1024))
+  local mib=$(($(mem_kib) / 1024))
   local most=$((mib / NODE_MEMORY_MIB))
   echo $((most < MAX_NODES ? most : MAX_NODES))
 }
@@ -346,7 +348,7 @@ $(runsc_runtime)
 TOML
   # Each node offers the scheduler 1/N of the machine's CPUs and memory: the rest is reserved.
   cpu_m=$(($(nproc) * 1000))
-  mem_ki=$(sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo)
+  mem_ki=$(mem_kib)
   cat >"$nd/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

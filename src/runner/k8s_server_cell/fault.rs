@@ -36,10 +36,12 @@ pub(super) struct MachineLoss {
     pub down: Duration,
 }
 
-/// What a fault needs of the run beyond the database: the env's machine commands (for
-/// `kill = "machine"`) and the ledger that starts a stopped machine again if the run cannot.
+/// What a fault needs of the run beyond the database: for `kill = "machine"` the env's machine
+/// commands and the machine to stop (the one the loaders were kept off), and the ledger that
+/// starts a stopped machine again if the run cannot.
 pub(super) struct Means<'a> {
     pub machines: Option<&'a MachineCommands>,
+    pub machine: Option<String>,
     pub ledger: &'a Ledger,
 }
 
@@ -71,7 +73,8 @@ pub(super) fn fault(
             Lost::Pod => (delete_pod(db, &client, pod).await?, None),
             Lost::Machine { down } => {
                 let machines = means.machines.ok_or_else(|| anyhow!("the env has no machine_stop"))?;
-                let (struck, loss) = lose_machine(db, &client, pod, machines, means.ledger, down).await?;
+                let name = means.machine.clone().ok_or_else(|| anyhow!("pod {pod} is on no machine"))?;
+                let (struck, loss) = lose_machine(db, &client, name, machines, means.ledger, down).await?;
                 (struck, Some(loss))
             }
         };
@@ -91,18 +94,16 @@ async fn delete_pod(db: &Db<'_>, client: &Client, pod: &str) -> Result<Instant> 
     Ok(deleted)
 }
 
-/// Stops the machine that runs `pod`, waits until the API server marks it NotReady, keeps it
-/// down `down` after the stop (if longer), and starts it again.
+/// Stops the machine `name`, waits until the API server marks it NotReady, keeps it down
+/// `down` after the stop (if longer), and starts it again.
 async fn lose_machine(
     db: &Db<'_>,
     client: &Client,
-    pod: &str,
+    name: String,
     machines: &MachineCommands,
     ledger: &Ledger,
     down: Option<Duration>,
 ) -> Result<(Instant, MachineLoss)> {
-    let name = db.cluster.pod(client, pod).await?.and_then(|p| p.spec?.node_name);
-    let name = name.ok_or_else(|| anyhow!("pod {pod} is on no machine"))?;
     ledger.record(Resource::KubeMachine {
         cluster: db.cluster.clone(),
         machine: name.clone(),

@@ -41,8 +41,9 @@ pub(super) fn load_pods(
     load.loaders = Some(loaders);
     load.indexed = true;
     let request = loader_request(&load);
-    let loader_pods = k8s.loader_pods(name, machine_to_lose(db, kill)?);
-    let means = Means { machines: k8s.machines.as_ref(), ledger };
+    let machine = machine_to_lose(db, kill)?;
+    let loader_pods = k8s.loader_pods(name, machine.clone());
+    let means = Means { machines: k8s.machines.as_ref(), machine, ledger };
     let job = JobRun {
         name,
         token: ledger.token(),
