@@ -479,6 +479,37 @@ args = "write n=3000 -mode native cql3 user=bench password=s3cr3t-render-pw"
         "{}",
         text(&bad)
     );
+
+    // A ring that will lose a machine: its loaders are kept off the machine of the pod struck,
+    // named by that pod until the run knows the machine.
+    let ring = r#"
+name = "render-ring"
+baseline = { env = "runc" }
+[[server]]
+kind = "cassandra"
+nodes = 3
+kill_node = 2
+kill_after = "5s"
+kill = "machine"
+[[env]]
+name = "runc"
+kind = "k8s"
+kubeconfig = "/nonexistent/kubeconfig"
+machine_stop = "stop {machine}"
+machine_start = "start {machine}"
+[[volume]]
+name = "claim"
+kind = "pvc"
+storage_class = "fast"
+size = "2G"
+[[workload]]
+name = "cql"
+kind = "cql"
+args = "write n=3000"
+"#;
+    let yaml = ok(&sb.run(&["k8s", "render", sb.write("ring.toml", ring).to_str().unwrap()]));
+    let loaders = &yaml[yaml.rfind("kind: Job").expect("the loaders' Job")..];
+    assert!(loaders.contains("operator: NotIn") && loaders.contains("NODE-OF-isobench-run-1-db-1"), "{yaml}");
 }
 
 /// A suite of one Cassandra cell in the k8s env `runtime_class` on a claim of `storage_class`.

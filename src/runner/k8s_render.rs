@@ -88,6 +88,7 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
         let claim = volume.claim();
         let name = crate::env::k8s::object_name(Path::new(&format!("RUN-{}", i + 1)));
         out.push_str(&format!("# cell {} (run {}: objects are named after each run)\n", cell.id, i + 1));
+        let mut avoid = None;
         if let (Some(ServerSpec::Managed(managed)), Spec::Cql(cql), Some(claim)) = (&suite.server, &mut spec, &claim) {
             // The database, then its loaders (whose -node are the pods' addresses at run time).
             let mut db = super::k8s_server_cell::database_objects(k8s, managed, claim, &name, "RUN")?;
@@ -114,6 +115,13 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             let (user, password) = managed.login.clone().unzip();
             let set = super::k8s_server_cell::set_name(&name);
             let nodes = (0..managed.nodes).map(|k| format!("{}.{set}", statefulset::pod_name(&set, k))).collect();
+            // The machine a `kill = "machine"` fault stops is known once the pods run: named
+            // here by the pod it will run, so that the loaders' affinity off it shows.
+            avoid = managed
+                .kill
+                .as_ref()
+                .filter(|k| matches!(k.what, crate::server::Lost::Machine { .. }))
+                .map(|k| format!("NODE-OF-{}", statefulset::pod_name(&set, k.node - 1)));
             cql.target = Some(crate::workload::cql::Target { nodes, port: 9042, user, password, truststore: None });
         }
         let request = agent::Request {
@@ -128,7 +136,7 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             collect: false,
         };
         let served = matches!((&suite.server, &request.workload), (Some(ServerSpec::Managed(_)), Spec::Cql(_)));
-        let (claim, pod) = if served { (None, k8s.loader_pods(&name, None)) } else { (claim, k8s.pod.clone()) };
+        let (claim, pod) = if served { (None, k8s.loader_pods(&name, avoid)) } else { (claim, k8s.pod.clone()) };
         out.push_str(&k8s.render(&pod, &request, claim.as_ref(), &name)?);
         out.push_str("---\n");
     }
