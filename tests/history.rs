@@ -237,10 +237,9 @@ fn a_history_that_cannot_be_used_is_named_with_its_fix_and_a_run_goes_on_without
 /// A runsc env measured 4 times with platform systrap, then 4 times with ptrace under the same
 /// name: the history finds one change point in its getpid overhead, at the fifth result set, and
 /// names the platform; the host's series has none; the gate fails until it is acknowledged.
-/// Both envs on one CPU: with two to spread over, systrap's getpid flipped between ~6 and
-/// ~100 µs from one round to the next (its stub and the Sentry on one core or on two), a noise
-/// the 4-a-side series could not always see a 2-5× step through (CI once missed it); pinned,
-/// systrap took ~14 µs ±15 % and ptrace ~27 µs.
+/// Both envs on one CPU: with two to spread over, systrap's getpid took ~6 µs in some rounds
+/// and 50-100 µs in others, a noise the 4-a-side series could not always see a 2-5× step
+/// through (CI once missed it); pinned, systrap took ~14 µs ±15 % and ptrace ~27 µs.
 #[test]
 fn a_platform_change_is_found_where_it_happened_and_named() {
     skip_if!(unable());
