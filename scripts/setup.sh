@@ -363,9 +363,10 @@ databases() {
 }
 
 # The tests check what isobench wrote with a CQL client of another make: Python's. The history's
-# tests start a PostgreSQL server of their own, from the package's binaries, on a port of their own.
+# tests start a PostgreSQL server of their own, from the package's binaries, on a port of their own
+# (one of them speaking TLS only, its certificates made with openssl).
 outside_clients() {
-  apt_install python3-cassandra postgresql
+  apt_install python3-cassandra postgresql openssl
 }
 
 need_root

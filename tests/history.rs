@@ -234,6 +234,45 @@ fn a_history_that_cannot_be_used_is_named_with_its_fix_and_a_run_goes_on_without
     assert!(!said.contains("not-the-password") && said.contains("isobench:***@"), "{said}");
 }
 
+/// A team's PostgreSQL that takes TCP logins over TLS alone: a plain URL is refused by the
+/// server, `sslmode=verify-full` without the CA by isobench (naming `sslrootcert`), and with
+/// the CA named a run's result set lands there (counted through the server's socket); TLS words
+/// that cannot work are named before any connection.
+#[test]
+fn a_postgres_history_over_tls_is_verified_against_the_ca_the_url_names() {
+    skip_if!(unable());
+    skip_if!(common::postgres::unable());
+    skip_if!(common::need_program("openssl", "openssl"));
+    let sb = Scratch::new();
+    let (pg, ca) = common::postgres::Postgres::start_tls(&sb.path().join("pg"));
+    let refused = |location: &str, expected: &[&str]| {
+        let o = history(&sb, location, &["show"]);
+        let said = text(&o);
+        assert!(!o.status.success() && expected.iter().all(|e| said.contains(e)), "{location}: {said}");
+        assert!(!said.contains(pg.password), "{said}");
+        eprintln!("refused: {said}");
+    };
+    refused(&pg.url(), &["no encryption", "add ?sslmode=verify-full"]);
+    let unverified = format!("{}?sslmode=verify-full", pg.url());
+    refused(&unverified, &["certificate", "sslrootcert=/path/ca.pem"]);
+    refused(&format!("{}?sslmode=verify", pg.url()), &["sslmode=verify is not one of"]);
+    refused(&format!("{}?sslrootcert={}", pg.url(), ca.display()), &["sslrootcert=", "only with sslmode=verify-full"]);
+
+    let verified = format!("{unverified}&sslrootcert={}", ca.display());
+    let path = sb.write("s.toml", QUICK);
+    let o = sb
+        .isobench()
+        .env(isobench::history::HISTORY_VAR, &verified)
+        .args(["run", path.to_str().unwrap(), "--out", sb.path().join("out").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(ok(&o).contains("history:") && !text(&o).contains(pg.password), "{}", text(&o));
+    let mut outside = pg.socket();
+    let sets: i64 = outside.query_one("SELECT count(*) FROM result_sets", &[]).unwrap().get(0);
+    assert_eq!(sets, 1, "the run's result set, written over TLS");
+    assert!(ok(&history(&sb, &verified, &["show"])).contains("syscall_ns"));
+}
+
 /// A runsc env measured 4 times with platform systrap, then 4 times with ptrace under the same
 /// name: the history finds one change point in its getpid overhead, at the fifth result set, and
 /// names the platform; the host's series has none; the gate fails until it is acknowledged.

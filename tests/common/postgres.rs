@@ -42,6 +42,68 @@ impl Postgres {
     /// A new cluster under `dir` (made readable to the postgres user), started and accepting
     /// password logins on 127.0.0.1.
     pub fn start(dir: &Path) -> Postgres {
+        Postgres::launch(dir, None)
+    }
+
+    /// As [`Postgres::start`], but its TCP logins only over TLS, with a certificate for
+    /// 127.0.0.1 signed by a CA of its own: the server and that CA's PEM file.
+    pub fn start_tls(dir: &Path) -> (Postgres, PathBuf) {
+        let tls = dir.join("tls");
+        std::fs::create_dir_all(&tls).unwrap();
+        let openssl = |args: &[&str]| {
+            let o = Command::new("openssl").args(args).current_dir(&tls).output().unwrap();
+            assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=isobench test CA",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ]);
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ]);
+        std::fs::write(tls.join("ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "ext",
+            "-out",
+            "server.pem",
+        ]);
+        let pg = Postgres::launch(dir, Some(&tls));
+        (pg, tls.join("ca.pem"))
+    }
+
+    fn launch(dir: &Path, tls: Option<&Path>) -> Postgres {
         let bin = bin_dir().expect("checked by unable()");
         let data = dir.join("pgdata");
         std::fs::create_dir_all(&data).unwrap();
@@ -67,11 +129,28 @@ impl Postgres {
             .output()
             .unwrap();
         assert!(init.status.success(), "initdb: {}", String::from_utf8_lossy(&init.stderr));
+        let mut settings = vec!["listen_addresses=127.0.0.1".to_string()];
+        if let Some(tls) = tls {
+            for file in ["server.key", "server.pem"] {
+                Command::new("chown").args(["postgres:postgres"]).arg(tls.join(file)).status().unwrap();
+            }
+            Command::new("chmod").arg("600").arg(tls.join("server.key")).status().unwrap();
+            settings.push("ssl=on".into());
+            settings.push(format!("ssl_cert_file={}", tls.join("server.pem").display()));
+            settings.push(format!("ssl_key_file={}", tls.join("server.key").display()));
+            // TCP logins over TLS alone: a plain one finds no line of pg_hba.conf.
+            let hba = data.join("pg_hba.conf");
+            let lines = std::fs::read_to_string(&hba).unwrap();
+            let only_tls: String = lines.lines().map(|l| l.replacen("host ", "hostssl ", 1) + "\n").collect();
+            std::fs::write(&hba, only_tls).unwrap();
+        }
         let port = isobench::sys::free_port().unwrap();
         let server = as_postgres(&bin.join("postgres"))
             .arg("-D")
             .arg(&data)
-            .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-k"])
+            .args(["-p", &port.to_string()])
+            .args(settings.iter().flat_map(|s| ["-c", s.as_str()]))
+            .arg("-k")
             .arg(&data)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -83,13 +162,25 @@ impl Postgres {
             assert!(started.elapsed() < Duration::from_secs(60), "PostgreSQL did not listen on {port} within 60 s");
             std::thread::sleep(Duration::from_millis(100));
         }
-        // Listening comes before accepting logins: wait until a query works.
+        // Listening comes before accepting logins: wait until a login works.
         let ready = Instant::now();
-        while postgres::Client::connect(&pg.url(), postgres::NoTls).is_err() {
+        while pg.socket_config().connect(postgres::NoTls).is_err() {
             assert!(ready.elapsed() < Duration::from_secs(60), "PostgreSQL refused logins for 60 s");
             std::thread::sleep(Duration::from_millis(200));
         }
         pg
+    }
+
+    /// Through the cluster's socket, which takes a login without TLS.
+    fn socket_config(&self) -> postgres::Config {
+        let mut socket = postgres::Config::new();
+        socket.host_path(&self.data).port(self.port).user(self.user).password(self.password).dbname("postgres");
+        socket
+    }
+
+    /// A client of the test's own, as an outside reader counts what isobench wrote.
+    pub fn socket(&self) -> postgres::Client {
+        self.socket_config().connect(postgres::NoTls).unwrap()
     }
 
     pub fn url(&self) -> String {
