@@ -50,55 +50,18 @@ impl Postgres {
     pub fn start_tls(dir: &Path) -> (Postgres, PathBuf) {
         let tls = dir.join("tls");
         std::fs::create_dir_all(&tls).unwrap();
-        let openssl = |args: &[&str]| {
-            let o = Command::new("openssl").args(args).current_dir(&tls).output().unwrap();
-            assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        let openssl = |command: &str| {
+            let args: Vec<&str> = command.split_whitespace().collect();
+            let o = Command::new("openssl").args(&args).current_dir(&tls).output().unwrap();
+            assert!(o.status.success(), "openssl {command}: {}", String::from_utf8_lossy(&o.stderr));
         };
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=isobench test CA",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-        ]);
-        openssl(&[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-        ]);
+        let key = "-newkey rsa:2048 -nodes";
+        openssl(&format!("req -x509 {key} -days 2 -subj /CN=isobench-test-CA -keyout ca.key -out ca.pem"));
+        openssl(&format!("req {key} -subj /CN=127.0.0.1 -keyout server.key -out server.csr"));
         std::fs::write(tls.join("ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "ext",
-            "-out",
-            "server.pem",
-        ]);
+        openssl(
+            "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile ext -out server.pem",
+        );
         let pg = Postgres::launch(dir, Some(&tls));
         (pg, tls.join("ca.pem"))
     }
