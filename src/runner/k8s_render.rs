@@ -120,7 +120,7 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             avoid = managed
                 .kill
                 .as_ref()
-                .filter(|k| matches!(k.what, crate::server::Lost::Machine { .. }))
+                .filter(|k| k.stops_machine())
                 .map(|k| format!("NODE-OF-{}", statefulset::pod_name(&set, k.node - 1)));
             cql.target = Some(crate::workload::cql::Target { nodes, port: 9042, user, password, truststore: None });
         }

@@ -303,6 +303,13 @@ pub struct Kill {
     pub what: Lost,
 }
 
+impl Kill {
+    /// Whether the fault takes away a whole machine (`kill = "machine"`), not a pod.
+    pub fn stops_machine(&self) -> bool {
+        matches!(self.what, Lost::Machine { .. })
+    }
+}
+
 /// What a fault takes away: the database's process or pod (`kill = "pod"`), or in a k8s
 /// environment the whole machine that runs it (`kill = "machine"`).
 #[derive(Clone, Copy, Debug, PartialEq)]

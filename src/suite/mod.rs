@@ -401,7 +401,7 @@ fn check_machine_loss(
         Some(crate::server::ServerSpec::External(e)) => e.kill.as_ref(),
         None => None,
     };
-    if !kill.is_some_and(|k| matches!(k.what, crate::server::Lost::Machine { .. })) {
+    if !kill.is_some_and(crate::server::Kill::stops_machine) {
         return Ok(());
     }
     for ((table, origin), env) in tables.iter().zip(envs) {

@@ -140,7 +140,7 @@ fn record_cpu(report: &mut AgentReport, cpu: Result<Option<PodsCpu>>) {
 
 /// The machine a `kill = "machine"` fault will stop: the one that runs its pod now.
 fn machine_to_lose(db: &Db, kill: Option<&crate::server::Kill>) -> Result<Option<String>> {
-    let Some(kill) = kill.filter(|k| matches!(k.what, crate::server::Lost::Machine { .. })) else { return Ok(None) };
+    let Some(kill) = kill.filter(|k| k.stops_machine()) else { return Ok(None) };
     block_on(async {
         let client = db.cluster.client().await?;
         Ok(db.cluster.pod(&client, db.pod(kill.node - 1)).await?.and_then(|p| p.spec?.node_name))
