@@ -30,10 +30,7 @@ impl Postgres {
             let reason = match e.as_db_error() {
                 Some(db) => db.message().to_string(),
                 // "error performing TLS handshake" says why only in its sources.
-                None => std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
-                    .map(|e| e.to_string())
-                    .collect::<Vec<_>>()
-                    .join(": "),
+                None => format!("{:#}", anyhow::Error::new(e)),
             };
             let fix = if reason.contains("certificate") {
                 "; name the CA that signed the server's certificate with sslrootcert=/path/ca.pem in the URL"
