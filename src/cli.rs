@@ -227,6 +227,13 @@ struct RunArgs {
     /// Override a suite value: --set workload.fio.runtime=3s, --set repeat=5.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
+    /// Run rounds until every comparison's 95% CI is within ±this (--set precision=…): "±5%".
+    #[arg(long, value_name = "±PERCENT", allow_hyphen_values = true)]
+    precision: Option<String>,
+    /// Add an A/A check: a twin of the baseline env, compared with it like any cell
+    /// (--set aa=true); the report counts its false verdicts.
+    #[arg(long)]
+    aa: bool,
     /// Run only the cells whose labels match, e.g. --filter env=host,rw=randread (repeatable).
     #[arg(long, value_name = "LABEL=GLOB,...")]
     filter: Vec<String>,
@@ -388,7 +395,11 @@ fn adhoc_suite(args: &RunArgs) -> Result<Suite> {
     Ok(suite)
 }
 
-fn run(workdir: &Path, args: RunArgs) -> Result<ExitCode> {
+fn run(workdir: &Path, mut args: RunArgs) -> Result<ExitCode> {
+    args.overrides.extend(args.precision.iter().map(|p| format!("precision={p}")));
+    if args.aa {
+        args.overrides.push("aa=true".into());
+    }
     let suite = match &args.suite {
         Some(path) => Suite::load(path, &args.overrides)?,
         None => adhoc_suite(&args)?,
@@ -595,9 +606,21 @@ fn describe_plan(suite: &Suite, plan: &Plan) -> String {
             format!("order: shuffled from seed {} (--seed {} replays it), round by round:\n", plan.seed, plan.seed)
         }
     });
+    out.push_str("  (a block [ ] holds the cells compared with one baseline, run back to back; each is paired with the baseline's run of its block)\n");
     for (i, round) in plan.rounds().iter().enumerate() {
-        let cells: Vec<String> = round.iter().map(|c| (c + 1).to_string()).collect();
-        out.push_str(&format!("  round {}: {}\n", i + 1, cells.join(" ")));
+        let blocks: Vec<String> = round
+            .iter()
+            .map(|block| format!("[{}]", block.iter().map(|c| (c + 1).to_string()).collect::<Vec<_>>().join(" ")))
+            .collect();
+        out.push_str(&format!("  round {}: {}\n", i + 1, blocks.join(" ")));
+    }
+    if let Some(p) = &suite.precision {
+        out.push_str(&format!(
+            "then rounds of the cells whose comparison's 95% CI is wider than ±{}% (with their baselines), up to {} rounds{}\n",
+            p.half_width,
+            p.max_rounds,
+            p.budget_s.map_or(String::new(), |s| format!(" or {s:.0} s of runs"))
+        ));
     }
     out.push_str(&format!("expected at least {:.0} s\n", expected.as_secs_f64()));
     out
@@ -629,13 +652,12 @@ fn check(dir: &Path, junit: Option<&Path>, inconclusive: &str) -> Result<ExitCod
             continue;
         }
         println!(
-            "{:<14} {}  {} overhead {:+.1}% (95% CI {:+.1}% to {:+.1}%), bound {:.1}%",
+            "{:<14} {}  {} overhead {:+.1}% ({}), bound {:.1}%",
             c.verdict.text(),
             c.cell,
             c.bound.metric,
             c.overhead_pct,
-            c.overhead_ci.0,
-            c.overhead_ci.1,
+            crate::units::percent_interval_words(c.overhead_ci),
             c.bound.max_overhead_pct
         );
     }

@@ -1,8 +1,10 @@
 //! From a suite to the runs to do: the matrix of cells (env × volume × workload variant), the
 //! cells a `--filter` selects, and the order of runs. Runs go in rounds (rep 1 of every cell,
 //! then rep 2 …) so that slow drift of the machine spreads over all cells instead of biasing the
-//! ones that happened to run last; within a round the cells are shuffled from a seed, so that
-//! what one run leaves behind (its teardown, its writeback) does not land on the same cell every
+//! ones that happened to run last. Within a round, the cells compared with one baseline run back
+//! to back as a block, so that a sandbox's run and the baseline's run it is paired with share the
+//! machine's moment; the blocks and the cells inside each are shuffled from a seed, so that what
+//! one run leaves behind (its teardown, its writeback) does not land on the same cell every
 //! round, where no CI could see it.
 
 use std::collections::HashMap;
@@ -22,14 +24,20 @@ pub struct Cell {
     pub variant: usize,
 }
 
+/// One run to do: repetition `rep` of a cell, in block `block` of round `round` (a cell's rep
+/// is its round until precision rounds leave it out of some).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot {
     pub cell: usize,
     pub rep: u32,
+    pub round: u32,
+    pub block: usize,
 }
 
 pub struct Plan {
     pub cells: Vec<Cell>,
+    /// The cells compared with one baseline (the baseline among them), as indexes into `cells`.
+    pub blocks: Vec<Vec<usize>>,
     pub runs: Vec<Slot>,
     /// Baseline cells added because the filter left them out but a selected cell needs them.
     pub added_baselines: Vec<String>,
@@ -87,12 +95,10 @@ impl Plan {
                 texts.join(" --filter ")
             ));
         }
+        let blocks = blocks_of(suite, &cells);
         let mut orderer = Orderer::new(suite.order, seed);
-        let all: Vec<usize> = (0..cells.len()).collect();
-        let runs = (1..=suite.repeat.min)
-            .flat_map(|rep| orderer.round(&all).into_iter().map(move |cell| Slot { cell, rep }))
-            .collect();
-        Ok(Plan { cells, runs, added_baselines, seed, orderer })
+        let runs = (1..=suite.repeat.min).flat_map(|round| orderer.round_slots(&blocks, round, |_| round)).collect();
+        Ok(Plan { cells, blocks, runs, added_baselines, seed, orderer })
     }
 
     /// Bounds that could judge no cell of this plan, each in words that say why and what to write
@@ -130,14 +136,21 @@ impl Plan {
         idle
     }
 
-    /// The runs' cells round by round, as `isobench run --dry-run` shows them.
-    pub fn rounds(&self) -> Vec<Vec<usize>> {
-        let mut rounds: Vec<Vec<usize>> = Vec::new();
+    /// The runs' cells round by round and block by block, as `isobench run --dry-run` shows
+    /// them and plan.json keeps them.
+    pub fn rounds(&self) -> Vec<Vec<Vec<usize>>> {
+        let mut rounds: Vec<Vec<Vec<usize>>> = Vec::new();
+        let mut last: Option<(u32, usize)> = None;
         for slot in &self.runs {
-            match rounds.get_mut(slot.rep as usize - 1) {
-                Some(round) => round.push(slot.cell),
-                None => rounds.push(vec![slot.cell]),
+            if rounds.len() < slot.round as usize {
+                rounds.push(Vec::new());
             }
+            let round = &mut rounds[slot.round as usize - 1];
+            if last != Some((slot.round, slot.block)) {
+                round.push(Vec::new());
+            }
+            round.last_mut().expect("pushed").push(slot.cell);
+            last = Some((slot.round, slot.block));
         }
         rounds
     }
@@ -188,6 +201,7 @@ impl Plan {
                         density: suite.workloads[c.workload].variants[c.variant].density,
                         target: suite.workloads[c.workload].target,
                         nodes: served_nodes(suite, c),
+                        twin: suite.twins[c.env],
                     }
                 })
                 .collect(),
@@ -202,6 +216,14 @@ impl Plan {
                 .collect(),
             order: suite.order,
             seed: (suite.order == Order::Shuffled).then_some(self.seed),
+            precision: suite.precision.clone(),
+            rounds: self
+                .rounds()
+                .iter()
+                .map(|round| {
+                    round.iter().map(|block| block.iter().map(|c| self.cells[*c].id.clone()).collect()).collect()
+                })
+                .collect(),
         }
     }
 }
@@ -228,6 +250,9 @@ pub struct Orderer {
     last: Option<usize>,
 }
 
+/// A round's blocks in the order they run, each its index and its cells in the order they run.
+pub type RoundOrder = Vec<(usize, Vec<usize>)>;
+
 /// Random orders a shuffled round chooses among.
 const CANDIDATES: usize = 64;
 
@@ -236,18 +261,34 @@ impl Orderer {
         Orderer { order, rng: Rng::new(seed), followed: HashMap::new(), last: None }
     }
 
-    /// The next round's order of `cells`.
-    pub fn round(&mut self, cells: &[usize]) -> Vec<usize> {
+    /// Round `round`'s slots: `blocks` (each a list of cells; an empty one is left out) in the
+    /// next order, each cell at repetition `rep(cell)`.
+    pub fn round_slots(&mut self, blocks: &[Vec<usize>], round: u32, rep: impl Fn(usize) -> u32) -> Vec<Slot> {
+        self.round(blocks)
+            .into_iter()
+            .flat_map(|(block, cells)| cells.into_iter().map(move |cell| (block, cell)))
+            .map(|(block, cell)| Slot { cell, rep: rep(cell), round, block })
+            .collect()
+    }
+
+    /// The next round's order: each block of cells with its index, the blocks and the cells
+    /// inside each in order.
+    pub fn round(&mut self, blocks: &[Vec<usize>]) -> RoundOrder {
+        let given: RoundOrder = blocks.iter().cloned().enumerate().filter(|(_, cells)| !cells.is_empty()).collect();
         let chosen = match self.order {
-            Order::Fixed => cells.to_vec(),
+            Order::Fixed => given,
             Order::Shuffled => {
-                let mut best: Option<(u32, Vec<usize>)> = None;
+                let mut best: Option<(u32, RoundOrder)> = None;
                 for _ in 0..CANDIDATES {
-                    let mut candidate = cells.to_vec();
+                    let mut candidate = given.clone();
                     self.rng.shuffle(&mut candidate);
+                    for (_, cells) in candidate.iter_mut() {
+                        self.rng.shuffle(cells);
+                    }
                     // A pair seen twice costs more to repeat than two seen once: no pair runs away.
+                    let flat: Vec<usize> = candidate.iter().flat_map(|(_, cells)| cells.iter().copied()).collect();
                     let repeats = self
-                        .pairs(&candidate)
+                        .pairs(&flat)
                         .map(|pair| 4u32.saturating_pow(self.followed.get(&pair).copied().unwrap_or(0)) - 1)
                         .sum();
                     if best.as_ref().is_none_or(|(fewest, _)| repeats < *fewest) {
@@ -257,10 +298,11 @@ impl Orderer {
                 best.map(|(_, order)| order).unwrap_or_default()
             }
         };
-        for pair in self.pairs(&chosen).collect::<Vec<_>>() {
+        let flat: Vec<usize> = chosen.iter().flat_map(|(_, cells)| cells.iter().copied()).collect();
+        for pair in self.pairs(&flat).collect::<Vec<_>>() {
             *self.followed.entry(pair).or_default() += 1;
         }
-        self.last = chosen.last().copied().or(self.last);
+        self.last = flat.last().copied().or(self.last);
         chosen
     }
 
@@ -269,6 +311,20 @@ impl Orderer {
         let last = self.last;
         order.iter().enumerate().map(move |(i, c)| (if i == 0 { last } else { Some(order[i - 1]) }, *c))
     }
+}
+
+/// The cells grouped by the baseline they are compared with, in plan order: a cell with no
+/// baseline in the plan is a block of its own.
+fn blocks_of(suite: &Suite, cells: &[Cell]) -> Vec<Vec<usize>> {
+    let mut blocks: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (i, cell) in cells.iter().enumerate() {
+        let key = cells.iter().position(|b| suite.baseline.is_baseline_of(&b.labels, &cell.labels)).unwrap_or(i);
+        match blocks.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(i),
+            None => blocks.push((key, vec![i])),
+        }
+    }
+    blocks.into_iter().map(|(_, members)| members).collect()
 }
 
 /// Every cell, ordered so that one workload setting is measured across all environments and
@@ -285,7 +341,12 @@ fn cells_of(suite: &Suite) -> Vec<Cell> {
                         workload: w.name.clone(),
                         params: variant.params.clone(),
                     };
-                    if suite.cells.is_empty() || suite.cells.iter().any(|s| s.matches(&labels)) {
+                    // A twin of the baseline env runs the cells its original runs.
+                    let mut as_selected = labels.clone();
+                    if suite.twins[ei] {
+                        as_selected.env = suite.baseline.env.clone().unwrap_or_default();
+                    }
+                    if suite.cells.is_empty() || suite.cells.iter().any(|s| s.matches(&as_selected)) {
                         cells.push(Cell {
                             id: labels.cell_id(),
                             labels,
@@ -306,10 +367,49 @@ fn cells_of(suite: &Suite) -> Vec<Cell> {
 mod tests {
     use super::*;
 
+    /// `n` rounds of one block of `cells` cells.
     fn rounds(order: Order, seed: u64, cells: usize, n: usize) -> Vec<Vec<usize>> {
         let mut orderer = Orderer::new(order, seed);
-        let all: Vec<usize> = (0..cells).collect();
-        (0..n).map(|_| orderer.round(&all)).collect()
+        let all = vec![(0..cells).collect::<Vec<usize>>()];
+        (0..n).map(|_| orderer.round(&all).concat_cells()).collect()
+    }
+
+    trait Flat {
+        fn concat_cells(self) -> Vec<usize>;
+    }
+
+    impl Flat for RoundOrder {
+        fn concat_cells(self) -> Vec<usize> {
+            self.into_iter().flat_map(|(_, cells)| cells).collect()
+        }
+    }
+
+    /// A block's cells run back to back; the blocks' order, and the cells' within each, vary
+    /// from round to round.
+    #[test]
+    fn a_blocks_cells_run_together_in_a_shuffled_order() {
+        let blocks = vec![vec![0, 1, 2], vec![3, 4]];
+        let mut orderer = Orderer::new(Order::Shuffled, 3);
+        let rounds: Vec<Vec<Slot>> = (1..=8).map(|r| orderer.round_slots(&blocks, r, |_| r)).collect();
+        let mut first_blocks = std::collections::HashSet::new();
+        let mut first_cells = std::collections::HashSet::new();
+        for (i, round) in rounds.iter().enumerate() {
+            assert_eq!(round.len(), 5);
+            assert!(round.iter().all(|s| s.round == i as u32 + 1 && s.rep == i as u32 + 1));
+            let switches = round.windows(2).filter(|w| w[0].block != w[1].block).count();
+            assert_eq!(switches, 1, "round {}: a block is never split: {round:?}", i + 1);
+            for slot in round {
+                assert!(blocks[slot.block].contains(&slot.cell));
+            }
+            first_blocks.insert(round[0].block);
+            first_cells.insert(round[0].cell);
+        }
+        assert_eq!(first_blocks.len(), 2, "either block may go first");
+        assert!(first_cells.len() >= 3, "the cells inside a block are shuffled too: {first_cells:?}");
+        let fixed = Orderer::new(Order::Fixed, 3).round_slots(&blocks, 1, |_| 1);
+        assert_eq!(fixed.iter().map(|s| s.cell).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        let some = Orderer::new(Order::Fixed, 3).round_slots(&[vec![], vec![4, 3]], 9, |c| c as u32);
+        assert_eq!(some, [Slot { cell: 4, rep: 4, round: 9, block: 1 }, Slot { cell: 3, rep: 3, round: 9, block: 1 }]);
     }
 
     #[test]

@@ -37,14 +37,9 @@ pub fn compare_sets(a: &ResultSet, b: &ResultSet, metrics: &[String]) -> Result<
             rows.push(vec![
                 cell.record.cell.clone(),
                 metric_title(&metric),
-                format!("{} (n={})", units::human(m_old.summary.median, &m_old.unit), m_old.summary.n),
-                format!("{} (n={})", units::human(m_new.summary.median, &m_new.unit), m_new.summary.n),
-                format!(
-                    "{} [{}, {}]",
-                    units::signed_percent(d.pct),
-                    units::signed_percent(d.ci.0),
-                    units::signed_percent(d.ci.1)
-                ),
+                format!("{} (n={})", units::human(m_old.summary.center, &m_old.unit), m_old.summary.n),
+                format!("{} (n={})", units::human(m_new.summary.center, &m_new.unit), m_new.summary.n),
+                format!("{} {}", units::signed_percent(d.pct), units::percent_interval(d.ci)),
                 format!("{:.3}", d.p_value),
                 d.verdict.text().to_string(),
             ]);

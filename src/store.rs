@@ -290,6 +290,20 @@ pub struct RunRecord {
     /// A capacity search's steps (the run's `capacity` sample is the highest rate that passed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<crate::capacity::Step>,
+    /// The block it ran in: its pair is the baseline's run of the same block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<BlockId>,
+}
+
+/// Where a run ran: the round, the block within the round (the cells compared with one
+/// baseline, run back to back) and the isobench process that ran it. Runs of one block ran
+/// within minutes of each other, on the machine as it was then, and pair; a block cut by an
+/// interrupt and resumed by another process is two blocks, and pairs nothing across the cut.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BlockId {
+    pub round: u32,
+    pub block: u32,
+    pub session: String,
 }
 
 impl RunRecord {
@@ -313,6 +327,7 @@ impl RunRecord {
             origin: None,
             sandboxes: Vec::new(),
             steps: Vec::new(),
+            block: None,
         }
     }
 }
@@ -377,6 +392,24 @@ pub struct PlanRecord {
     /// What the shuffled order was drawn from: `--seed` replays it, `--resume` keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// The precision the rounds ran for (`precision = "±5%"`), where the suite asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Precision>,
+    /// The planned rounds, each its blocks in the order they run, each block its cells' ids in
+    /// the order they run (precision rounds come after these, as the runs ask for them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<Vec<Vec<String>>>,
+}
+
+/// Rounds until every comparison is precise: each difference's 95 % CI within ± `half_width`
+/// percentage points, or the rounds or the time run out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Precision {
+    pub half_width: f64,
+    pub max_rounds: u32,
+    /// Seconds the runs may take in all, where the suite set a budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_s: Option<f64>,
 }
 
 /// What each cell is compared with: the cell of the same workload setting in the baseline
@@ -472,6 +505,29 @@ pub struct CellRecord {
     /// The database nodes a served CQL cell runs (its capacity is the ring's, its cost theirs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<usize>,
+    /// Its environment is the baseline environment's twin: its comparison is an A/A check.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub twin: bool,
+}
+
+impl CellRecord {
+    /// A cell of `labels` in an environment of kind `env_kind` that leads with `headline`, with
+    /// nothing else known of it (what tools that make plans outside a suite start from).
+    pub fn new(labels: Labels, env_kind: &str, sandbox: bool, headline: &[&str]) -> CellRecord {
+        CellRecord {
+            cell: labels.cell_id(),
+            labels,
+            headline: headline.iter().map(|m| m.to_string()).collect(),
+            env_kind: env_kind.into(),
+            sandbox,
+            workload_setup: BTreeMap::new(),
+            cost_per_hour: None,
+            density: None,
+            target: None,
+            nodes: None,
+            twin: false,
+        }
+    }
 }
 
 pub struct ResultSet {

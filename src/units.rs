@@ -161,6 +161,30 @@ pub fn group_digits(n: i64) -> String {
     if n < 0 { format!("-{out}") } else { out }
 }
 
+/// A 95 % interval of a % difference: "[-27%, -21%]", or "[no CI]" where the runs support none.
+pub fn percent_interval(ci: Option<(f64, f64)>) -> String {
+    match ci {
+        Some((lo, hi)) => format!("[{}, {}]", signed_percent(lo), signed_percent(hi)),
+        None => "[no CI]".into(),
+    }
+}
+
+/// A 95 % interval of a value: "1.21k – 1.37k op/s", or "no CI" where the runs support none.
+pub fn value_interval(ci: Option<(f64, f64)>, unit: &str) -> String {
+    match ci {
+        Some((lo, hi)) => format!("{} – {}", human(lo, unit), human(hi, unit)),
+        None => "no CI".into(),
+    }
+}
+
+/// The same in words: "95% CI +1.2% to +3.4%", or "no 95% CI: too few runs".
+pub fn percent_interval_words(ci: Option<(f64, f64)>) -> String {
+    match ci {
+        Some((lo, hi)) => format!("95% CI {lo:+.1}% to {hi:+.1}%"),
+        None => "no 95% CI: too few runs".into(),
+    }
+}
+
 /// A signed percentage for "% difference" columns: "+4.2%", "-31%".
 pub fn signed_percent(p: f64) -> String {
     if !p.is_finite() {

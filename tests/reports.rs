@@ -174,15 +174,17 @@ fn json_and_csv_exports_carry_the_statistics() {
     assert_eq!(cells.len(), 4);
     let ext4 = cells.iter().find(|c| c["cell"] == "host.ext4.fio.rw=randread").unwrap();
     let iops = ext4["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "iops").unwrap();
-    let (lo, hi, median) =
-        (iops["ci"][0].as_f64().unwrap(), iops["ci"][1].as_f64().unwrap(), iops["median"].as_f64().unwrap());
-    assert!(lo <= median && median <= hi && iops["n"] == 3);
+    let (lo, hi, center) =
+        (iops["ci"][0].as_f64().unwrap(), iops["ci"][1].as_f64().unwrap(), iops["center"].as_f64().unwrap());
+    assert!(lo <= center && center <= hi && iops["n"] == 3);
+    assert_eq!(iops["vs_baseline"]["pairing"], "paired", "each run of a round against the baseline's of its block");
     assert_eq!(iops["vs_baseline"]["verdict"], "slower");
     assert!(iops["vs_baseline"]["p_value"].as_f64().unwrap() <= 1.0);
     let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
-    assert!(csv.starts_with("cell,env,volume,workload,params,metric,unit,n,median,ci_low,ci_high,cv_pct,diff_pct,diff_ci_low,diff_ci_high,p_value,verdict\n"));
+    assert!(csv.starts_with("cell,env,volume,workload,params,metric,unit,n,center,ci_low,ci_high,cv_pct,diff_pct,diff_ci_low,diff_ci_high,p_value,verdict,pairing\n"));
     assert!(csv.lines().any(|l| {
-        l.starts_with("host.ext4.fio.rw=randread,host,ext4,fio,rw=randread,iops,op/s,3,") && l.ends_with(",slower")
+        l.starts_with("host.ext4.fio.rw=randread,host,ext4,fio,rw=randread,iops,op/s,3,")
+            && l.ends_with(",slower,paired")
     }));
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Cost") && md.contains("$0.50"), "cost per hour gives $ per million operations");

@@ -91,7 +91,7 @@ fn unknown_key_names_file_line_key_and_allowed_keys() {
 #[test]
 fn unknown_top_level_key() {
     let e = load(&format!("repeats = 3\n{BASE}")).err().expect("rejected");
-    assert!(e.starts_with("suite.toml:1: the suite: key \"repeats\": unknown key; allowed keys are: baseline, bound, cells, collect, cost, env, name, order, repeat, server, settle, split_cpus, target, volume, workload"), "{e}");
+    assert!(e.starts_with("suite.toml:1: the suite: key \"repeats\": unknown key; allowed keys are: aa, baseline, bound, budget, cells, collect, cost, env, max_rounds, name, order, precision, repeat, server, settle, split_cpus, target, volume, workload"), "{e}");
 }
 
 #[test]
@@ -330,6 +330,84 @@ fn adaptive_repeat_is_a_table_with_a_target() {
     assert!(e.contains("repeat: key \"max\": must be at least min (5)"), "{e}");
     let e = error_with("repeat = 2", "repeat = { min = 3, max = 5, target = \"2%\" }");
     assert!(e.contains("repeat: key \"target\": unknown key"), "{e}");
+}
+
+/// `precision` asks for rounds until every comparison is that narrow; what no number of rounds
+/// can reach, or a limit on nothing, is refused before any run, naming the key and the fix.
+#[test]
+fn a_precision_goal_is_a_half_width_with_its_limits() {
+    let with = |keys: &str| BASE.replacen("repeat = 2\n", &format!("repeat = 2\n{keys}\n"), 1);
+    let s = load(&with("precision = \"±5%\"\nbudget = \"3m\"")).unwrap();
+    let p = s.precision.unwrap();
+    assert_eq!((p.half_width, p.budget_s), (5.0, Some(180.0)));
+    let s = load(&with("precision = \"2.5%\"\nmax_rounds = 12")).unwrap();
+    assert_eq!((s.precision.as_ref().unwrap().half_width, s.precision.as_ref().unwrap().max_rounds), (2.5, 12));
+    let s = load_with(BASE, &["precision=±4%"]).unwrap();
+    assert_eq!(s.precision.unwrap().max_rounds, isobench::suite::DEFAULT_MAX_ROUNDS, "no limit given: the default");
+    for (keys, said) in [
+        ("precision = \"0%\"", "asks for no uncertainty at all"),
+        ("precision = \"±0%\"", "asks for no uncertainty at all"),
+        ("precision = \"-5%\"", "is negative"),
+        ("precision = \"±-5%\"", "is negative"),
+        ("precision = \"five\"", "is not a percentage"),
+        ("precision = \"5\"", "is not a percentage"),
+        ("precision = 5", "expected a string"),
+        ("precision = \"±5%\"\nbudget = \"0s\"", "key \"budget\": is a time limit: it must be more than 0"),
+        ("precision = \"±5%\"\nbudget = 0", "key \"budget\": is a time limit: it must be more than 0"),
+        ("precision = \"±5%\"\nmax_rounds = 0", "key \"max_rounds\": must be at least 1"),
+        ("precision = \"±5%\"\nmax_rounds = 1", "key \"max_rounds\": must be at least repeat (2)"),
+        ("budget = \"10m\"", "key \"budget\": limits the rounds a precision goal runs"),
+    ] {
+        let e = load(&with(keys)).err().unwrap_or_else(|| panic!("{keys} was accepted"));
+        assert!(e.contains(said), "{keys}: {e}");
+        if keys.starts_with("precision = \"") && !keys.contains('\n') {
+            assert!(e.contains("key \"precision\"") && e.contains("e.g. precision = \"±5%\""), "{keys}: {e}");
+            assert!(e.starts_with(&format!("suite.toml:{}:", line("repeat = 2") + 1)), "{keys}: {e}");
+        }
+    }
+    let e = load_with(BASE, &["precision=0%"]).err().unwrap();
+    assert!(e.contains("(from --set precision=0%)"), "{e}");
+    let adaptive = BASE.replace("repeat = 2", "repeat = { min = 3, max = 15, target_ci = \"2%\" }\nprecision = \"5%\"");
+    assert!(load(&adaptive).err().unwrap().contains("keep one"));
+}
+
+/// `aa = true` twins the baseline environment; a twin written out is found as one too, and its
+/// cells are the ones `cells` gives the original.
+#[test]
+fn an_aa_check_twins_the_baseline_env() {
+    let with = |keys: &str| BASE.replacen("repeat = 2\n", &format!("repeat = 2\n{keys}\n"), 1);
+    let suite = load(&with("aa = true\ncells = [\"volume=tmpfs,rw=randread\"]")).unwrap();
+    let names: Vec<&str> = suite.envs.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["host", "host-aa"]);
+    assert_eq!(suite.twins, [false, true]);
+    let plan = Plan::new(&suite, &[], 0).unwrap();
+    let ids: Vec<&str> = plan.cells.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids.len(), 4, "numjobs 1 and 4, on host and its twin: {ids:?}");
+    assert_eq!(plan.blocks.len(), 2, "each setting's cells run as one block: {:?}", plan.blocks);
+    let record = plan.record(&suite);
+    assert!(record.cells.iter().all(|c| c.twin == (c.labels.env == "host-aa")));
+    let s = load_with(BASE, &["aa=true"]).unwrap();
+    assert_eq!(s.twins, [false, true]);
+    let written = BASE.replacen("[[volume]]", "[[env]]\nname = \"other-host\"\nkind = \"host\"\n\n[[volume]]", 1);
+    assert_eq!(load(&written).unwrap().twins, [false, true], "a twin written out is a twin");
+    let e = load(&with("aa = \"yes\"")).err().unwrap();
+    assert!(e.contains("key \"aa\": expected true or false"), "{e}");
+    let e =
+        load(&BASE.replace(
+            "baseline = { env = \"host\", volume = \"tmpfs\" }",
+            "baseline = { volume = \"tmpfs\" }\naa = true",
+        ))
+        .err()
+        .unwrap();
+    assert!(e.contains("twins the baseline environment, and the baseline names none"), "{e}");
+    let e = load(&with("aa = true").replacen(
+        "[[volume]]",
+        "[[env]]\nname = \"host-aa\"\nkind = \"host\"\n\n[[volume]]",
+        1,
+    ))
+    .err()
+    .unwrap();
+    assert!(e.contains("adds an env named \"host-aa\", and the suite has one"), "{e}");
 }
 
 #[test]

@@ -3,12 +3,14 @@
 //! signed so that positive always means worse (fewer op/s, more µs); bounds respect the CI.
 
 pub mod carryover;
+pub mod noise;
+pub mod precision;
 
 use std::collections::BTreeMap;
 
-use crate::stats::{self, Summary};
+use crate::stats::{self, Pairing, Summary};
 use crate::store::Selector;
-use crate::store::{BoundRecord, CellRecord, PlanRecord, RunRecord, Status};
+use crate::store::{BlockId, BoundRecord, CellRecord, PlanRecord, RunRecord, Status};
 use crate::units;
 
 pub struct Analysis {
@@ -40,6 +42,9 @@ pub struct MetricResult {
     pub metric: String,
     pub unit: String,
     pub values: Vec<f64>,
+    /// The block each value's run ran in (`None` for runs made before blocks): what pairs it
+    /// with the baseline's run of the same minute.
+    pub blocks: Vec<Option<BlockId>>,
     pub summary: Summary,
     pub vs_baseline: Option<Diff>,
 }
@@ -50,7 +55,7 @@ pub enum Verdict {
     Slower,
     /// The difference's 95 % CI includes 0 (`~`).
     NoSignificantDifference,
-    /// Fewer than MIN_RUNS_FOR_VERDICT runs on a side: no CI says anything (`?`).
+    /// Fewer than MIN_RUNS_FOR_VERDICT runs on a side, or no CI the runs can support (`?`).
     TooFewRuns,
 }
 
@@ -60,24 +65,45 @@ impl Verdict {
             Verdict::Faster => "faster",
             Verdict::Slower => "slower",
             Verdict::NoSignificantDifference => "no significant difference",
-            Verdict::TooFewRuns => "too few runs for a CI",
+            Verdict::TooFewRuns => "too few runs for a verdict",
         }
     }
 }
 
 #[derive(Clone, Debug)]
 pub struct Diff {
-    pub baseline_median: f64,
-    /// median(cell) / median(baseline).
+    pub baseline_center: f64,
+    /// cell / baseline (see `stats::Difference`).
     pub ratio: f64,
-    /// (cell − baseline) / baseline of the medians, in percent, and its 95 % CI.
+    /// (ratio − 1) in percent, and its 95 % CI where the runs support one.
     pub pct: f64,
-    pub ci: (f64, f64),
+    pub ci: Option<(f64, f64)>,
     /// The same difference signed so that positive is worse, and its CI.
     pub overhead_pct: f64,
-    pub overhead_ci: (f64, f64),
+    pub overhead_ci: Option<(f64, f64)>,
     pub p_value: f64,
     pub verdict: Verdict,
+    /// Paired by round, or not, and why not.
+    pub pairing: Pairing,
+    pub unpaired_because: Option<String>,
+    /// Pairs, or the smaller side's runs.
+    pub n: usize,
+}
+
+impl Diff {
+    /// Half the CI's width in percentage points (infinite without a CI).
+    pub fn half_width(&self) -> f64 {
+        self.ci.map_or(f64::INFINITY, |(lo, hi)| (hi - lo) / 2.0)
+    }
+
+    /// "paired over 5 rounds", "unpaired (3 and 4 runs): round 2 lost the baseline's run".
+    pub fn method_text(&self) -> String {
+        match (self.pairing, &self.unpaired_because) {
+            (Pairing::Paired, _) => format!("paired over {} rounds", self.n),
+            (Pairing::Unpaired, Some(why)) => format!("unpaired: {why}"),
+            (Pairing::Unpaired, None) => "unpaired".into(),
+        }
+    }
 }
 
 /// Runs each side needs before a difference can be called faster or slower.
@@ -89,28 +115,48 @@ pub fn higher_is_better(unit: &str) -> bool {
     matches!(unit, "op/s" | "B/s" | "events/s" | "bit/s" | "pk/s" | "row/s" | "ops" | crate::store::IPC_UNIT)
 }
 
-/// `cell` against `baseline`: the difference of medians with its CI, p-value and verdict.
-pub fn diff(cell: &MetricResult, baseline: &MetricResult) -> Option<Diff> {
-    let d = stats::difference(&cell.values, &baseline.values)?;
-    let sign = if higher_is_better(&cell.unit) { -1.0 } else { 1.0 };
-    let overhead_ci = {
-        let (a, b) = (sign * d.ci.0, sign * d.ci.1);
-        (a.min(b), a.max(b))
+/// The rounds' pairs (cell, baseline), where every run of the cell has the baseline's run of its
+/// block beside it; otherwise why the pairs are broken. The baseline's runs in blocks this cell
+/// sat out (precision rounds for other cells) pair with nothing here.
+pub fn pairs(cell: &MetricResult, baseline: &MetricResult) -> Result<Vec<(f64, f64)>, String> {
+    let keyed = |m: &MetricResult| -> Result<BTreeMap<BlockId, f64>, String> {
+        let mut out = BTreeMap::new();
+        for (block, value) in m.blocks.iter().zip(&m.values) {
+            let block = block.clone().ok_or("runs made before isobench paired its rounds")?;
+            out.insert(block, *value);
+        }
+        Ok(out)
     };
-    // A bootstrap from one or two runs a side cannot show the noise (two runs gave runc a
-    // "significant" +14% over the host here): no verdict below MIN_RUNS_FOR_VERDICT.
+    let (mine, theirs) = (keyed(cell)?, keyed(baseline)?);
+    match mine.keys().find(|k| !theirs.contains_key(k)) {
+        Some(block) => Err(format!("round {}'s block has no baseline run to pair with", block.round)),
+        None => Ok(mine.iter().map(|(k, v)| (*v, theirs[k])).collect()),
+    }
+}
+
+/// `cell` against `baseline`: the difference with its CI, p-value and verdict, paired by round
+/// where every run has its partner.
+pub fn diff(cell: &MetricResult, baseline: &MetricResult) -> Option<Diff> {
+    let (d, unpaired_because) = match pairs(cell, baseline) {
+        Ok(pairs) => (stats::paired_difference(&pairs)?, None),
+        Err(why) => (stats::unpaired_difference(&cell.values, &baseline.values)?, Some(why)),
+    };
+    let sign = if higher_is_better(&cell.unit) { -1.0 } else { 1.0 };
+    let overhead_ci = d.ci.map(|(lo, hi)| {
+        let (a, b) = (sign * lo, sign * hi);
+        (a.min(b), a.max(b))
+    });
+    // Two runs a side give an interval, but one that rests wholly on the noise being normal.
     let enough_runs = cell.values.len() >= MIN_RUNS_FOR_VERDICT && baseline.values.len() >= MIN_RUNS_FOR_VERDICT;
-    let verdict = if !enough_runs {
-        Verdict::TooFewRuns
-    } else if overhead_ci.0 > 0.0 {
-        Verdict::Slower
-    } else if overhead_ci.1 < 0.0 {
-        Verdict::Faster
-    } else {
-        Verdict::NoSignificantDifference
+    let verdict = match overhead_ci {
+        Some(_) if !enough_runs => Verdict::TooFewRuns,
+        None => Verdict::TooFewRuns,
+        Some((lo, _)) if lo > 0.0 => Verdict::Slower,
+        Some((_, hi)) if hi < 0.0 => Verdict::Faster,
+        Some(_) => Verdict::NoSignificantDifference,
     };
     Some(Diff {
-        baseline_median: baseline.summary.median,
+        baseline_center: baseline.summary.center,
         ratio: d.ratio,
         pct: d.pct,
         ci: d.ci,
@@ -118,6 +164,9 @@ pub fn diff(cell: &MetricResult, baseline: &MetricResult) -> Option<Diff> {
         overhead_ci,
         p_value: d.p_value,
         verdict,
+        pairing: d.pairing,
+        unpaired_because,
+        n: d.n,
     })
 }
 
@@ -171,7 +220,9 @@ pub fn analyze(plan: &PlanRecord, runs: &[RunRecord]) -> Analysis {
 }
 
 fn cell_result(plan: &PlanRecord, record: &CellRecord, runs: &[&RunRecord]) -> CellResult {
-    let mut metrics: Vec<(String, String, Vec<f64>)> = Vec::new();
+    // Each metric's name, unit, and values with the blocks they ran in.
+    type Gathered = (String, String, Vec<f64>, Vec<Option<BlockId>>);
+    let mut metrics: Vec<Gathered> = Vec::new();
     let mut errors = Vec::new();
     let mut notes = Vec::new();
     let mut skipped = None;
@@ -188,9 +239,14 @@ fn cell_result(plan: &PlanRecord, record: &CellRecord, runs: &[&RunRecord]) -> C
                 ok += 1;
                 first_ok.get_or_insert(run);
                 for s in &run.samples {
-                    match metrics.iter_mut().find(|(m, _, _)| *m == s.metric) {
-                        Some((_, _, values)) => values.push(s.value),
-                        None => metrics.push((s.metric.clone(), s.unit.clone(), vec![s.value])),
+                    match metrics.iter_mut().find(|(m, ..)| *m == s.metric) {
+                        Some((_, _, values, blocks)) => {
+                            values.push(s.value);
+                            blocks.push(run.block.clone());
+                        }
+                        None => {
+                            metrics.push((s.metric.clone(), s.unit.clone(), vec![s.value], vec![run.block.clone()]))
+                        }
                     }
                 }
             }
@@ -216,9 +272,9 @@ fn cell_result(plan: &PlanRecord, record: &CellRecord, runs: &[&RunRecord]) -> C
         notes,
         metrics: metrics
             .into_iter()
-            .filter_map(|(metric, unit, values)| {
+            .filter_map(|(metric, unit, values, blocks)| {
                 let summary = stats::summarize(&values)?;
-                Some(MetricResult { metric, unit, values, summary, vs_baseline: None })
+                Some(MetricResult { metric, unit, values, blocks, summary, vs_baseline: None })
             })
             .collect(),
         setup: first_ok.map(|r| r.setup.clone()).unwrap_or_default(),
@@ -239,13 +295,12 @@ pub enum BoundVerdict {
 }
 
 impl BoundVerdict {
-    pub fn of(max_overhead_pct: f64, overhead_ci: (f64, f64)) -> BoundVerdict {
-        if overhead_ci.1 <= max_overhead_pct {
-            BoundVerdict::Pass
-        } else if overhead_ci.0 > max_overhead_pct {
-            BoundVerdict::Fail
-        } else {
-            BoundVerdict::Inconclusive
+    /// Where the whole CI of the overhead lies; inconclusive without one.
+    pub fn of(max_overhead_pct: f64, overhead_ci: Option<(f64, f64)>) -> BoundVerdict {
+        match overhead_ci {
+            Some((_, hi)) if hi <= max_overhead_pct => BoundVerdict::Pass,
+            Some((lo, _)) if lo > max_overhead_pct => BoundVerdict::Fail,
+            _ => BoundVerdict::Inconclusive,
         }
     }
 
@@ -264,7 +319,7 @@ pub struct BoundCheck {
     pub bound: BoundRecord,
     pub cell: String,
     pub overhead_pct: f64,
-    pub overhead_ci: (f64, f64),
+    pub overhead_ci: Option<(f64, f64)>,
     pub verdict: BoundVerdict,
 }
 
@@ -291,14 +346,14 @@ pub fn check_bounds(analysis: &Analysis) -> Vec<BoundCheck> {
                 verdict,
             };
             match cell.metric(&bound.metric).and_then(|m| m.vs_baseline.as_ref()) {
-                Some(d) => checks.push(check(
-                    d.overhead_pct,
-                    d.overhead_ci,
-                    BoundVerdict::of(bound.max_overhead_pct, d.overhead_ci),
-                )),
+                Some(d) => {
+                    // The same runs that give the verdict no CI give the bound none.
+                    let ci = d.overhead_ci.filter(|_| d.verdict != Verdict::TooFewRuns);
+                    checks.push(check(d.overhead_pct, ci, BoundVerdict::of(bound.max_overhead_pct, ci)))
+                }
                 // Measured elsewhere but not here: this cell (or its baseline) produced nothing.
                 None if cell.runs_ok == 0 && analysis.cells.iter().any(|c| c.metric(&bound.metric).is_some()) => {
-                    checks.push(check(f64::NAN, (f64::NAN, f64::NAN), BoundVerdict::Missing))
+                    checks.push(check(f64::NAN, None, BoundVerdict::Missing))
                 }
                 None => {}
             }
@@ -308,7 +363,7 @@ pub fn check_bounds(analysis: &Analysis) -> Vec<BoundCheck> {
                 bound: bound.clone(),
                 cell: NO_CELL.into(),
                 overhead_pct: f64::NAN,
-                overhead_ci: (f64::NAN, f64::NAN),
+                overhead_ci: None,
                 verdict: BoundVerdict::Missing,
             });
         }
@@ -360,6 +415,7 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>, runs: &[Ru
             for m in cell.metrics.iter().filter(|m| cell.record.headline.contains(&m.metric)) {
                 if let Some(d) = &m.vs_baseline
                     && d.verdict == Verdict::Faster
+                    && let Some((lo, hi)) = d.overhead_ci
                 {
                     let carry = carried.iter().any(|w| w.cell == cell.record.cell || w.cell == base.record.cell);
                     warn(
@@ -368,8 +424,8 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>, runs: &[Ru
                             "{} is {:.1}% better than on the bare host (95% CI {:.1}% to {:.1}% better), beyond the noise: a sandbox should not beat the host; {}",
                             m.metric,
                             -d.overhead_pct,
-                            -d.overhead_ci.1,
-                            -d.overhead_ci.0,
+                            -hi,
+                            -lo,
                             beats_host_cause(cell, base, carry)
                         ),
                     );
@@ -529,12 +585,63 @@ mod tests {
         }
     }
 
+    /// Repetition `rep` of `env`'s cell, in round `rep`'s block.
     fn run(env: &str, rep: u32, iops: f64, lat: f64) -> RunRecord {
         RunRecord {
             seconds: 1.0,
             samples: vec![Sample::new("iops", iops, "op/s"), Sample::new("read_clat_mean", lat, "us")],
+            block: Some(BlockId { round: rep, block: 0, session: "s".into() }),
             ..RunRecord::new(labels(env), rep)
         }
+    }
+
+    /// Rounds that move both sides show as noise between rounds, which pairing takes out; a run
+    /// whose windows scatter shows as noise within a run.
+    #[test]
+    fn noise_is_split_into_within_run_between_runs_and_between_rounds() {
+        let host = [100.0, 130.0, 80.0, 115.0, 90.0];
+        let runc: Vec<f64> = host.iter().zip([1.0, 0.98, 1.02, 1.01, 0.99]).map(|(h, e)| h * 0.8 * e).collect();
+        let mut all = runs(&host, &runc);
+        for r in all.iter_mut() {
+            let v = r.samples[0].value;
+            let points = (0..9).map(|i| (i as f64, v * if i % 2 == 0 { 1.3 } else { 0.7 })).collect();
+            r.series.push(crate::store::Series { metric: "read_iops".into(), unit: "op/s".into(), points });
+        }
+        let a = analyze(&plan(10.0), &all);
+        let noise = noise::noise(&a, &all);
+        let runc = noise.iter().find(|n| n.cell == 1).unwrap();
+        let rounds = runc.between_rounds.unwrap();
+        assert!(rounds > 15.0 && runc.between_runs < 3.0, "rounds {rounds}, runs {}", runc.between_runs);
+        let (window, per_run) = runc.within_run.unwrap();
+        assert!((window - 32.0).abs() < 3.0 && (per_run - window / 3.0).abs() < 0.1, "{window} {per_run}");
+        assert!(runc.lever().starts_with("longer runs"), "{}", runc.lever());
+        let host = noise.iter().find(|n| n.cell == 0).unwrap();
+        assert!(host.between_rounds.unwrap() > 15.0);
+    }
+
+    /// Each round's runs pair; where one of the cell's runs lost its partner, every figure of
+    /// the cell is unpaired, and says why.
+    #[test]
+    fn a_cell_is_paired_by_round_unless_a_run_lost_its_partner() {
+        let host = [100.0, 120.0, 90.0, 110.0];
+        let runc = [80.0, 97.0, 71.0, 89.0];
+        let a = analyze(&plan(10.0), &runs(&host, &runc));
+        let d = a.cells[1].metric("iops").unwrap().vs_baseline.clone().unwrap();
+        assert_eq!((d.pairing, d.n, d.method_text()), (Pairing::Paired, 4, "paired over 4 rounds".to_string()));
+        let (lo, hi) = d.ci.unwrap();
+        assert!(lo > -22.0 && hi < -18.0, "the rounds' swings cancel: {d:?}");
+        let mut broken = runs(&host, &runc);
+        broken.retain(|r| !(r.labels.env == "host" && r.rep == 2));
+        let a = analyze(&plan(10.0), &broken);
+        let d = a.cells[1].metric("iops").unwrap().vs_baseline.clone().unwrap();
+        assert_eq!(d.pairing, Pairing::Unpaired);
+        assert_eq!(d.method_text(), "unpaired: round 2's block has no baseline run to pair with");
+        assert!(d.ci.unwrap().0 < -30.0, "unpaired, the rounds' swings stay in: {d:?}");
+        // The baseline's extra runs, in blocks this cell sat out, break nothing.
+        let mut extra = runs(&[100.0, 120.0, 90.0, 110.0, 95.0], &runc);
+        extra.retain(|r| r.labels.env == "host" || r.rep <= 4);
+        let d = analyze(&plan(10.0), &extra).cells[1].metric("iops").unwrap().vs_baseline.clone().unwrap();
+        assert_eq!((d.pairing, d.n), (Pairing::Paired, 4));
     }
 
     fn plan(bound: f64) -> PlanRecord {
@@ -546,24 +653,12 @@ mod tests {
                 workloads: Default::default(),
             },
             repeat: Repeat::fixed(3),
-            cells: ["host", "runc"]
-                .iter()
-                .map(|e| CellRecord {
-                    cell: labels(e).cell_id(),
-                    labels: labels(e),
-                    headline: vec!["iops".into()],
-                    env_kind: e.to_string(),
-                    sandbox: *e != "host",
-                    workload_setup: Default::default(),
-                    cost_per_hour: None,
-                    density: None,
-                    target: None,
-                    nodes: None,
-                })
-                .collect(),
+            cells: ["host", "runc"].iter().map(|e| CellRecord::new(labels(e), e, *e != "host", &["iops"])).collect(),
             bounds: vec![BoundRecord { metric: "iops".into(), max_overhead_pct: bound, cells: None }],
             order: crate::store::Order::Fixed,
             seed: None,
+            precision: None,
+            rounds: vec![],
         }
     }
 
@@ -644,9 +739,10 @@ mod tests {
     /// The bound's verdict follows where the whole CI of the overhead lies.
     #[test]
     fn bounds_pass_fail_or_are_inconclusive_by_the_ci() {
-        assert_eq!(BoundVerdict::of(10.0, (2.0, 8.0)), BoundVerdict::Pass);
-        assert_eq!(BoundVerdict::of(10.0, (12.0, 30.0)), BoundVerdict::Fail);
-        assert_eq!(BoundVerdict::of(10.0, (5.0, 15.0)), BoundVerdict::Inconclusive);
+        assert_eq!(BoundVerdict::of(10.0, Some((2.0, 8.0))), BoundVerdict::Pass);
+        assert_eq!(BoundVerdict::of(10.0, Some((12.0, 30.0))), BoundVerdict::Fail);
+        assert_eq!(BoundVerdict::of(10.0, Some((5.0, 15.0))), BoundVerdict::Inconclusive);
+        assert_eq!(BoundVerdict::of(10.0, None), BoundVerdict::Inconclusive, "no CI judges nothing");
         let host = [100.0, 100.5, 99.5, 100.2, 99.8];
         // ~20 % slower, tight: whole CI beyond 10 % → fail.
         let a = analyze(&plan(10.0), &runs(&host, &[80.0, 80.4, 79.6, 80.2, 79.8]));

@@ -148,9 +148,10 @@ impl Entry {
                     headline: cell.record.headline.contains(&m.metric),
                     values: m.values.clone(),
                     median: m.summary.median,
-                    ci: m.summary.ci,
+                    // A point without a CI (one run) is its own value, as its spread is unknown.
+                    ci: m.summary.ci.unwrap_or((m.summary.median, m.summary.median)),
                     overhead: m.vs_baseline.as_ref().map(|d| d.overhead_pct),
-                    overhead_ci: m.vs_baseline.as_ref().map(|d| d.overhead_ci),
+                    overhead_ci: m.vs_baseline.as_ref().and_then(|d| d.overhead_ci),
                     baseline: baseline.clone().unwrap_or_default(),
                     facts: facts.clone(),
                     result_set: String::new(),

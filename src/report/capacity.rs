@@ -7,7 +7,7 @@ use crate::capacity::Step;
 use crate::chart::{self, Line, LineChart, Mark, Rule};
 use crate::compare::{CellResult, HOURS_PER_MONTH};
 use crate::store::{RunRecord, Status};
-use crate::units::{self, human, signed_percent};
+use crate::units::{self, human};
 
 /// "capacity at p99 ≤ 10 ms": the metric's title where the cell's bound is known.
 pub fn title(cell: &CellResult) -> Option<String> {
@@ -32,9 +32,9 @@ pub fn table(report: &Report) -> Option<Table> {
                 return row;
             };
             let s = &m.summary;
-            row.push(format!("{} [{} – {}]", human(s.median, &m.unit), human(s.ci.0, &m.unit), human(s.ci.1, &m.unit)));
+            row.push(format!("{} [{}]", human(s.center, &m.unit), units::value_interval(s.ci, &m.unit)));
             row.push(match &m.vs_baseline {
-                Some(d) => format!("{} [{}, {}]", diff_text(d), signed_percent(d.ci.0), signed_percent(d.ci.1)),
+                Some(d) => format!("{} {}", diff_text(d), units::percent_interval(d.ci)),
                 None if c.is_baseline => "baseline".into(),
                 None => "—".into(),
             });
@@ -83,8 +83,12 @@ fn sizing(cell: &CellResult) -> Option<Sizing> {
     let per_node = |c: f64| c / ring;
     let s = &capacity.summary;
     Some(Sizing {
-        nodes: nodes_for(target, per_node(s.median))?,
-        range: (nodes_for(target, per_node(s.ci.1))?, nodes_for(target, per_node(s.ci.0)).unwrap_or(u64::MAX)),
+        nodes: nodes_for(target, per_node(s.center))?,
+        // Without a CI the range is unknown upward: as many nodes as a capacity near 0 needs.
+        range: match s.ci {
+            Some((lo, hi)) => (nodes_for(target, per_node(hi))?, nodes_for(target, per_node(lo)).unwrap_or(u64::MAX)),
+            None => (nodes_for(target, per_node(s.center))?, u64::MAX),
+        },
         per_node_hour: cell.record.cost_per_hour.map(|c| c / ring),
     })
 }
@@ -269,7 +273,7 @@ mod tests {
 
     #[test]
     fn nodes_are_the_target_over_the_capacity_rounded_up_and_the_tax_is_against_the_baseline() {
-        let r = report([10_000.0, 10_100.0, 9_900.0], [4_000.0, 4_100.0, 3_900.0], Some(0.2));
+        let r = report([10_100.0, 10_200.0, 10_000.0], [4_050.0, 4_150.0, 3_950.0], Some(0.2));
         let (table, notes) = nodes_and_money(&r).unwrap();
         let host = &table.rows[0];
         assert_eq!((host[4].as_str(), host[6].as_str()), ("2 (2–3)", "baseline"));

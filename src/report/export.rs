@@ -7,8 +7,8 @@ use super::Report;
 use crate::compare::{BoundVerdict, MetricResult};
 use crate::store::csv_field;
 
-fn pair(p: (f64, f64)) -> Value {
-    json!([finite(p.0), finite(p.1)])
+fn pair(p: Option<(f64, f64)>) -> Value {
+    p.map_or(Value::Null, |(lo, hi)| json!([finite(lo), finite(hi)]))
 }
 
 /// JSON has no NaN: a figure that does not exist is null.
@@ -19,13 +19,14 @@ fn finite(v: f64) -> Value {
 fn metric_json(m: &MetricResult) -> Value {
     let s = &m.summary;
     json!({
-        "metric": m.metric, "unit": m.unit, "n": s.n, "median": s.median, "mean": s.mean,
+        "metric": m.metric, "unit": m.unit, "n": s.n, "center": s.center, "median": s.median, "mean": s.mean,
         "stddev": s.stddev, "cv_pct": s.cv_pct, "min": s.min, "max": s.max, "ci": pair(s.ci),
         "values": m.values,
         "vs_baseline": m.vs_baseline.as_ref().map(|d| json!({
-            "baseline_median": d.baseline_median, "ratio": d.ratio, "pct": d.pct, "ci": pair(d.ci),
+            "baseline_center": d.baseline_center, "ratio": d.ratio, "pct": d.pct, "ci": pair(d.ci),
             "overhead_pct": d.overhead_pct, "overhead_ci": pair(d.overhead_ci), "p_value": d.p_value,
-            "verdict": d.verdict.text(),
+            "verdict": d.verdict.text(), "pairing": d.pairing.name(), "n": d.n,
+            "unpaired_because": d.unpaired_because,
         })),
     })
 }
@@ -59,7 +60,7 @@ pub fn json(report: &Report) -> String {
 
 pub fn csv(report: &Report) -> String {
     let mut out = String::from(
-        "cell,env,volume,workload,params,metric,unit,n,median,ci_low,ci_high,cv_pct,diff_pct,diff_ci_low,diff_ci_high,p_value,verdict\n",
+        "cell,env,volume,workload,params,metric,unit,n,center,ci_low,ci_high,cv_pct,diff_pct,diff_ci_low,diff_ci_high,p_value,verdict,pairing\n",
     );
     let num = |v: f64| {
         if v.is_finite() { format!("{v}") } else { String::new() }
@@ -77,15 +78,16 @@ pub fn csv(report: &Report) -> String {
                 m.metric.clone(),
                 m.unit.clone(),
                 s.n.to_string(),
-                num(s.median),
-                num(s.ci.0),
-                num(s.ci.1),
+                num(s.center),
+                s.ci.map(|c| num(c.0)).unwrap_or_default(),
+                s.ci.map(|c| num(c.1)).unwrap_or_default(),
                 num(s.cv_pct),
                 d.map(|d| num(d.pct)).unwrap_or_default(),
-                d.map(|d| num(d.ci.0)).unwrap_or_default(),
-                d.map(|d| num(d.ci.1)).unwrap_or_default(),
+                d.and_then(|d| d.ci).map(|c| num(c.0)).unwrap_or_default(),
+                d.and_then(|d| d.ci).map(|c| num(c.1)).unwrap_or_default(),
                 d.map(|d| num(d.p_value)).unwrap_or_default(),
                 d.map(|d| d.verdict.text().to_string()).unwrap_or_default(),
+                d.map(|d| d.pairing.name().to_string()).unwrap_or_default(),
             ];
             out.push_str(&fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(","));
             out.push('\n');
@@ -114,8 +116,11 @@ pub fn junit(report: &Report, policy: InconclusivePolicy) -> String {
     let (mut failures, mut errors) = (0, 0);
     for c in &report.checks {
         let detail = format!(
-            "{} overhead {:+.1}% (95% CI {:+.1}% to {:+.1}%) against a bound of {:.1}%",
-            c.bound.metric, c.overhead_pct, c.overhead_ci.0, c.overhead_ci.1, c.bound.max_overhead_pct
+            "{} overhead {:+.1}% ({}) against a bound of {:.1}%",
+            c.bound.metric,
+            c.overhead_pct,
+            crate::units::percent_interval_words(c.overhead_ci),
+            c.bound.max_overhead_pct
         );
         let body = match (c.verdict, policy) {
             (BoundVerdict::Pass, _) | (BoundVerdict::Inconclusive, InconclusivePolicy::Pass) => String::new(),

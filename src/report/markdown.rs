@@ -7,12 +7,12 @@ use super::{
 };
 use crate::units::{self, human};
 
-fn ci(lo: f64, hi: f64, unit: &str) -> String {
-    format!("[{} – {}]", human(lo, unit), human(hi, unit))
+fn ci(ci: Option<(f64, f64)>, unit: &str) -> String {
+    format!("[{}]", units::value_interval(ci, unit))
 }
 
-fn pct_ci(c: (f64, f64)) -> String {
-    format!("[{}, {}]", units::signed_percent(c.0), units::signed_percent(c.1))
+fn pct_ci(ci: Option<(f64, f64)>) -> String {
+    units::percent_interval(ci)
 }
 
 pub fn render(report: &Report) -> String {
@@ -66,10 +66,13 @@ fn verdict_why_and_warnings(report: &Report) -> String {
     let (lines, against) = super::verdict(analysis);
     if !lines.is_empty() {
         out.push_str(&format!(
-            "\n## Verdict\n\nAgainst {against}: each setting's first headline metric, median difference [95% CI].\n\n"
+            "\n## Verdict\n\nAgainst {against}: each setting's first headline metric, difference [95% CI].\n\n"
         ));
         for line in &lines {
             out.push_str(&format!("- **{}**: {}\n", line.subject, line.items.join(" · ")));
+        }
+        for note in super::verdict_notes(analysis) {
+            out.push_str(&format!("\n{note}\n"));
         }
     }
     let explanations = super::explain::explain(analysis);
@@ -78,6 +81,9 @@ fn verdict_why_and_warnings(report: &Report) -> String {
         for e in &explanations {
             out.push_str(&format!("- **{}**: {}\n", e.cell, e.lines.join("; ")));
         }
+    }
+    if let Some(table) = super::noise_table(report) {
+        out.push_str(&format!("\n## Noise by source\n\n{}\n\n{}", super::NOISE_NOTE, table.to_markdown()));
     }
     if !report.warnings.is_empty() {
         out.push_str("\n## Warnings\n\n");
@@ -92,7 +98,7 @@ fn verdict_why_and_warnings(report: &Report) -> String {
 fn summary_capacity_and_density(report: &Report) -> String {
     let analysis = &report.analysis;
     let mut out = String::new();
-    out.push_str("\n## Summary\n\nPer workload, each setting's first headline metric: median (% against the baseline [95% CI]).\n");
+    out.push_str("\n## Summary\n\nPer workload, each setting's first headline metric: the geometric mean of its runs (% against the baseline [95% CI]).\n");
     for (workload, table) in summary_tables(analysis) {
         out.push_str(&format!("\n### {workload}\n\n{}", table.to_markdown()));
     }
@@ -151,7 +157,7 @@ fn setting_tables(report: &Report) -> String {
                 let s = &m.summary;
                 let (baseline, diff, verdict) = match &m.vs_baseline {
                     Some(d) => (
-                        human(d.baseline_median, &m.unit),
+                        human(d.baseline_center, &m.unit),
                         format!("{} {}", diff_text(d), pct_ci(d.ci)),
                         d.verdict.text().to_string(),
                     ),
@@ -162,7 +168,7 @@ fn setting_tables(report: &Report) -> String {
                     name.clone(),
                     runs_text(analysis, c),
                     metric_title(&metric),
-                    format!("{} {}", human(s.median, &m.unit), ci(s.ci.0, s.ci.1, &m.unit)),
+                    format!("{} {}", human(s.center, &m.unit), ci(s.ci, &m.unit)),
                     format!("{} – {}", human(s.min, &m.unit), human(s.max, &m.unit)),
                     baseline,
                     diff,
@@ -244,7 +250,7 @@ fn all_metrics(report: &Report) -> String {
             rows.push(vec![
                 c.record.cell.clone(),
                 m.metric.clone(),
-                format!("{} {}", human(s.median, &m.unit), ci(s.ci.0, s.ci.1, &m.unit)),
+                format!("{} {}", human(s.center, &m.unit), ci(s.ci, &m.unit)),
                 format!("{} – {}", human(s.min, &m.unit), human(s.max, &m.unit)),
                 format!("{:.1}%", s.cv_pct),
                 s.n.to_string(),

@@ -148,15 +148,11 @@ pub fn verdict(analysis: &Analysis) -> (Vec<VerdictLine>, String) {
                 };
                 match metric.and_then(|m| Some((m, m.vs_baseline.as_ref()?))) {
                     Some((m, d)) if d.verdict == Verdict::TooFewRuns => {
-                        format!("{setting} {} {} (too few runs for a CI)", title(&m.metric), diff_text(d))
+                        format!("{setting} {} {} (too few runs for a verdict)", title(&m.metric), diff_text(d))
                     }
-                    Some((m, d)) => format!(
-                        "{setting} {} {} [{}, {}]",
-                        title(&m.metric),
-                        diff_text(d),
-                        units::signed_percent(d.ci.0),
-                        units::signed_percent(d.ci.1)
-                    ),
+                    Some((m, d)) => {
+                        format!("{setting} {} {} {}", title(&m.metric), diff_text(d), units::percent_interval(d.ci))
+                    }
                     None => format!("{setting}: no baseline to compare with"),
                 }
             }
@@ -190,6 +186,105 @@ pub fn verdict(analysis: &Analysis) -> (Vec<VerdictLine>, String) {
         _ => "each cell's baseline".to_string(),
     };
     (lines, against)
+}
+
+/// What the verdict rests on, in sentences every format prints under it: how the differences
+/// were estimated (paired by round, or not and why), the precision each reached against the
+/// suite's goal, and how many false verdicts the A/A check gave.
+pub fn verdict_notes(analysis: &Analysis) -> Vec<String> {
+    let mut notes = Vec::new();
+    let judged: Vec<(&CellResult, &str, &compare::Diff)> = analysis
+        .cells
+        .iter()
+        .filter(|c| !c.is_baseline)
+        .filter_map(|c| compare::precision::verdict_diff(c).map(|(m, d)| (c, m, d)))
+        .collect();
+    let unpaired: Vec<String> = judged
+        .iter()
+        .filter(|(_, _, d)| d.pairing == crate::stats::Pairing::Unpaired)
+        .map(|(c, _, d)| format!("{} {} ({})", c.name(), c.record.labels.setting(), d.method_text()))
+        .collect();
+    let rounds = |ds: &mut dyn Iterator<Item = usize>| {
+        let all: Vec<usize> = ds.collect();
+        match (all.iter().min(), all.iter().max()) {
+            (Some(lo), Some(hi)) if lo == hi => format!("{lo} rounds"),
+            (Some(lo), Some(hi)) => format!("{lo}–{hi} rounds"),
+            _ => String::new(),
+        }
+    };
+    if !judged.is_empty() {
+        let paired = judged.len() - unpaired.len();
+        let mut text = match paired {
+            0 => "No difference is paired by round".to_string(),
+            _ if unpaired.is_empty() => format!(
+                "Each difference is paired by round: each run against the baseline's run of its block ({})",
+                rounds(&mut judged.iter().map(|(_, _, d)| d.n))
+            ),
+            _ => format!("{paired} of {} differences are paired by round", judged.len()),
+        };
+        if !unpaired.is_empty() {
+            text.push_str(&format!("; unpaired (the two sides' runs as independent samples): {}", unpaired.join("; ")));
+        }
+        notes.push(text + ".");
+    }
+    if let Some(goal) = &analysis.plan.precision {
+        let standings = compare::precision::standings(analysis, goal.half_width);
+        let each: Vec<String> = standings
+            .iter()
+            .map(|s| {
+                let c = &analysis.cells[s.cell];
+                let mut text = format!("{} {} ±{}", c.name(), c.record.labels.setting(), units::sig3(s.half_width));
+                text.push_str(&format!(" ({} rounds", s.rounds));
+                if !s.met {
+                    let why =
+                        if s.rounds as u32 >= goal.max_rounds { "max_rounds reached" } else { "the budget ran out" };
+                    text.push_str(&format!(
+                        "; missed by {} points: {why}",
+                        if s.half_width.is_finite() {
+                            units::sig3(s.half_width - goal.half_width)
+                        } else {
+                            "all".into()
+                        }
+                    ));
+                }
+                text + ")"
+            })
+            .collect();
+        let met = standings.iter().filter(|s| s.met).count();
+        notes.push(format!(
+            "Precision goal ±{}% (each difference's 95% CI half-width, in points): met by {met} of {}: {}.",
+            goal.half_width,
+            standings.len(),
+            each.join(", ")
+        ));
+    }
+    let twins: Vec<&CellResult> = analysis.cells.iter().filter(|c| c.record.twin).collect();
+    if !twins.is_empty() {
+        let (mut called, mut compared) = (0, 0);
+        for c in &twins {
+            for m in c.metrics.iter().filter(|m| c.record.headline.contains(&m.metric)) {
+                if let Some(d) = m.vs_baseline.as_ref().filter(|d| d.verdict != Verdict::TooFewRuns) {
+                    compared += 1;
+                    called += usize::from(matches!(d.verdict, Verdict::Faster | Verdict::Slower));
+                }
+            }
+        }
+        let names: Vec<String> = twins
+            .iter()
+            .map(|c| c.record.labels.env.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        notes.push(match compared {
+            0 => format!("A/A check ({}, the baseline's twin): no comparison had the runs for a verdict.", names.join(", ")),
+            _ => format!(
+                "A/A check ({}, the baseline's twin): {called} of {compared} headline comparisons called a difference ({:.0}%) where there is none; at 95% about 1 in 20 would be by chance.",
+                names.join(", "),
+                called as f64 / compared as f64 * 100.0
+            ),
+        });
+    }
+    notes
 }
 
 /// Warnings with one cause said once: the first in full, then the other cells it was seen in.
@@ -280,15 +375,14 @@ pub fn diff_text(d: &compare::Diff) -> String {
 }
 
 /// What the marks mean, as every format says it.
-pub const MARKS: &str =
-    "~ = within the noise: the 95% CI of the difference includes 0; ? = too few runs for a CI (fewer than 3 on a side)";
+pub const MARKS: &str = "~ = within the noise: the 95% CI of the difference includes 0; ? = too few runs for a verdict (fewer than 3 on a side)";
 
-/// "52.8k op/s (-24%)": the median and its difference from the baseline.
+/// "52.8k op/s (-24%)": the cell's figure and its difference from the baseline.
 pub fn value_with_diff(cell: &CellResult, metric: &str) -> String {
     let Some(m) = cell.metric(metric) else {
         return "—".into();
     };
-    let value = units::human(m.summary.median, &m.unit);
+    let value = units::human(m.summary.center, &m.unit);
     match &m.vs_baseline {
         Some(d) => format!("{value} ({})", diff_text(d)),
         None => value,
@@ -312,16 +406,16 @@ pub fn runs_text(analysis: &Analysis, cell: &CellResult) -> String {
     text
 }
 
-/// "52.8k op/s (-24% [-27%, -21%])": the median, its difference from the baseline and the
-/// difference's 95 % CI.
+/// "52.8k op/s (-24% [-27%, -21%])": the cell's figure, its difference from the baseline and
+/// the difference's 95 % CI.
 pub fn value_with_diff_ci(cell: &CellResult, metric: &str) -> String {
     let Some(m) = cell.metric(metric) else {
         return status_text(cell).unwrap_or_else(|| "—".into());
     };
-    let value = units::human(m.summary.median, &m.unit);
+    let value = units::human(m.summary.center, &m.unit);
     match &m.vs_baseline {
         Some(d) => {
-            format!("{value} ({} [{}, {}])", diff_text(d), units::signed_percent(d.ci.0), units::signed_percent(d.ci.1))
+            format!("{value} ({} {})", diff_text(d), units::percent_interval(d.ci))
         }
         None if cell.is_baseline => format!("{value} (baseline)"),
         None => value,
@@ -374,6 +468,33 @@ pub fn summary_tables(analysis: &Analysis) -> Vec<(String, Table)> {
         })
         .collect()
 }
+
+/// Each cell's noise by source (`compare::noise`), with the lever that narrows its CI most.
+pub fn noise_table(report: &Report) -> Option<Table> {
+    let rows: Vec<Vec<String>> = compare::noise::noise(&report.analysis, &report.runs)
+        .iter()
+        .map(|n| {
+            let cell = &report.analysis.cells[n.cell];
+            let pct = |v: f64| format!("{}%", units::sig3(v));
+            vec![
+                format!("{} {}", cell.name(), cell.record.labels.setting()),
+                metric_title(&n.metric),
+                n.within_run
+                    .map_or("—".into(), |(window, run)| format!("{} a window → {} a run", pct(window), pct(run))),
+                pct(n.between_runs),
+                n.between_rounds.map_or("— (unpaired)".into(), pct),
+                n.lever().to_string(),
+            ]
+        })
+        .collect();
+    let headers = ["cell", "metric", "within a run", "between runs", "between rounds", "what narrows the CI"]
+        .map(String::from)
+        .to_vec();
+    (!rows.is_empty()).then_some(Table { headers, rows })
+}
+
+/// What the noise table's columns are, as every format says it.
+pub const NOISE_NOTE: &str = "Each a coefficient of variation of the cell's headline metric. Within a run: the spread of its time series' windows, and what that adds to the run's figure; between rounds: the part a run shares with the baseline's run of its block, which pairing takes out of the difference; between runs: the rest.";
 
 /// One row per density cell: how many sandboxes ran and failed, how fast they came up, the host
 /// memory each took, and the spread of the first headline metric between them; and the failed
@@ -557,27 +678,19 @@ pub(crate) mod fixture {
             repeat: Repeat::fixed(3),
             cells: pairs
                 .iter()
-                .map(|(env, workload)| CellRecord {
-                    cell: labels(env, workload).cell_id(),
-                    labels: labels(env, workload),
-                    headline: vec!["op_rate".into()],
-                    env_kind: (*env).into(),
-                    sandbox: *env != envs[0],
-                    workload_setup: Default::default(),
-                    cost_per_hour: None,
-                    density: None,
-                    target: None,
-                    nodes: None,
-                })
+                .map(|(env, workload)| CellRecord::new(labels(env, workload), env, *env != envs[0], &["op_rate"]))
                 .collect(),
             bounds: vec![],
             order: crate::store::Order::Fixed,
             seed: None,
+            precision: None,
+            rounds: vec![],
         };
         let run = |(env, workload): (&str, &str), rep: u32| RunRecord {
             seconds: 1.0,
             samples: samples(env, workload, rep),
             setup: setup(env),
+            block: Some(crate::store::BlockId { round: rep, block: 0, session: "fixture".into() }),
             ..RunRecord::new(labels(env, workload), rep)
         };
         let runs: Vec<RunRecord> = (1..=3).flat_map(|rep| pairs.iter().map(move |p| run(*p, rep))).collect();

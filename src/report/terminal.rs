@@ -60,7 +60,7 @@ fn setting_tables(report: &Report) -> String {
 /// What the marks mean, then the capacity, money, cost and density tables where the runs have them.
 fn capacity_cost_and_density(report: &Report) -> String {
     let mut out = String::new();
-    out.push_str(&format!("\n(% = median against the baseline's; {})\n", super::MARKS));
+    out.push_str(&format!("\n(figures: the geometric mean of the runs; % = against the baseline; {})\n", super::MARKS));
     if let Some(table) = super::capacity::table(report) {
         out.push_str("\ncapacity (the highest offered rate each cell sustained within its latency bound):\n");
         out.push_str(&table.to_text("  "));
@@ -86,9 +86,13 @@ fn capacity_cost_and_density(report: &Report) -> String {
     out
 }
 
-/// The warnings, grouped by cause.
+/// The warnings, grouped by cause; then where the noise came from.
 fn warnings(report: &Report) -> String {
     let mut out = String::new();
+    if let Some(table) = super::noise_table(report) {
+        out.push_str("\nnoise by source (CV of each cell's headline metric):\n");
+        out.push_str(&table.to_text("  "));
+    }
     if !report.warnings.is_empty() {
         out.push_str(&format!("\nwarnings ({}):\n", report.warnings.len()));
         for group in super::grouped_warnings(&report.warnings) {
@@ -114,13 +118,12 @@ fn bounds(report: &Report) -> String {
                 continue;
             }
             out.push_str(&format!(
-                "  {} {}: {} overhead {} (95% CI {} – {}) against ≤ {}\n",
+                "  {} {}: {} overhead {} ({}) against ≤ {}\n",
                 c.verdict.text(),
                 c.cell,
                 c.bound.metric,
                 units::signed_percent(c.overhead_pct),
-                units::signed_percent(c.overhead_ci.0),
-                units::signed_percent(c.overhead_ci.1),
+                units::percent_interval_words(c.overhead_ci),
                 units::signed_percent(c.bound.max_overhead_pct)
             ));
         }
@@ -156,10 +159,13 @@ fn measured_and_verdict(report: &Report) -> String {
     out.push_str(&format!("{}\n", super::order_line(&analysis.plan)));
     let (lines, against) = super::verdict(analysis);
     if !lines.is_empty() {
-        out.push_str(&format!("\nverdict against {against} (median difference [95% CI]; {}):\n", super::MARKS));
+        out.push_str(&format!("\nverdict against {against} (difference [95% CI]; {}):\n", super::MARKS));
         let width = lines.iter().map(|l| l.subject.chars().count()).max().unwrap_or(0);
         for line in &lines {
             out.push_str(&format!("  {:width$}  {}\n", line.subject, line.items.join(" · ")));
+        }
+        for note in super::verdict_notes(analysis) {
+            out.push_str(&format!("  {note}\n"));
         }
     }
     out

@@ -23,7 +23,7 @@ use crate::ledger::{Ledger, Resource};
 use crate::plan::{Plan, Slot};
 use crate::proof;
 use crate::server::ServerSpec;
-use crate::store::{RawFile, ResultSet, RunRecord, Status, utc_now};
+use crate::store::{BlockId, RawFile, ResultSet, RunRecord, Status, utc_now};
 use crate::suite::Suite;
 use crate::sys::{self, Interrupted};
 use crate::units;
@@ -67,10 +67,12 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Runs every slot of the plan that the result set does not have yet, then, for adaptive
-    /// repetition, further rounds (one more run of each cell whose CI is still too wide) until
-    /// every cell meets the target or has its maximum.
+    /// Runs every slot of the plan that the result set does not have yet, then further rounds
+    /// while some comparison is wider than the suite's precision (or, for adaptive repetition,
+    /// some cell's own CI than its target): each of those cells with its baseline, in their
+    /// blocks, until every one is precise or the rounds or the budget run out.
     pub fn run_all(&mut self) -> Result<()> {
+        let clock = Instant::now();
         let bar = ProgressBar::new(self.plan.runs.len() as u64);
         bar.set_style(
             ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} run {pos}/{len} · ETA {eta} · {msg}")
@@ -84,19 +86,15 @@ impl<'a> Runner<'a> {
             self.run_slot(slot, &bar)?;
         }
         loop {
-            let round = self.next_round()?;
+            let (round, why) = self.next_round(clock.elapsed())?;
             if round.is_empty() {
+                if let Some(why) = why {
+                    say(&bar, why);
+                }
                 break;
             }
             bar.inc_length(round.len() as u64);
-            say(
-                &bar,
-                format!(
-                    "adaptive repetition: {} cell(s) need another run for a ±{}% CI",
-                    round.len(),
-                    self.suite.repeat.target_ci_pct.unwrap_or_default()
-                ),
-            );
+            say(&bar, why.unwrap_or_default());
             for slot in round {
                 self.run_slot(slot, &bar)?;
             }
@@ -117,6 +115,8 @@ impl<'a> Runner<'a> {
         }
         bar.set_message(format!("{} #{}", cell.id, slot.rep));
         let (mut record, raw) = self.run_one(slot)?;
+        record.block =
+            Some(BlockId { round: slot.round, block: slot.block as u32, session: self.ledger.token().into() });
         self.set.write_run(&mut record, &raw)?;
         let headline = self.suite.workloads[cell.workload].headline(cell.variant);
         say(bar, progress_line(bar.position() + 1, bar.length().unwrap_or(0), &record, &headline));
@@ -124,14 +124,108 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    /// The next adaptive round: one more run for each cell that needs one, in the suite's order.
-    fn next_round(&mut self) -> Result<Vec<Slot>> {
+    /// The next round after the planned ones, and what it is for (or, when there is none, why
+    /// the rounds stop where something was still short of its target): the cells that need
+    /// another run, each with its baseline so that the runs pair, in blocks.
+    fn next_round(&mut self, elapsed: Duration) -> Result<(Vec<Slot>, Option<String>)> {
+        let runs = self.set.runs()?;
+        let round =
+            runs.iter().filter_map(|r| r.block.as_ref().map(|b| b.round)).max().unwrap_or(0).max(self.suite.repeat.min)
+                + 1;
+        let (wanted, said) = match &self.suite.precision {
+            Some(precision) => {
+                let wide = self.imprecise(&runs, precision.half_width);
+                let widest = wide.iter().map(|(_, w)| *w).fold(0.0, f64::max);
+                let said = format!(
+                    "{} comparison(s) wider than ±{}% (the widest ±{} points)",
+                    wide.len(),
+                    precision.half_width,
+                    units::sig3(widest)
+                );
+                (wide.into_iter().map(|(cell, _)| cell).collect::<Vec<usize>>(), said)
+            }
+            None => {
+                let short = self.short_of_target(&runs);
+                let said = format!(
+                    "adaptive repetition: {} cell(s) need another run for a ±{}% CI",
+                    short.len(),
+                    self.suite.repeat.target_ci_pct.unwrap_or_default()
+                );
+                (short, said)
+            }
+        };
+        if wanted.is_empty() {
+            return Ok((Vec::new(), None));
+        }
+        // Each wanted cell's block with the wanted cells and the block's baseline.
+        let blocks: Vec<Vec<usize>> = self
+            .plan
+            .blocks
+            .iter()
+            .map(|block| {
+                if !block.iter().any(|c| wanted.contains(c)) {
+                    return Vec::new();
+                }
+                let baseline = |c: &usize| self.suite.baseline.contains(&self.plan.cells[*c].labels);
+                block.iter().copied().filter(|c| wanted.contains(c) || baseline(c)).collect()
+            })
+            .collect();
+        let rep = |cell: usize| {
+            runs.iter().filter(|r| r.cell == self.plan.cells[cell].id).map(|r| r.rep).max().unwrap_or(0) + 1
+        };
+        let slots = self.orderer.round_slots(&blocks, round, rep);
+        if let Some(precision) = &self.suite.precision {
+            if round > precision.max_rounds {
+                return Ok((
+                    Vec::new(),
+                    Some(format!(
+                        "precision: {} comparison(s) still wider than ±{}% after max_rounds = {}",
+                        wanted.len(),
+                        precision.half_width,
+                        precision.max_rounds
+                    )),
+                ));
+            }
+            if let Some(budget) = precision.budget_s {
+                let expected = self.expected_seconds(&runs, &slots);
+                if elapsed.as_secs_f64() + expected > budget {
+                    return Ok((
+                        Vec::new(),
+                        Some(format!(
+                            "precision: {} comparison(s) still wider than ±{}%; another round (about {expected:.0} s) would overrun the budget ({budget:.0} s, {:.0} s spent)",
+                            wanted.len(),
+                            precision.half_width,
+                            elapsed.as_secs_f64()
+                        )),
+                    ));
+                }
+            }
+        }
+        Ok((slots, Some(format!("round {round}: {said}"))))
+    }
+
+    /// The cells whose comparison with the baseline is wider than ±`target` points, each with
+    /// its half-width.
+    fn imprecise(&self, runs: &[RunRecord], target: f64) -> Vec<(usize, f64)> {
+        let analysis = crate::compare::analyze(&self.plan.record(self.suite), runs);
+        crate::compare::precision::standings(&analysis, target)
+            .into_iter()
+            .filter(|s| !s.met)
+            .filter_map(|s| {
+                let id = &analysis.cells[s.cell].record.cell;
+                let i = self.plan.cells.iter().position(|c| c.id == *id)?;
+                (!self.unfit.contains_key(&i)).then_some((i, s.half_width))
+            })
+            .collect()
+    }
+
+    /// For adaptive repetition: the cells whose own CI is still wider than the target.
+    fn short_of_target(&self, runs: &[RunRecord]) -> Vec<usize> {
         let repeat = &self.suite.repeat;
         if !repeat.is_adaptive() {
-            return Ok(Vec::new());
+            return Vec::new();
         }
-        let runs = self.set.runs()?;
-        let mut round = Vec::new();
+        let mut short = Vec::new();
         for (i, cell) in self.plan.cells.iter().enumerate() {
             let mine: Vec<&RunRecord> = runs.iter().filter(|r| r.cell == cell.id).collect();
             if mine.iter().any(|r| r.status == Status::Skipped) || self.unfit.contains_key(&i) {
@@ -150,13 +244,24 @@ impl<'a> Runner<'a> {
                 .filter_map(|r| r.samples.iter().find(|s| Some(&s.metric) == metric.as_ref()).map(|s| s.value))
                 .collect();
             if repeat.needs_another_run(mine.len() as u32, &values) {
-                let rep = mine.iter().map(|r| r.rep).max().unwrap_or(0) + 1;
-                round.push(Slot { cell: i, rep });
+                short.push(i);
             }
         }
-        let order = self.orderer.round(&round.iter().map(|s| s.cell).collect::<Vec<_>>());
-        round.sort_by_key(|slot| order.iter().position(|c| *c == slot.cell));
-        Ok(round)
+        short
+    }
+
+    /// What `slots` should take, from what their cells' runs took so far (a cell with none
+    /// counts as the mean run).
+    fn expected_seconds(&self, runs: &[RunRecord], slots: &[Slot]) -> f64 {
+        let mean = |it: Vec<f64>| (!it.is_empty()).then(|| it.iter().sum::<f64>() / it.len() as f64);
+        let overall = mean(runs.iter().map(|r| r.seconds).collect()).unwrap_or(0.0);
+        slots
+            .iter()
+            .map(|s| {
+                let id = &self.plan.cells[s.cell].id;
+                mean(runs.iter().filter(|r| r.cell == *id).map(|r| r.seconds).collect()).unwrap_or(overall)
+            })
+            .sum()
     }
 
     /// One run. Errors only for an interrupt or a broken ledger; a failed run is a record.

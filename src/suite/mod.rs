@@ -5,6 +5,7 @@
 pub mod adhoc;
 mod overrides;
 mod secrets;
+pub mod twins;
 mod variants;
 
 use std::path::{Path, PathBuf};
@@ -14,8 +15,9 @@ use crate::syntax::{Fields, Node, Origin, SuiteError, Table, Value};
 
 use crate::env::Environment;
 pub use crate::store::Baseline;
-use crate::store::{Order, Repeat, Selector};
+use crate::store::{Order, Precision, Repeat, Selector};
 use crate::sys::{CpuSet, Settle};
+use crate::units;
 use crate::volume::Volume;
 use crate::workload::{self, ParseContext};
 use overrides::apply_override;
@@ -28,6 +30,12 @@ pub struct Suite {
     pub file: String,
     pub name: String,
     pub repeat: Repeat,
+    /// `precision = "±5%"`: rounds until every comparison's CI is that narrow (`repeat` is then
+    /// the least number of rounds).
+    pub precision: Option<Precision>,
+    /// Per `[[env]]`: whether it is the baseline environment's twin (`aa = true`, or written
+    /// out), whose comparisons with the baseline are A/A checks.
+    pub twins: Vec<bool>,
     /// `collect = false`: no `sys.` figures (what the workload, the runtime and the device used).
     pub collect: bool,
     pub baseline: Baseline,
@@ -119,6 +127,7 @@ impl Suite {
         for o in overrides {
             apply_override(file, &mut root, o)?;
         }
+        twins::add_twin(file, &mut root)?;
         let mut secrets = Vec::new();
         unwrap_secrets(file, &mut root, &mut secrets)?;
         for secret in &secrets {
@@ -128,6 +137,8 @@ impl Suite {
         let name = top.required_str("name")?;
         check_name(&top, "name", &name)?;
         let repeat = parse_repeat(&mut top)?;
+        top.bool("aa")?; // read by twins::add_twin
+        let precision = parse_precision(&mut top, &repeat)?;
         let collect = top.bool("collect")?.unwrap_or(true);
         let order = match top.choice("order", &["shuffled", "fixed"])?.as_deref() {
             Some("fixed") => Order::Fixed,
@@ -187,6 +198,8 @@ impl Suite {
             check_split(&top, &envs, serves)?;
         }
         let mut baseline = parse_baseline(file, baseline_node, &envs, &volumes)?;
+        let env_only: Vec<&Table> = env_tables.iter().map(|(t, _)| *t).collect();
+        let twins = twins::twins(&env_only, baseline.env.as_deref());
         for ((table, _), workload) in workload_tables.iter().zip(&workloads) {
             if let Some(node) = table.get("baseline") {
                 baseline.workloads.insert(workload.name.clone(), parse_baseline(file, node, &envs, &volumes)?);
@@ -199,6 +212,8 @@ impl Suite {
             file: file.to_string(),
             name,
             repeat,
+            precision,
+            twins,
             collect,
             baseline,
             envs,
@@ -527,6 +542,60 @@ fn parse_repeat(top: &mut Fields) -> Result<Repeat, SuiteError> {
         return Err(f.error_at("target_ci", "must be more than 0%"));
     }
     Ok(Repeat { min, max, target_ci_pct: Some(target), metric })
+}
+
+/// Rounds a precision goal runs at most when the suite sets neither `max_rounds` nor `budget`.
+pub const DEFAULT_MAX_ROUNDS: u32 = 20;
+
+/// `precision = "±5%"`, with `max_rounds = 12` and/or `budget = "10m"` as its limits.
+fn parse_precision(top: &mut Fields, repeat: &Repeat) -> Result<Option<Precision>, SuiteError> {
+    let text = top.str("precision")?;
+    let max_rounds = at_most_max_repeat(top, "max_rounds")?;
+    let budget = top.timeout("budget")?;
+    let Some(text) = text else {
+        for (key, given) in [("max_rounds", max_rounds.is_some()), ("budget", budget.is_some())] {
+            if given {
+                return Err(top.error_at(
+                    key,
+                    "limits the rounds a precision goal runs, and the suite sets none: add precision = \"±5%\", or remove it",
+                ));
+            }
+        }
+        return Ok(None);
+    };
+    let bad = |why: &str| {
+        top.error_at(
+            "precision",
+            format!(
+                "\"{text}\" {why}; write the 95% CI half-width every comparison should reach, e.g. precision = \"±5%\""
+            ),
+        )
+    };
+    let number = text.trim().trim_start_matches('±').trim_start_matches("+-").trim();
+    if number.starts_with('-') {
+        return Err(bad("is negative, and a half-width is a size"));
+    }
+    let half_width = units::parse_percent(number).map_err(|_| bad("is not a percentage"))?;
+    if half_width <= 0.0 {
+        return Err(bad("asks for no uncertainty at all, which no number of rounds reaches"));
+    }
+    if repeat.is_adaptive() {
+        return Err(top.error_at(
+            "precision",
+            "and an adaptive repeat (target_ci) both say when to stop: keep one (precision judges the comparisons, target_ci each cell's own CI)",
+        ));
+    }
+    let max_rounds = match (max_rounds, budget) {
+        (Some(n), _) => n,
+        (None, Some(_)) => MAX_REPEAT as u32,
+        (None, None) => DEFAULT_MAX_ROUNDS.max(repeat.min),
+    };
+    if max_rounds < repeat.min {
+        return Err(
+            top.error_at("max_rounds", format!("must be at least repeat ({}), the rounds every cell runs", repeat.min))
+        );
+    }
+    Ok(Some(Precision { half_width, max_rounds, budget_s: budget.map(|d| d.as_secs_f64()) }))
 }
 
 impl WorkloadEntry {

@@ -50,15 +50,14 @@ fn headline_bars(cells: &[&CellResult], metric: &str) -> String {
             let note = m.vs_baseline.as_ref().map(diff_text).unwrap_or_default();
             Some(Bar {
                 label: c.name(),
-                value: s.median,
-                ci: (s.n > 1).then_some(s.ci),
+                value: s.center,
+                ci: s.ci,
                 colour: cell_colour(cells, c),
                 tooltip: format!(
-                    "{}: median {} (95% CI {} – {}), n = {}{}",
+                    "{}: {} (95% CI {}), n = {}{}",
                     c.name(),
-                    human(s.median, &m.unit),
-                    human(s.ci.0, &m.unit),
-                    human(s.ci.1, &m.unit),
+                    human(s.center, &m.unit),
+                    units::value_interval(s.ci, &m.unit),
                     s.n,
                     m.vs_baseline
                         .as_ref()

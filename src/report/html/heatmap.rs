@@ -95,29 +95,27 @@ fn heat_cell(cell: Option<&CellResult>, metric: &str) -> String {
     match &m.vs_baseline {
         None if cell.is_baseline => format!(
             "<td class=\"v\" title=\"baseline: {}\">baseline<small>{}</small></td>",
-            h(&human(m.summary.median, &m.unit)),
-            h(&human(m.summary.median, &m.unit))
+            h(&human(m.summary.center, &m.unit)),
+            h(&human(m.summary.center, &m.unit))
         ),
         None => "<td class=\"v muted\">no baseline</td>".into(),
         Some(d) => {
             let (bg, fg) = heat_colour(d);
             format!(
-                "<td class=\"v\" style=\"background:{bg};color:{fg}\" title=\"{tip}\">{pct}<small>[{lo}, {hi}]</small></td>",
+                "<td class=\"v\" style=\"background:{bg};color:{fg}\" title=\"{tip}\">{pct}<small>{ci}</small></td>",
                 tip = h(&format!(
-                    "{}: median {} against {}; {} {}; 95% CI [{}, {}]; p = {:.3}; n = {}",
+                    "{}: {} against {}; {} {}; 95% CI {}; p = {:.3}; {}",
                     cell.name(),
-                    human(m.summary.median, &m.unit),
-                    human(d.baseline_median, &m.unit),
+                    human(m.summary.center, &m.unit),
+                    human(d.baseline_center, &m.unit),
                     units::signed_percent(d.pct),
                     d.verdict.text(),
-                    units::signed_percent(d.ci.0),
-                    units::signed_percent(d.ci.1),
+                    units::percent_interval(d.ci),
                     d.p_value,
-                    m.summary.n
+                    d.method_text()
                 )),
                 pct = h(&diff_text(d)),
-                lo = h(&units::signed_percent(d.ci.0)),
-                hi = h(&units::signed_percent(d.ci.1)),
+                ci = h(&units::percent_interval(d.ci)),
             )
         }
     }
@@ -130,14 +128,17 @@ mod tests {
 
     fn diff(overhead_pct: f64, verdict: Verdict) -> Diff {
         Diff {
-            baseline_median: 100.0,
+            baseline_center: 100.0,
             ratio: 1.0 - overhead_pct / 100.0,
             pct: -overhead_pct,
-            ci: (-overhead_pct - 2.0, -overhead_pct + 2.0),
+            ci: Some((-overhead_pct - 2.0, -overhead_pct + 2.0)),
             overhead_pct,
-            overhead_ci: (overhead_pct - 2.0, overhead_pct + 2.0),
+            overhead_ci: Some((overhead_pct - 2.0, overhead_pct + 2.0)),
             p_value: 0.01,
             verdict,
+            pairing: crate::stats::Pairing::Paired,
+            unpaired_because: None,
+            n: 3,
         }
     }
 

@@ -54,7 +54,7 @@ pub fn render(report: &Report) -> String {
     if !lines.is_empty() {
         let _ = write!(
             out,
-            "<section class=\"verdict\"><h2 id=\"verdict\">Verdict</h2><p class=\"meta\">Against {}: each setting's first headline metric, median difference [95&nbsp;% CI]; {}.</p><ul>",
+            "<section class=\"verdict\"><h2 id=\"verdict\">Verdict</h2><p class=\"meta\">Against {}: each setting's first headline metric, difference [95&nbsp;% CI]; {}.</p><ul>",
             h(&against),
             h(super::MARKS)
         );
@@ -62,7 +62,11 @@ pub fn render(report: &Report) -> String {
             let items: Vec<String> = line.items.iter().map(|i| format!("<span>{}</span>", h(i))).collect();
             let _ = write!(out, "<li><b>{}</b> {}</li>", h(&line.subject), items.join(" · "));
         }
-        out.push_str("</ul></section>");
+        out.push_str("</ul>");
+        for note in super::verdict_notes(analysis) {
+            let _ = write!(out, "<p class=\"meta\">{}</p>", h(&note));
+        }
+        out.push_str("</section>");
     }
     let explanations = super::explain::explain(analysis);
     if !explanations.is_empty() {
@@ -73,6 +77,14 @@ pub fn render(report: &Report) -> String {
         }
         out.push_str("</ul>");
         out.push_str(&cost_by_part(analysis));
+    }
+    if let Some(table) = super::noise_table(report) {
+        let _ = write!(
+            out,
+            "<h2 id=\"noise\">Noise by source</h2><p class=\"meta\">{}</p>{}",
+            h(super::NOISE_NOTE),
+            plain_table(&table)
+        );
     }
     if !report.warnings.is_empty() {
         let groups = super::grouped_warnings(&report.warnings);
@@ -178,7 +190,7 @@ fn plain_table(table: &Table) -> String {
 /// The studies' tables: per workload, each setting's first headline metric per environment.
 fn summary(report: &Report) -> String {
     let mut out = String::from(
-        "<h2 id=\"summary\">Summary</h2><p class=\"meta\">Per workload, each setting's first headline metric: median (% against the baseline [95% CI]).</p>",
+        "<h2 id=\"summary\">Summary</h2><p class=\"meta\">Per workload, each setting's first headline metric: the geometric mean of its runs (% against the baseline [95% CI]).</p>",
     );
     for (workload, table) in summary_tables(&report.analysis) {
         let _ = write!(out, "<h3>{}</h3>{}", h(&workload), plain_table(&table));
@@ -218,13 +230,12 @@ fn bounds(report: &Report) -> String {
     for c in &report.checks {
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td class=\"num\">≤ {}</td><td class=\"num\">{} [{}, {}]</td><td class=\"{}\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">≤ {}</td><td class=\"num\">{} {}</td><td class=\"{}\">{}</td></tr>",
             h(&c.cell),
             h(&c.bound.metric),
             units::signed_percent(c.bound.max_overhead_pct),
             units::signed_percent(c.overhead_pct),
-            units::signed_percent(c.overhead_ci.0),
-            units::signed_percent(c.overhead_ci.1),
+            units::percent_interval(c.overhead_ci),
             c.verdict.text().to_lowercase(),
             c.verdict.text()
         );
@@ -254,22 +265,14 @@ fn setting_table(report: &Report, cells: &[&CellResult]) -> String {
                     let diff = m
                         .vs_baseline
                         .as_ref()
-                        .map(|d| {
-                            format!(
-                                "<br>{} [{}, {}]",
-                                h(&diff_text(d)),
-                                units::signed_percent(d.ci.0),
-                                units::signed_percent(d.ci.1)
-                            )
-                        })
+                        .map(|d| format!("<br>{} {}", h(&diff_text(d)), units::percent_interval(d.ci)))
                         .unwrap_or_default();
                     let _ = write!(
                         out,
-                        "<td class=\"num\" title=\"95% CI {} – {}; CV {:.1}%\">{}{diff}</td>",
-                        h(&human(s.ci.0, &m.unit)),
-                        h(&human(s.ci.1, &m.unit)),
+                        "<td class=\"num\" title=\"95% CI {}; CV {:.1}%\">{}{diff}</td>",
+                        h(&units::value_interval(s.ci, &m.unit)),
                         s.cv_pct,
-                        h(&human(s.median, &m.unit))
+                        h(&human(s.center, &m.unit))
                     );
                 }
                 None => out.push_str("<td class=\"muted\">—</td>"),
@@ -468,7 +471,7 @@ mod tests {
         let d = runc.metric("op_rate").and_then(|m| m.vs_baseline.as_ref()).unwrap();
         assert!(d.pct < -19.0 && d.pct > -21.0, "runc's rate is 20 % below the host's, not {}", d.pct);
         assert!(page.contains(&h(&diff_text(d))), "the heat map shows {}", diff_text(d));
-        assert!(page.contains(&h(&format!("[{}, {}]", units::signed_percent(d.ci.0), units::signed_percent(d.ci.1)))));
+        assert!(page.contains(&h(&units::percent_interval(d.ci))));
         assert!(page.contains("<svg"), "charts are drawn into the page");
         for outside in ["<script", "<link", "src=\"http", "@import"] {
             assert!(!page.contains(outside), "the page opens offline: no {outside}");
