@@ -78,6 +78,13 @@ pub fn execute(request: &Request) -> AgentReport {
             Some(serve) => crate::server::serve::serve(serve, &request.data_dir, &mut out),
             None => request.workload.workload().run(&ctx, &mut out),
         });
+    // A node that started on every CPU was moved to its own before it was measured: what it saw
+    // then is what counts (gVisor's kernel keeps the count it booted with).
+    if request.serve.is_some()
+        && let Ok(n) = std::thread::available_parallelism()
+    {
+        report.facts.insert("cpus".into(), n.get().to_string());
+    }
     if request.collect {
         let kernel = if facts::in_gvisor(&report.facts) { Kernel::Gvisor } else { Kernel::Linux };
         out.samples.extend(workload_usage(&Usage::own_and_children().since(&before), kernel));

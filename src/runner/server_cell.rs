@@ -107,7 +107,15 @@ pub fn run(
     }
     let nodes = Nodes::new(place, &reach, managed.nodes)?;
     let control_ports = nodes.layout.other_free_ports(managed.nodes)?;
-    let serves = serves(cql, managed, &distribution, &nodes.layout, &control_ports)?;
+    let counters = place.collect.then(|| HostCounters::start(volume, true, env.cpu_count(), place.ledger));
+    let moved = Moved::plan(place, counters.as_ref());
+    let mut serves = serves(cql, managed, &distribution, &nodes.layout, &control_ports)?;
+    if let Some(moved) = &moved {
+        // The JVM sizes its threads for the CPUs it will run on, not those it started on.
+        for serve in &mut serves {
+            serve.jvm_args.push(format!("-XX:ActiveProcessorCount={}", moved.set.len()));
+        }
+    }
     let mut load = cql.clone();
     let (user, password) = managed.login.clone().unzip();
     load.target = Some(Target {
@@ -117,13 +125,12 @@ pub fn run(
         password,
         truststore: None,
     });
-    let counters = place.collect.then(|| HostCounters::start(volume, true, env.cpu_count(), place.ledger));
     let ring = (managed.nodes > 1).then_some(Ring {
         distribution: &distribution,
         layout: &nodes.layout,
         own: reach == Reach::Own,
     });
-    let host_side = HostSide { load: &load, managed, ring, counters: counters.as_ref() };
+    let host_side = HostSide { load: &load, managed, ring, counters: counters.as_ref(), moved: moved.as_ref() };
     // The agents only serve: the load and its login stay on the host.
     let requests: Vec<agent::Request> = serves
         .into_iter()
@@ -141,12 +148,15 @@ pub fn run(
     let (reports, loaded) = run_nodes(place, &requests, &nodes, &control_ports, volume, run_dir, host_side)?;
     let mut report = combine(reports)?;
     volume.check_replicas(&mut report.setup, &mut report.notes);
+    describe(&mut record.setup, managed, &nodes, &reach);
+    if let Some(moved) = moved {
+        record.setup.insert("limit.cpuset_from".into(), moved.said());
+    }
     // Before the load's samples join: the nodes' CPU spans their whole life (start, ring, load,
     // stop), so a CPU per operation of the measured phase cannot be made from it.
     if let Some(counters) = counters {
         counters.finish(&mut report);
     }
-    describe(&mut record.setup, managed, &nodes, &reach);
     if report.error.is_some() {
         // The agent's error has the server's log; the load only saw its symptom.
         return Ok(report);
@@ -198,6 +208,52 @@ struct HostSide<'a> {
     managed: &'a Managed,
     ring: Option<Ring<'a>>,
     counters: Option<&'a HostCounters>,
+    moved: Option<&'a Moved<'a>>,
+}
+
+/// A database that starts on every CPU and moves to its own when the measured phase begins: its
+/// start and the load phase before the measured one are not what a cell measures, and a JVM
+/// starts in half the time on two CPUs as on one. Where the sandbox's processes are not in a
+/// group of isobench's own, they cannot all be found to move, and it starts pinned instead.
+struct Moved<'a> {
+    set: &'a crate::sys::CpuSet,
+    group: &'a crate::sys::CpuGroup,
+    /// The threads moved, or why they could not be, once the measured phase began.
+    outcome: std::sync::Mutex<Option<Result<usize, String>>>,
+}
+
+impl<'a> Moved<'a> {
+    fn plan(place: &'a Place, counters: Option<&'a HostCounters>) -> Option<Moved<'a>> {
+        let set = place.pins.sandbox.as_ref()?;
+        let group = counters?.cpu_group()?;
+        Some(Moved { set, group, outcome: std::sync::Mutex::new(None) })
+    }
+
+    /// Moves every thread of the sandbox's processes now.
+    fn now(&self) {
+        let pids = || self.group.processes().iter().map(|p| p.pid).collect();
+        let outcome = self
+            .set
+            .move_threads(&pids)
+            .map_err(|e| format!("moving the database's threads to CPUs {}: {e}", self.set));
+        *self.outcome.lock().unwrap() = Some(outcome);
+    }
+
+    /// The run's `limit.cpuset_from`.
+    fn said(&self) -> String {
+        match self.outcome.lock().unwrap().as_ref() {
+            Some(Ok(threads)) => format!(
+                "the measured phase: the start and the load phase before it ran on every CPU, then {threads} threads of the sandbox's processes moved to CPUs {}",
+                self.set
+            ),
+            Some(Err(e)) => format!("not applied: {e}"),
+            None => "not applied: the measured phase never began".into(),
+        }
+    }
+
+    fn error(&self) -> Option<String> {
+        self.outcome.lock().unwrap().as_ref().and_then(|o| o.as_ref().err().cloned())
+    }
 }
 
 /// The nodes' agents, each in its sandbox, and the host's side on its own thread (pinned to
@@ -213,6 +269,8 @@ fn run_nodes(
     host_side: HostSide,
 ) -> Result<(Vec<Result<AgentReport>>, Result<Loaded>)> {
     let (env, count) = (place.env, requests.len());
+    // Pinned from the start unless the database moves to its CPUs when the measured phase begins.
+    let cpuset = if host_side.moved.is_some() { None } else { place.pins.sandbox.as_ref() };
     let timeout = host_side.managed.start_timeout * (count as u32 + 1) + STOP_TIMEOUT + host_side.load.timeout();
     let controls: Vec<String> =
         nodes.host_addresses.iter().zip(control_ports).map(|(address, port)| format!("{address}:{port}")).collect();
@@ -258,7 +316,7 @@ fn run_nodes(
                         gate: None,
                         memory: None,
                         cpu_group,
-                        cpuset: place.pins.sandbox.as_ref(),
+                        cpuset,
                     })
                 })
             })
@@ -293,6 +351,9 @@ fn describe(setup: &mut BTreeMap<String, String>, managed: &Managed, nodes: &Nod
 /// fault's outcome, the load's samples and the CPU and system calls per operation.
 fn add_loaded(report: &mut AgentReport, record: &mut RunRecord, loaded: Loaded, managed: &Managed, layout: &Layout) {
     record.setup.insert("server.version".into(), loaded.ready[0].release_version.clone());
+    if let Some((from, to)) = &loaded.measured {
+        record.setup.insert("load.measured".into(), format!("{from} to {to}"));
+    }
     if let Some(ring) = loaded.ring_after {
         report.samples.push(Sample::new("server_ring", ring.as_secs_f64(), "s"));
     }
@@ -375,6 +436,8 @@ struct Loaded {
     ring_after: Option<Duration>,
     out: workload::Output,
     killed: Option<(Kill, Duration)>,
+    /// When the measured phase began and ended (UTC), where it began.
+    measured: Option<(String, String)>,
     /// The load's own failure: the nodes still report what they hold.
     error: Option<String>,
 }
@@ -387,7 +450,7 @@ fn drive(
     scratch: &std::path::Path,
     agents_done: &AtomicBool,
 ) -> Result<Loaded> {
-    let HostSide { load, managed, ring, counters } = host_side;
+    let HostSide { load, managed, ring, counters, moved } = host_side;
     let cpu_now = || counters.and_then(HostCounters::cpu_now);
     let began = Instant::now();
     let mut connected = Vec::new();
@@ -430,6 +493,7 @@ fn drive(
     let ctx = workload::RunContext { data_dir: scratch, raw: None, read_only: false, scratch_dir: scratch };
     let (cue, cued) = mpsc::channel();
     let cpu_at_start = std::sync::Mutex::new(None);
+    let measured_from = std::sync::Mutex::new(None);
     let calls = std::sync::Mutex::new(None);
     let (result, killed) = std::thread::scope(|scope| {
         let fault = managed.kill.as_ref().map(|kill| {
@@ -438,6 +502,10 @@ fn drive(
         });
         let measured = cue.clone();
         let result = load.run_cued(&ctx, &mut out, &|| {
+            if let Some(moved) = moved {
+                moved.now();
+            }
+            *measured_from.lock().unwrap() = Some(crate::store::utc_now());
             *cpu_at_start.lock().unwrap() = cpu_now();
             *calls.lock().unwrap() = counters.and_then(HostCounters::count_calls);
             let _ = measured.send(Cue::Measured(Instant::now()));
@@ -453,7 +521,10 @@ fn drive(
     for control in connected {
         control.stop();
     }
-    Ok(Loaded { ready, measured_cpu, calls, ring_after, out, killed, error: result.err().map(|e| format!("{e:#}")) })
+    let measured_to = crate::store::utc_now();
+    let measured = measured_from.into_inner().unwrap().map(|from| (from, measured_to));
+    let error = result.err().map(|e| format!("{e:#}")).or_else(|| moved.and_then(Moved::error));
+    Ok(Loaded { ready, measured_cpu, calls, ring_after, out, killed, measured, error })
 }
 
 enum Cue {

@@ -118,6 +118,39 @@ impl CpuSet {
         }
     }
 
+    /// Moves every thread of the processes `pids` lists to this set, pass after pass until one
+    /// moves none (a thread started meanwhile inherits the set of the one that started it, which
+    /// may not have been moved yet); returns the threads moved. Threads and processes that end
+    /// meanwhile are no error.
+    pub fn move_threads(&self, pids: &dyn Fn() -> Vec<i32>) -> std::io::Result<usize> {
+        let mask = self.mask();
+        let mut moved = 0;
+        for _ in 0..MOVE_PASSES {
+            let mut this_pass = 0;
+            for pid in pids() {
+                let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+                for tid in tasks.filter_map(|t| t.file_name().to_str()?.parse::<i32>().ok()) {
+                    if CpuSet::of_task(std::path::Path::new(&format!("/proc/{pid}/task/{tid}/status"))).as_ref()
+                        == Some(self)
+                    {
+                        continue;
+                    }
+                    // SAFETY: the mask is a valid cpu_set_t of the size given.
+                    match unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mask) } {
+                        0 => this_pass += 1,
+                        _ if std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) => {}
+                        _ => return Err(std::io::Error::last_os_error()),
+                    }
+                }
+            }
+            moved += this_pass;
+            if this_pass == 0 {
+                return Ok(moved);
+            }
+        }
+        Err(std::io::Error::other(format!("threads still appeared outside CPUs {self} after {MOVE_PASSES} passes")))
+    }
+
     /// `cmd` runs its program pinned to this set: the affinity is set between its fork and its
     /// exec, so that nothing it starts runs elsewhere.
     pub fn start_in(&self, cmd: &mut Command) {
@@ -132,6 +165,9 @@ impl CpuSet {
         }
     }
 }
+
+/// Passes `move_threads` makes before it gives up on threads that keep appearing.
+const MOVE_PASSES: usize = 10;
 
 impl std::fmt::Display for CpuSet {
     /// The kernel's list syntax, ranges joined: "0-2,5".
@@ -190,5 +226,34 @@ mod tests {
         let status = String::from_utf8(cat.output().unwrap().stdout).unwrap();
         let listed = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim();
         assert_eq!(CpuSet::parse(listed).ok(), want, "a command started in the set runs in it");
+    }
+
+    /// Every thread of a running process moves, and moving again moves nothing.
+    #[test]
+    fn a_running_process_is_moved_thread_by_thread() {
+        let one = CpuSet::from_cpus(CpuSet::available().cpus().last());
+        // python3's threads, waiting: several threads in one process.
+        let mut child = Command::new("python3")
+            .args(["-c", "import threading,time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\nprint('up', flush=True)\ntime.sleep(30)"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut up = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut up).unwrap();
+        let pid = child.id() as i32;
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().count();
+        assert_eq!(threads, 4);
+        let moved = one.move_threads(&|| vec![pid]).unwrap();
+        let again = one.move_threads(&|| vec![pid, 999_999_999]).unwrap();
+        let sets: Vec<Option<CpuSet>> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+            .map(|t| CpuSet::of_task(&t.path().join("status")))
+            .collect();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(moved, if CpuSet::available() == one { 0 } else { 4 });
+        assert_eq!(again, 0, "a process that is gone is no error, and nothing is left to move");
+        assert!(sets.iter().all(|s| s.as_ref() == Some(&one)), "{sets:?}");
     }
 }

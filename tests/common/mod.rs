@@ -432,14 +432,24 @@ pub struct CpusSeen {
     pub cpus: String,
 }
 
+/// The CPUs each name was seen on, by name.
+pub type CpusByName = std::collections::BTreeMap<String, std::collections::BTreeSet<String>>;
+
 /// The CPUs each name was seen on during the run `record`.
-pub fn cpus_during(
-    seen: &[CpusSeen],
-    record: &serde_json::Value,
-) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
-    let (started, ended) = (record["started"].as_str().unwrap(), record["ended"].as_str().unwrap());
-    let mut during = std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
-    for s in seen.iter().filter(|s| started <= s.at.as_str() && s.at.as_str() <= ended) {
+pub fn cpus_during(seen: &[CpusSeen], record: &serde_json::Value) -> CpusByName {
+    cpus_between(seen, record["started"].as_str().unwrap(), record["ended"].as_str().unwrap())
+}
+
+/// The same over the measured phase of a served cell's run (`load.measured`).
+pub fn cpus_while_measured(seen: &[CpusSeen], record: &serde_json::Value) -> CpusByName {
+    let window = record["setup"]["load.measured"].as_str().expect("the run recorded its measured phase");
+    let (from, to) = window.split_once(" to ").expect("\"FROM to TO\"");
+    cpus_between(seen, from, to)
+}
+
+fn cpus_between(seen: &[CpusSeen], from: &str, to: &str) -> CpusByName {
+    let mut during = CpusByName::new();
+    for s in seen.iter().filter(|s| from <= s.at.as_str() && s.at.as_str() <= to) {
         during.entry(s.name.clone()).or_default().insert(s.cpus.clone());
     }
     during
