@@ -28,11 +28,44 @@ pub struct RunResult {
     pub uncertainty: Uncertainty,
     pub success: bool,
     pub interrupted: bool,
+    /// The first `EARLY_WINDOWS` measured windows' totals, and the rest's sum: what a run's
+    /// figures without its warm-up are made of.
+    early: Vec<Interval>,
+    rest: Interval,
+}
+
+/// Windows a run keeps apart for its warm-up to be cut from it: a warm-up is looked for in the
+/// first half of a run, so at one window a second, in runs of up to eight minutes.
+const EARLY_WINDOWS: usize = 240;
+
+/// A run's figures from its steady state on: its warm-up (`stats::warmup_windows`) left out.
+pub struct Steady {
+    /// Seconds of the measured phase left out as its warm-up.
+    pub warmup_s: f64,
+    pub summary: Figures,
 }
 
 impl RunResult {
     pub fn summary(&self) -> Figures {
         Figures::of(&self.total, self.total.run_time_ms() as f64 / 1000.0)
+    }
+
+    /// The summary without the run's warm-up, found from its windows' rates (the last window,
+    /// cut short by the run's end, left out of the search). The whole run where no warm-up shows.
+    pub fn steady(&self) -> Steady {
+        let whole = Steady { warmup_s: 0.0, summary: self.summary() };
+        let rates: Vec<f64> = self.intervals.iter().map(|f| f.op_rate).collect();
+        let full = rates.len().saturating_sub(1);
+        let cut = crate::stats::warmup_windows(&rates[..full]).min(self.early.len());
+        if cut == 0 {
+            return whole;
+        }
+        let mut kept = self.rest.clone();
+        for window in &self.early[cut..] {
+            kept.add(window);
+        }
+        let warmup_s = (kept.start.saturating_sub(self.early[0].start)) as f64 / 1e9;
+        Steady { warmup_s, summary: Figures::of(&kept, kept.run_time_ms() as f64 / 1000.0) }
     }
 }
 
@@ -121,6 +154,8 @@ impl Tally {
             uncertainty: Uncertainty::default(),
             success: true,
             interrupted: false,
+            early: Vec::new(),
+            rest: Interval::new(fixed),
         };
         let (current, current_total, spares) = (ByOp::new(), Interval::new(fixed), Vec::new());
         Tally { fixed, warmup, measured_from, start, graph_op, current, current_total, r, hdr, spares }
@@ -144,6 +179,10 @@ impl Tally {
         if measured {
             self.r.total.add(&self.current_total);
             self.r.uncertainty.update(self.current_total.adjusted_row_rate());
+            match self.r.early.len() < EARLY_WINDOWS {
+                true => self.r.early.push(self.current_total.clone()),
+                false => self.r.rest.add(&self.current_total),
+            }
         }
         if self.current_total.operations() != 0 && !self.warmup && measured {
             let u = self.r.uncertainty.value();

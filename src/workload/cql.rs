@@ -46,6 +46,10 @@ pub struct Cql {
     /// one run of the measured phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<Plan>,
+    /// `warmup = "keep"`: the measured figures include the phase's warm-up, where by default
+    /// the windows that show one are left out (`warmup_s` says how long it was).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_warmup: bool,
 }
 
 /// Where a CQL capacity search starts and how long its steps are.
@@ -121,8 +125,9 @@ fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
     if capacity.is_some() {
         capacity_phase(&args).map_err(|e| f.error_at("args", e))?;
     }
+    let keep_warmup = f.choice("warmup", &["cut", "keep"])?.as_deref() == Some("keep");
     f.finish()?;
-    Ok(Spec::Cql(Cql { args, load, target: None, loaders, indexed: false, profiles, nodes, capacity }))
+    Ok(Spec::Cql(Cql { args, load, target: None, loaders, indexed: false, profiles, nodes, capacity, keep_warmup }))
 }
 
 /// A measured phase a capacity search can run: the search sets each step's rate and length.
@@ -300,6 +305,13 @@ impl Workload for Cql {
         if let Some(plan) = &self.capacity {
             d.insert("capacity.bound".into(), plan.bound.text());
             d.insert("capacity.search".into(), plan.describe());
+        } else {
+            let warmup = match (self.keep_warmup, self.loaders) {
+                (true, _) => "kept in the measured figures",
+                (false, Some(_)) => "kept: loader processes merge their logs, which keep no windows apart",
+                (false, None) => "left out where the measured phase's windows show one (warmup_s)",
+            };
+            d.insert("cql.warmup".into(), warmup.into());
         }
         d
     }
@@ -359,7 +371,7 @@ impl Cql {
         let report = cql::run(self.phase(&self.args)?, &shown(&self.args), false, cql::Pauses::None)
             .map_err(unfit_if_unreachable)?;
         let run = report.runs.last().ok_or_else(|| anyhow!("the measured phase ran nothing"))?;
-        out.samples.extend(samples(run));
+        out.samples.extend(samples(run, !self.keep_warmup));
         out.series.extend(series(run));
         if run.total.operations() == 0 {
             bail!("the load did no operation ({})", shown(&self.args));
@@ -633,11 +645,20 @@ impl Cql {
     }
 }
 
-/// The summary figures, as cassandra-stress's Results block has them (latencies in µs).
-pub fn samples(run: &RunResult) -> Vec<Sample> {
-    let s = run.summary();
+/// The summary figures, as cassandra-stress's Results block has them (latencies in µs); with
+/// `steady`, from the end of the run's warm-up on (`warmup_s`), but for `ops`, every operation of
+/// the phase (its CPU per operation is the whole phase's).
+pub fn samples(run: &RunResult, steady: bool) -> Vec<Sample> {
+    let whole = run.summary();
+    let (s, warmup) = match steady {
+        true => {
+            let steady = run.steady();
+            (steady.summary, Some(steady.warmup_s))
+        }
+        false => (run.summary(), None),
+    };
     let us = |ms: f64| ms * 1000.0;
-    vec![
+    let mut samples = vec![
         Sample::new("op_rate", s.op_rate, "op/s"),
         Sample::new("partition_rate", s.partition_rate, "pk/s"),
         Sample::new("row_rate", s.row_rate, "row/s"),
@@ -647,9 +668,11 @@ pub fn samples(run: &RunResult) -> Vec<Sample> {
         Sample::new("latency_p99", us(s.p99_ms), "us"),
         Sample::new("latency_p999", us(s.p999_ms), "us"),
         Sample::new("latency_max", us(s.max_ms), "us"),
-        Sample::new("errors", s.errors as f64, "errors"),
-        Sample::new("ops", s.operations as f64, "ops"),
-    ]
+        Sample::new("errors", whole.errors as f64, "errors"),
+        Sample::new("ops", whole.operations as f64, "ops"),
+    ];
+    samples.extend(warmup.map(|w| Sample::new("warmup_s", w, "s")));
+    samples
 }
 
 fn series(run: &RunResult) -> Vec<Series> {
