@@ -51,7 +51,7 @@ fn chart_of(s: &Series, figure: Figure, changes: &[ChangePoint]) -> String {
     for (k, pair) in bounds.windows(2).enumerate() {
         let level = super::detect::Level::of(&observed.obs[pair[0]..pair[1]]);
         lines.push(Line {
-            name: format!("segment {} mean", k + 1),
+            name: format!("segment {} level", k + 1),
             points: vec![
                 (pair[0] as f64, observed.scale.from(level.mean)),
                 ((pair[1] - 1) as f64, observed.scale.from(level.mean)),
