@@ -111,7 +111,7 @@ fn simulate(row: Row, seed: u64) -> Seen {
 #[test]
 fn every_95_percent_interval_covers_the_truth_95_percent_of_the_time() {
     let mut table = String::from(
-        "| rounds | truth | noise | method | difference's CI covers | cell's CI covers | verdicts (faster/slower) | median ± half-width |\n|---|---|---|---|---|---|---|---|\n",
+        "| rounds | truth | noise | method | difference's CI covers | cell's CI covers | called a difference (A/A: falsely) | median ± half-width |\n|---|---|---|---|---|---|---|---|\n",
     );
     let mut failures = Vec::new();
     let mut seed = 1;

@@ -69,6 +69,9 @@ fn verdict<'a>(report: &'a serde_json::Value, cell: &str) -> &'a serde_json::Val
 fn the_baseline_against_its_twin_and_a_planted_slowdown() {
     skip_if!(unable());
     skip_if!(isobench::env::oci::Runtime::resolve("runc").path.is_none(), "runc", "runc is not installed");
+    // It measures: beside the other lane's tests a CPU quota binds no more than their load does
+    // (the planted -10 % read as -0.7 % [-15 %, +17 %] there).
+    let _alone = common::alone();
     let sb = Scratch::new();
     let (out, dir) = sb.run_suite(&suite(""), &["--aa"]);
     let said = text(&out);
@@ -120,7 +123,7 @@ fn a_precision_goal_runs_rounds_until_the_comparisons_are_narrow_or_the_rounds_r
     assert!(said.contains("Precision goal ±0.001%"), "{said}");
     assert!(said.contains("(5 rounds; missed by") && said.contains("max_rounds reached"), "{said}");
     // A goal the first rounds meet: no round more.
-    let (out, dir) = sb.run_suite(&suite("precision = \"±50%\"").replace("repeat = 6", "repeat = 3"), &[]);
+    let (out, dir) = sb.run_suite(&suite("precision = \"±400%\"").replace("repeat = 6", "repeat = 3"), &[]);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(!dir.join("runs/runc-slow.tmpfs.planted/4.json").exists(), "{said}");

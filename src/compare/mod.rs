@@ -604,7 +604,7 @@ mod tests {
         let mut all = runs(&host, &runc);
         for r in all.iter_mut() {
             let v = r.samples[0].value;
-            let points = (0..9).map(|i| (i as f64, v * if i % 2 == 0 { 1.3 } else { 0.7 })).collect();
+            let points = (1..=9).map(|i| (i as f64, v * if i % 2 == 0 { 1.3 } else { 0.7 })).collect();
             r.series.push(crate::store::Series { metric: "read_iops".into(), unit: "op/s".into(), points });
         }
         let a = analyze(&plan(10.0), &all);

@@ -101,13 +101,20 @@ fn shared_with_partners(analysis: &Analysis, index: usize, m: &MetricResult) -> 
 }
 
 /// The spread of the windows of `metric`'s series within each run, and what it adds to the run's
-/// figure: medians over the runs that have the series.
+/// figure: medians over the runs that have the series. Only the windows the figure is made of
+/// count: not a warm-up the run left out (`warmup_s`), nor a last window cut short by the run's end.
 fn within_run(cell: &CellResult, metric: &str, runs: &[RunRecord]) -> Option<(f64, f64)> {
     let mut spreads = Vec::new();
     let mut per_run = Vec::new();
     for run in runs.iter().filter(|r| r.cell == cell.record.cell && r.status == Status::Ok) {
         let Some(series) = series_of(&run.series, metric) else { continue };
-        let windows: Vec<f64> = series.points.iter().map(|(_, v)| *v).filter(|v| *v > 0.0).map(f64::ln).collect();
+        let warmup = run.samples.iter().find(|s| s.metric == "warmup_s").map_or(0.0, |s| s.value);
+        let windows: Vec<f64> = full_windows(&series.points)
+            .filter(|(end, _)| *end > warmup)
+            .map(|(_, v)| v)
+            .filter(|v| *v > 0.0)
+            .map(f64::ln)
+            .collect();
         if windows.len() < 3 {
             continue;
         }
@@ -116,6 +123,14 @@ fn within_run(cell: &CellResult, metric: &str, runs: &[RunRecord]) -> Option<(f6
         per_run.push(spread / (windows.len() as f64).sqrt());
     }
     (!spreads.is_empty()).then(|| (stats::median(&spreads), stats::median(&per_run)))
+}
+
+/// The points of a series (each at its window's end) whose window is at least half the usual
+/// length: a run's last window, cut short by its end, holds a few operations at an odd rate.
+fn full_windows(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
+    let lengths: Vec<f64> = points.iter().scan(0.0, |last, (t, _)| Some(t - std::mem::replace(last, *t))).collect();
+    let usual = stats::median(&lengths);
+    points.iter().zip(lengths).filter(move |(_, length)| *length >= usual / 2.0).map(|(p, _)| *p)
 }
 
 /// The series of a run that is `metric` over time: the one of that name, or the one direction

@@ -40,6 +40,8 @@ pub fn json(report: &Report) -> String {
         "host": report.host,
         "cells": a.cells.iter().map(|c| json!({
             "cell": c.record.cell, "labels": c.record.labels, "baseline": c.is_baseline,
+            "compared_with": c.baseline.filter(|_| !c.is_baseline).map(|b| &a.cells[b].record.cell),
+            "headline": c.record.headline, "twin": c.record.twin,
             "runs_ok": c.runs_ok, "runs_failed": c.runs_failed, "skipped": c.skipped,
             "errors": c.errors, "notes": c.notes, "cost_per_hour": c.record.cost_per_hour,
             "target": c.record.target, "nodes": c.record.nodes,

@@ -132,10 +132,18 @@ fn setting_tables(report: &Report) -> String {
     let mut out = String::new();
     for (setting, cells) in settings(analysis) {
         out.push_str(&format!("\n## {setting}\n\n"));
-        let headers =
-            ["Cell", "Runs", "Metric", "Median [95% CI]", "Min–max", "Baseline", "% difference [95% CI]", "Verdict"]
-                .map(String::from)
-                .to_vec();
+        let headers = [
+            "Cell",
+            "Runs",
+            "Metric",
+            "Geometric mean [95% CI]",
+            "Min–max",
+            "Baseline",
+            "% difference [95% CI]",
+            "Verdict",
+        ]
+        .map(String::from)
+        .to_vec();
         let mut rows = Vec::new();
         for c in &cells {
             let name = if c.is_baseline { format!("{} (baseline)", c.name()) } else { c.name() };
@@ -240,7 +248,7 @@ fn all_metrics(report: &Report) -> String {
     let analysis = &report.analysis;
     let mut out = String::new();
     out.push_str("\n## All metrics\n\n");
-    let headers = ["Cell", "Metric", "Median [95% CI]", "Min–max", "CV", "Runs", "% difference [95% CI]", "p"]
+    let headers = ["Cell", "Metric", "Geometric mean [95% CI]", "Min–max", "CV", "Runs", "% difference [95% CI]", "p"]
         .map(String::from)
         .to_vec();
     let mut rows = Vec::new();
