@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
@@ -273,21 +273,16 @@ pub fn wait_listening(address: Ipv4Addr, port: u16, timeout: Duration) -> Result
     // /proc/net/tcp writes the address as the hex of its in-memory (network order) bytes.
     let wanted = format!("{:08X}:{port:04X}", u32::from_ne_bytes(address.octets()));
     let any = format!("00000000:{port:04X}");
-    let deadline = Instant::now() + timeout;
-    loop {
-        let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-        let listening = table.lines().skip(1).any(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && (f[1] == wanted || f[1] == any) && f[3] == "0A"
-        });
-        if listening {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("nothing listens on {address}:{port} after {timeout:?}");
-        }
-        sys::sleep(Duration::from_millis(20))?;
-    }
+    sys::Wait::new(format!("something to listen on {address}:{port}"), timeout).every(Duration::from_millis(20)).until(
+        || {
+            let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+            let listening = table.lines().skip(1).any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 3 && (f[1] == wanted || f[1] == any) && f[3] == "0A"
+            });
+            Ok(if listening { sys::Check::Done(()) } else { sys::Check::NotYet(String::new()) })
+        },
+    )
 }
 
 #[cfg(test)]

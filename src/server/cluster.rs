@@ -201,33 +201,25 @@ pub fn wait_ring(
     timeout: Duration,
 ) -> Result<Duration> {
     let started = Instant::now();
-    loop {
+    let what = format!("the {} nodes to see one another Up and Normal", addresses.len());
+    sys::Wait::new(what, timeout).every(Duration::from_secs(1)).until(|| {
         let views: Vec<Result<String>> = std::thread::scope(|scope| {
             let checks: Vec<_> = (0..addresses.len()).map(|k| scope.spawn(move || status(k))).collect();
             checks.into_iter().map(|c| c.join().unwrap_or_else(|_| bail!("nodetool panicked"))).collect()
         });
-        let formed = views.iter().all(|view| view.as_ref().is_ok_and(|text| all_up(text, addresses)));
-        if formed {
-            return Ok(started.elapsed());
+        if views.iter().all(|view| view.as_ref().is_ok_and(|text| all_up(text, addresses))) {
+            return Ok(sys::Check::Done(started.elapsed()));
         }
-        if started.elapsed() > timeout || sys::interrupted() {
-            let last: Vec<String> = views
-                .iter()
-                .zip(addresses)
-                .map(|(v, a)| match v {
-                    Ok(text) => format!("{a} sees {}", describe_members(text)),
-                    Err(e) => format!("{a}: {e:#}"),
-                })
-                .collect();
-            bail!(
-                "the {} nodes did not all see one another Up and Normal within {} s: {}",
-                addresses.len(),
-                timeout.as_secs(),
-                last.join("; ")
-            );
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
+        let last: Vec<String> = views
+            .iter()
+            .zip(addresses)
+            .map(|(v, a)| match v {
+                Ok(text) => format!("{a} sees {}", describe_members(text)),
+                Err(e) => format!("{a}: {e:#}"),
+            })
+            .collect();
+        Ok(sys::Check::NotYet(last.join("; ")))
+    })
 }
 
 /// The data directory of node k under a cluster's root.

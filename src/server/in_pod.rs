@@ -11,7 +11,7 @@
 //! password the pod has from the Secret, never from a command line).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
@@ -202,19 +202,14 @@ pub fn run(spec: &DbPod) -> Result<()> {
 /// The address `name` resolves to, waiting for the cluster's DNS to have it.
 fn resolve(name: &str, timeout: Duration) -> Result<String> {
     use std::net::ToSocketAddrs;
-    let began = Instant::now();
-    loop {
-        if let Some(address) = (name, STORAGE_PORT).to_socket_addrs().ok().and_then(|mut a| a.next()) {
-            return Ok(address.ip().to_string());
-        }
-        if began.elapsed() > timeout {
-            bail!(
-                "the seed's name {name} did not resolve within {} s: the cluster's DNS must serve the StatefulSet's headless Service",
-                timeout.as_secs()
-            );
-        }
-        crate::sys::sleep(Duration::from_millis(500))?;
-    }
+    let what =
+        format!("the seed's name {name} to resolve (the cluster's DNS must serve the StatefulSet's headless Service)");
+    crate::sys::Wait::new(what, timeout).every(Duration::from_millis(500)).until(|| {
+        Ok(match (name, STORAGE_PORT).to_socket_addrs().ok().and_then(|mut a| a.next()) {
+            Some(address) => crate::sys::Check::Done(address.ip().to_string()),
+            None => crate::sys::Check::NotYet(String::new()),
+        })
+    })
 }
 
 /// `isobench k8s db ready`: whether the node in this pod answered CQL (the pod's readiness:

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::STOP_TIMEOUT;
 use super::cassandra::{Distribution, Node, NodeConfig, RingSlot, Start};
 use crate::store::Sample;
+use crate::sys::Check;
 use crate::workload::Output;
 
 /// What the agent needs to run a node: the distribution (its jars are on the host's root, which
@@ -183,22 +184,14 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
 
 fn accept_within(listener: &TcpListener, window: Duration) -> Result<TcpStream> {
     listener.set_nonblocking(true)?;
-    let deadline = Instant::now() + window;
-    loop {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                stream.set_nonblocking(false)?;
-                return Ok(stream);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() > deadline {
-                    bail!("the host did not connect to the control port within {} s", window.as_secs());
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => return Err(e).context("accepting the host's control connection"),
+    crate::sys::Wait::new("the host to connect to the control port", window).until(|| match listener.accept() {
+        Ok((stream, _)) => {
+            stream.set_nonblocking(false)?;
+            Ok(Check::Done(stream))
         }
-    }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(Check::NotYet(String::new())),
+        Err(e) => Err(e).context("accepting the host's control connection"),
+    })
 }
 
 fn send(mut stream: &TcpStream, message: &Message) {
@@ -262,21 +255,19 @@ impl Control {
     /// Connects to the agent's control port; gives up when the agent has finished (it failed
     /// before listening) or the window has passed.
     pub fn connect(address: &str, agent_done: &AtomicBool) -> Result<Control> {
-        let deadline = Instant::now() + CONNECT_WINDOW;
-        loop {
-            if let Ok(stream) = TcpStream::connect(address)
-                && greeted(&stream)
-            {
-                return Ok(Control { stream });
-            }
-            if agent_done.load(Ordering::Relaxed) {
-                bail!("the agent ended before it listened on {address}");
-            }
-            if Instant::now() > deadline || crate::sys::interrupted() {
-                bail!("could not reach the agent's control port {address} within {} s", CONNECT_WINDOW.as_secs());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        crate::sys::Wait::new(format!("the agent's control port {address}"), CONNECT_WINDOW)
+            .every(Duration::from_millis(100))
+            .until(|| {
+                if let Ok(stream) = TcpStream::connect(address)
+                    && greeted(&stream)
+                {
+                    return Ok(Check::Done(Control { stream }));
+                }
+                if agent_done.load(Ordering::Relaxed) {
+                    bail!("the agent ended before it listened on {address}");
+                }
+                Ok(Check::NotYet(String::new()))
+            })
     }
 
     /// Has the agent start its node, and waits for it to answer CQL inside the environment.

@@ -12,6 +12,7 @@ mod ports;
 mod process;
 pub mod progress;
 mod settle;
+mod wait;
 
 pub use cgroup::*;
 pub use counters::*;
@@ -21,3 +22,4 @@ pub use perf::*;
 pub use ports::*;
 pub use process::*;
 pub use settle::*;
+pub use wait::*;

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
@@ -343,22 +343,20 @@ fn spawn_nbdkit(
     let log_file = std::fs::File::create(&log)?;
     cmd.stdin(Stdio::null()).stdout(log_file.try_clone()?).stderr(log_file);
     let mut child = cmd.spawn().context("starting nbdkit (apt-get install nbdkit)")?;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if listening_in(child.id(), address, port) {
-            break;
-        }
-        if let Some(status) = child.try_wait()? {
-            bail!(
-                "nbdkit exited ({status}): {}",
-                sys::tail_lines(&std::fs::read_to_string(&log).unwrap_or_default(), 5)
-            );
-        }
-        if Instant::now() > deadline {
-            bail!("nbdkit did not listen on {address}:{port} within 15 s");
-        }
-        sys::sleep(Duration::from_millis(20))?;
-    }
+    sys::Wait::new(format!("nbdkit to listen on {address}:{port}"), Duration::from_secs(15))
+        .every(Duration::from_millis(20))
+        .until(|| {
+            if listening_in(child.id(), address, port) {
+                return Ok(sys::Check::Done(()));
+            }
+            if let Some(status) = child.try_wait()? {
+                bail!(
+                    "nbdkit exited ({status}): {}",
+                    sys::tail_lines(&std::fs::read_to_string(&log).unwrap_or_default(), 5)
+                );
+            }
+            Ok(sys::Check::NotYet(String::new()))
+        })?;
     // The ledger's token stops it; this thread only reaps it then.
     sys::reap_in_background(child);
     Ok(())
@@ -422,26 +420,24 @@ pub fn start_daemon(
     let log_file = std::fs::File::create(&log)?;
     cmd.stdin(Stdio::null()).stdout(log_file.try_clone()?).stderr(log_file);
     let mut child = cmd.spawn().with_context(|| format!("starting {QSD}"))?;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let exported = match fuse_file {
-            Some(file) => crate::ledger::is_mounted(file),
-            None => listening_in(child.id(), Ipv4Addr::LOCALHOST, port),
-        };
-        if exported && socket.exists() {
-            break;
-        }
-        if let Some(status) = child.try_wait()? {
-            bail!(
-                "{QSD} exited ({status}): {}",
-                sys::tail_lines(&std::fs::read_to_string(&log).unwrap_or_default(), 5)
-            );
-        }
-        if Instant::now() > deadline {
-            bail!("{QSD} did not start its exports within 20 s");
-        }
-        sys::sleep(Duration::from_millis(20))?;
-    }
+    sys::Wait::new(format!("{QSD} to start its exports"), Duration::from_secs(20))
+        .every(Duration::from_millis(20))
+        .until(|| {
+            let exported = match fuse_file {
+                Some(file) => crate::ledger::is_mounted(file),
+                None => listening_in(child.id(), Ipv4Addr::LOCALHOST, port),
+            };
+            if exported && socket.exists() {
+                return Ok(sys::Check::Done(()));
+            }
+            if let Some(status) = child.try_wait()? {
+                bail!(
+                    "{QSD} exited ({status}): {}",
+                    sys::tail_lines(&std::fs::read_to_string(&log).unwrap_or_default(), 5)
+                );
+            }
+            Ok(sys::Check::NotYet(String::new()))
+        })?;
     sys::reap_in_background(child);
     let events = ctx.run_dir.join("qmp-events.jsonl");
     collect_events(&socket, &events)?;

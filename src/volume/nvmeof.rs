@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 use super::block::{mkfs, mount};
 use super::{Kind, ProvisionContext, Provisioned, Volume};
@@ -240,8 +240,7 @@ pub fn disconnect(nqn: &str) -> Result<()> {
 
 /// The block device of the namespace the host sees for `nqn`, waiting for it to appear.
 fn namespace_of(sysfs: &Path, nqn: &str, timeout: Duration) -> Result<PathBuf> {
-    let deadline = Instant::now() + timeout;
-    loop {
+    sys::Wait::new(format!("a namespace of {nqn} to appear"), timeout).every(Duration::from_millis(100)).until(|| {
         for subsystem in std::fs::read_dir(sysfs).into_iter().flatten().flatten() {
             let path = subsystem.path();
             let theirs = std::fs::read_to_string(path.join("subsysnqn")).unwrap_or_default();
@@ -255,14 +254,11 @@ fn namespace_of(sysfs: &Path, nqn: &str, timeout: Duration) -> Result<PathBuf> {
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .find(|n| n.strip_prefix("nvme").is_some_and(|rest| rest.contains('n')));
             if let Some(name) = name {
-                return Ok(PathBuf::from("/dev").join(name));
+                return Ok(sys::Check::Done(PathBuf::from("/dev").join(name)));
             }
         }
-        if Instant::now() > deadline {
-            bail!("no namespace of {nqn} appeared within {timeout:?}");
-        }
-        sys::sleep(Duration::from_millis(100))?;
-    }
+        Ok(sys::Check::NotYet(String::new()))
+    })
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use kube::{Client, Config};
 use super::manifest::{AGENT_CONTAINER, Objects};
 use super::statefulset::DbObjects;
 use crate::ledger::KubeCluster;
-use crate::sys::{self, Interrupted};
+use crate::sys;
 
 /// One API call at most this long.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -247,45 +247,49 @@ impl KubeCluster {
     pub async fn wait(&self, client: &Client, name: &str, completions: i32, timeout: Duration) -> Result<()> {
         let jobs: Api<Job> = Api::namespaced(client.clone(), &self.namespace);
         let started = Instant::now();
-        let mut pause = Duration::from_millis(200);
-        loop {
-            if sys::interrupted() {
-                return Err(Interrupted.into());
+        let waited =
+            sys::Wait::new(format!("Job {name} to complete"), timeout)
+                .every(Duration::from_millis(200))
+                .backing_off_to(Duration::from_secs(2))
+                .until_async(|| async {
+                    let job = call("reading the Job", jobs.get(name)).await?;
+                    let status = job.status.unwrap_or_default();
+                    if status.succeeded.unwrap_or(0) >= completions {
+                        return Ok(sys::Check::Done(()));
+                    }
+                    if status.failed.unwrap_or(0) > 0 {
+                        let why =
+                            status.conditions.unwrap_or_default().into_iter().find(|c| c.type_ == "Failed").map(|c| {
+                                format!("{}: {}", c.reason.unwrap_or_default(), c.message.unwrap_or_default())
+                            });
+                        let pod = self.failed_pod(client, name).await.unwrap_or_default();
+                        bail!("the Job failed ({}){pod}", why.unwrap_or_else(|| "a pod failed".into()));
+                    }
+                    let pods = self.pods(client, name).await?;
+                    if let Some(why) = self.stuck_pods(client, name, &pods).await? {
+                        bail!("{why}");
+                    }
+                    if started.elapsed() > CLAIM_BINDS_WITHIN
+                        && let Some(why) = self.unbindable_claim(client, &pods).await?
+                    {
+                        return Err(crate::workload::Unfit(why).into());
+                    }
+                    Ok(sys::Check::NotYet(format!("{} of {completions} pods succeeded", status.succeeded.unwrap_or(0))))
+                })
+                .await;
+        self.with_last_warning(client, name, &format!("job-name={name}"), waited).await
+    }
+
+    /// A wait's outcome, and where it timed out, the cluster's last warning about `owner` and its
+    /// pods (those `selector` selects).
+    async fn with_last_warning<T>(&self, client: &Client, owner: &str, selector: &str, waited: Result<T>) -> Result<T> {
+        match waited {
+            Err(e) if e.is::<sys::TimedOut>() => {
+                let pods = self.pods_with(client, selector).await.unwrap_or_default();
+                let last = self.warnings(client, owner, &pods).await.ok().and_then(|mut w| w.pop());
+                bail!("{e}{}", last.map(|w| format!(" (last warning: {w})")).unwrap_or_default())
             }
-            let job = call("reading the Job", jobs.get(name)).await?;
-            let status = job.status.unwrap_or_default();
-            if status.succeeded.unwrap_or(0) >= completions {
-                return Ok(());
-            }
-            if status.failed.unwrap_or(0) > 0 {
-                let why = status
-                    .conditions
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find(|c| c.type_ == "Failed")
-                    .map(|c| format!("{}: {}", c.reason.unwrap_or_default(), c.message.unwrap_or_default()));
-                let pod = self.failed_pod(client, name).await.unwrap_or_default();
-                bail!("the Job failed ({}){pod}", why.unwrap_or_else(|| "a pod failed".into()));
-            }
-            let pods = self.pods(client, name).await?;
-            if let Some(why) = self.stuck_pods(client, name, &pods).await? {
-                bail!("{why}");
-            }
-            if started.elapsed() > CLAIM_BINDS_WITHIN
-                && let Some(why) = self.unbindable_claim(client, &pods).await?
-            {
-                return Err(crate::workload::Unfit(why).into());
-            }
-            if started.elapsed() > timeout {
-                let last = self.warnings(client, name, &pods).await?.pop();
-                bail!(
-                    "the Job did not complete within {}s{}",
-                    timeout.as_secs(),
-                    last.map(|w| format!(" (last warning: {w})")).unwrap_or_default()
-                );
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(2));
+            other => other,
         }
     }
 
@@ -562,39 +566,32 @@ impl KubeCluster {
         timeout: Duration,
     ) -> Result<Vec<Pod>> {
         let started = Instant::now();
-        loop {
-            if sys::interrupted() {
-                return Err(Interrupted.into());
-            }
-            let pods = self.pods_with(client, selector).await?;
-            let ready = pods.iter().filter(|p| is_ready(p)).count();
-            if ready >= replicas && pods.len() == replicas {
-                return Ok(pods);
-            }
-            if let Some(why) = self.stuck_pods(client, name, &pods).await? {
-                bail!("{why}");
-            }
-            // A claim is Pending for a moment while its volume binds: certain only after that.
-            if started.elapsed() > CLAIM_BINDS_WITHIN
-                && let Some(why) = self.unbindable_claim(client, &pods).await?
-            {
-                return Err(crate::workload::Unfit(why).into());
-            }
-            for pod in &pods {
-                if let Some(why) = self.crashed(client, pod, container).await? {
+        let waited = sys::Wait::new(format!("{replicas} pods of {name} to be Ready"), timeout)
+            .every(Duration::from_millis(500))
+            .until_async(|| async {
+                let pods = self.pods_with(client, selector).await?;
+                let ready = pods.iter().filter(|p| is_ready(p)).count();
+                if ready >= replicas && pods.len() == replicas {
+                    return Ok(sys::Check::Done(pods));
+                }
+                if let Some(why) = self.stuck_pods(client, name, &pods).await? {
                     bail!("{why}");
                 }
-            }
-            if started.elapsed() > timeout {
-                let last = self.warnings(client, name, &pods).await?.pop();
-                bail!(
-                    "{ready} of {replicas} pods were ready after {} s{}",
-                    timeout.as_secs(),
-                    last.map(|w| format!(" (last warning: {w})")).unwrap_or_default()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+                // A claim is Pending for a moment while its volume binds: certain only after that.
+                if started.elapsed() > CLAIM_BINDS_WITHIN
+                    && let Some(why) = self.unbindable_claim(client, &pods).await?
+                {
+                    return Err(crate::workload::Unfit(why).into());
+                }
+                for pod in &pods {
+                    if let Some(why) = self.crashed(client, pod, container).await? {
+                        bail!("{why}");
+                    }
+                }
+                Ok(sys::Check::NotYet(format!("{ready} of {replicas} Ready")))
+            })
+            .await;
+        self.with_last_warning(client, name, selector, waited).await
     }
 
     /// Why a pending pod's claim can never bind, where that is certain: its storage class does
@@ -679,30 +676,25 @@ impl KubeCluster {
         // A StatefulSet's claims outlive it unless its retention policy says otherwise: they
         // carry the run's labels (its claim template's) and go here.
         call("deleting claims", claims.delete_collection(&delete, &list)).await?;
-        let started = Instant::now();
-        loop {
-            // A pod its kubelet cannot end (its machine lost) stays Terminating: deleted again
-            // with grace 0, it goes from the API at once.
-            let pods_left = call("listing pods", pods.list(&list)).await?.items.len();
-            if pods_left > 0 {
-                call("deleting pods", pods.delete_collection(&now, &list)).await?;
-            }
-            let left = call("listing StatefulSets", sets.list(&list)).await?.items.len()
-                + call("listing Jobs", jobs.list(&list)).await?.items.len()
-                + pods_left
-                + call("listing Services", services.list(&list)).await?.items.len()
-                + call("listing Secrets", secrets.list(&list)).await?.items.len()
-                + call("listing claims", claims.list(&list)).await?.items.len();
-            if left == 0 {
-                return Ok(());
-            }
-            if started.elapsed() > Duration::from_secs(120) {
-                bail!(
-                    "{left} objects labelled {selector} in namespace {ns} were still there 120 s after their deletion"
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        let what = format!("the objects labelled {selector} in namespace {ns} to go after their deletion");
+        sys::Wait::new(what, Duration::from_secs(120))
+            .every(Duration::from_millis(500))
+            .until_async(|| async {
+                // A pod its kubelet cannot end (its machine lost) stays Terminating: deleted again
+                // with grace 0, it goes from the API at once.
+                let pods_left = call("listing pods", pods.list(&list)).await?.items.len();
+                if pods_left > 0 {
+                    call("deleting pods", pods.delete_collection(&now, &list)).await?;
+                }
+                let left = call("listing StatefulSets", sets.list(&list)).await?.items.len()
+                    + call("listing Jobs", jobs.list(&list)).await?.items.len()
+                    + pods_left
+                    + call("listing Services", services.list(&list)).await?.items.len()
+                    + call("listing Secrets", secrets.list(&list)).await?.items.len()
+                    + call("listing claims", claims.list(&list)).await?.items.len();
+                Ok(if left == 0 { sys::Check::Done(()) } else { sys::Check::NotYet(format!("{left} objects left")) })
+            })
+            .await
     }
 }
 

@@ -80,15 +80,16 @@ pub async fn wait_node(
     timeout: Duration,
 ) -> Result<Duration> {
     let began = Instant::now();
-    loop {
-        if cluster.node_ready(client, node).await? == ready {
-            return Ok(began.elapsed());
-        }
-        if began.elapsed() > timeout {
-            bail!("node {node} was not {} after {} s", if ready { "Ready" } else { "NotReady" }, timeout.as_secs());
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let what = format!("node {node} to be {}", if ready { "Ready" } else { "NotReady" });
+    crate::sys::Wait::new(what, timeout)
+        .every(Duration::from_millis(250))
+        .until_async(|| async {
+            Ok(match cluster.node_ready(client, node).await? == ready {
+                true => crate::sys::Check::Done(began.elapsed()),
+                false => crate::sys::Check::NotYet(String::new()),
+            })
+        })
+        .await
 }
 
 /// The ledger's undoing of a stop: a machine the API server does not see Ready is started

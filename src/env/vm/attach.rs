@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
@@ -256,20 +256,24 @@ impl Virtiofsd {
         let log_file = std::fs::File::create(log)?;
         cmd.stdin(Stdio::null()).stdout(log_file.try_clone()?).stderr(log_file);
         let mut child = cmd.spawn().with_context(|| format!("starting {}", self.binary.display()))?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() {
-            if let Some(status) = child.try_wait()? {
-                bail!(
-                    "virtiofsd exited ({status}): {}",
-                    crate::sys::tail_lines(&std::fs::read_to_string(log).unwrap_or_default(), 5)
-                );
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                bail!("virtiofsd did not create {} within 10 s", socket.display());
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let created =
+            crate::sys::Wait::new(format!("virtiofsd to create {}", socket.display()), Duration::from_secs(10))
+                .every(Duration::from_millis(20))
+                .until(|| {
+                    if socket.exists() {
+                        return Ok(crate::sys::Check::Done(()));
+                    }
+                    if let Some(status) = child.try_wait()? {
+                        bail!(
+                            "virtiofsd exited ({status}): {}",
+                            crate::sys::tail_lines(&std::fs::read_to_string(log).unwrap_or_default(), 5)
+                        );
+                    }
+                    Ok(crate::sys::Check::NotYet(String::new()))
+                });
+        if created.is_err() {
+            let _ = child.kill();
         }
-        Ok(child)
+        created.map(|()| child)
     }
 }

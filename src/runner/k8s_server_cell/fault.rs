@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, anyhow};
 use kube::Client;
 
 use super::Db;
@@ -121,14 +121,13 @@ async fn lose_machine(
 
 /// Waits until `pod` is Ready again after its machine came back; the machine it runs on.
 pub(super) async fn wait_pod_ready(db: &Db<'_>, client: &Client, pod: &str, timeout: Duration) -> Result<String> {
-    let began = Instant::now();
-    loop {
-        if let Some(p) = db.cluster.pod(client, pod).await?.filter(is_ready) {
-            return Ok(p.spec.and_then(|s| s.node_name).unwrap_or_default());
-        }
-        if began.elapsed() > timeout || crate::sys::interrupted() {
-            bail!("pod {pod} was not Ready {} s after its machine was started again", timeout.as_secs());
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    crate::sys::Wait::new(format!("pod {pod} to be Ready after its machine was started again"), timeout)
+        .every(Duration::from_millis(500))
+        .until_async(|| async {
+            Ok(match db.cluster.pod(client, pod).await?.filter(is_ready) {
+                Some(p) => crate::sys::Check::Done(p.spec.and_then(|s| s.node_name).unwrap_or_default()),
+                None => crate::sys::Check::NotYet(String::new()),
+            })
+        })
+        .await
 }

@@ -131,16 +131,17 @@ impl Db<'_> {
 
     /// Waits until `nodetool status` in every pod shows every pod's address Up and Normal.
     async fn wait_ring(&self, client: &Client, addresses: &[String], timeout: Duration) -> Result<()> {
-        let began = Instant::now();
-        loop {
-            let mut views = Vec::new();
-            for k in 0..self.pods.len() {
-                views.push(self.call(client, k, &["nodetool", "status"]).await);
-            }
-            if views.iter().all(|v| v.as_ref().is_ok_and(|text| crate::server::cluster::all_up(text, addresses))) {
-                return Ok(());
-            }
-            if began.elapsed() > timeout || crate::sys::interrupted() {
+        let what = format!("the {} pods to see one another Up and Normal", self.pods.len());
+        let formed = crate::sys::Wait::new(what, timeout)
+            .every(Duration::from_secs(1))
+            .until_async(|| async {
+                let mut views = Vec::new();
+                for k in 0..self.pods.len() {
+                    views.push(self.call(client, k, &["nodetool", "status"]).await);
+                }
+                if views.iter().all(|v| v.as_ref().is_ok_and(|text| crate::server::cluster::all_up(text, addresses))) {
+                    return Ok(crate::sys::Check::Done(()));
+                }
                 let seen: Vec<String> = views
                     .iter()
                     .enumerate()
@@ -149,6 +150,11 @@ impl Db<'_> {
                         Err(e) => format!("{}: {e:#}", self.pod(k)),
                     })
                     .collect();
+                Ok(crate::sys::Check::NotYet(seen.join("; ")))
+            })
+            .await;
+        match formed {
+            Err(e) if e.is::<crate::sys::TimedOut>() => {
                 // A node missing from every view, its own included, is out of the token map (as
                 // when two nodes claim one token): what gossip says of each endpoint tells why.
                 let mut gossip = String::new();
@@ -157,14 +163,9 @@ impl Db<'_> {
                         gossip.push_str(&format!("\n{} gossip:{}", self.pod(k), gossip_states(&text)));
                     }
                 }
-                bail!(
-                    "the {} pods did not all see one another Up and Normal within {} s: {}{gossip}",
-                    self.pods.len(),
-                    timeout.as_secs(),
-                    seen.join("; ")
-                );
+                bail!("{e}{gossip}")
             }
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            other => other,
         }
     }
 }

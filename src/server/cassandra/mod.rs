@@ -139,41 +139,43 @@ impl Node {
 
     fn wait_ready(&mut self, started: Instant, timeout: Duration) -> Result<()> {
         let address = format!("{}:{}", self.config.local_address(), self.config.native_port);
-        loop {
-            if let Some(child) = &mut self.child
-                && let Some(status) = child.try_wait()?
-            {
-                bail!("Cassandra exited ({status}) before it accepted CQL clients. {}", self.failure_excerpt());
-            }
-            if started.elapsed() > timeout {
-                bail!(
-                    "Cassandra did not accept CQL clients on {address} within {} s. {}",
-                    timeout.as_secs(),
-                    self.failure_excerpt()
-                );
-            }
-            if sys::interrupted() {
-                return Err(sys::Interrupted.into());
-            }
-            let log = read_text(&self.config.stdout_log());
-            for (metric, line) in START_PHASES {
-                let seen = if line.is_empty() { !log.is_empty() } else { log.contains(line) };
-                if seen && !self.start_phases.iter().any(|(m, _)| m == metric) {
-                    self.start_phases.push((metric.to_string(), started.elapsed()));
+        let what = format!("Cassandra to accept CQL clients on {address}");
+        // Polled often: the start's time is what a cell reports, and a start takes 3-6 s here.
+        let waited = sys::Wait::new(what, timeout.saturating_sub(started.elapsed()))
+            .every(Duration::from_millis(20))
+            .until(|| {
+                if let Some(child) = &mut self.child
+                    && let Some(status) = child.try_wait()?
+                {
+                    bail!("Cassandra exited ({status}) before it accepted CQL clients. {}", self.failure_excerpt());
                 }
-            }
-            if log.contains(READY_LINE)
-                && let Ok(version) = cql_probe(
-                    &address,
-                    self.config.auth.then_some(DEFAULT_LOGIN),
-                    self.config.tls.then(|| self.config.certificate()).as_deref(),
-                )
-            {
+                let log = read_text(&self.config.stdout_log());
+                for (metric, line) in START_PHASES {
+                    let seen = if line.is_empty() { !log.is_empty() } else { log.contains(line) };
+                    if seen && !self.start_phases.iter().any(|(m, _)| m == metric) {
+                        self.start_phases.push((metric.to_string(), started.elapsed()));
+                    }
+                }
+                if log.contains(READY_LINE)
+                    && let Ok(version) = cql_probe(
+                        &address,
+                        self.config.auth.then_some(DEFAULT_LOGIN),
+                        self.config.tls.then(|| self.config.certificate()).as_deref(),
+                    )
+                {
+                    return Ok(sys::Check::Done(version));
+                }
+                let phase = self.start_phases.last().map_or("no line of its log yet", |(m, _)| m.as_str());
+                Ok(sys::Check::NotYet(format!("its start at {phase}")))
+            });
+        match waited {
+            Ok(version) => {
                 self.ready_after = started.elapsed();
                 self.release_version = version;
-                return Ok(());
+                Ok(())
             }
-            std::thread::sleep(Duration::from_millis(100));
+            Err(e) if e.is::<sys::Interrupted>() || e.to_string().starts_with("Cassandra exited") => Err(e),
+            Err(e) => Err(anyhow::anyhow!("{e}. {}", self.failure_excerpt())),
         }
     }
 
