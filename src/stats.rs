@@ -115,7 +115,7 @@ fn t_critical(df: f64) -> f64 {
 }
 
 /// Windows a run needs before its warm-up can be told from its noise.
-pub const MIN_WINDOWS_FOR_WARMUP: usize = 8;
+pub const MIN_WINDOWS_FOR_WARMUP: usize = 12;
 
 /// How many of a run's first windows are its warm-up: MSER's truncation point (White, 1997), the
 /// cut that leaves the rest's mean with the smallest standard error, searched over the first

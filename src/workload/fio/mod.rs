@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{CapacityDefaults, Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload, parse_capacity};
 use crate::capacity::{Plan, Search};
-use crate::store::RawFile;
+use crate::store::{RawFile, Sample};
 use crate::syntax::{Fields, SuiteError};
 use crate::sys;
 use crate::units;
@@ -69,6 +69,10 @@ pub struct Fio {
     /// Search the highest rate (`rate_iops`) whose completion latency stays within a bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<Plan>,
+    /// `warmup = "keep"`: the rates include the run's warm-up, where by default the seconds of
+    /// the IOPS series that show one are left out of `iops` and `bw`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_warmup: bool,
 }
 
 /// fio's options that set or cap a rate: a capacity search sets the rate itself.
@@ -142,12 +146,13 @@ fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
             }
         }
     }
+    let keep_warmup = f.choice("warmup", &["cut", "keep"])?.as_deref() == Some("keep");
     let job = match f.str("jobfile")? {
         Some(path) => parse_job_file(f, ctx, &path)?,
         None => Job::Options(parse_options(f)?),
     };
     f.finish()?;
-    Ok(Spec::Fio(Fio { job, args, env, series, capacity }))
+    Ok(Spec::Fio(Fio { job, args, env, series, capacity, keep_warmup }))
 }
 
 fn parse_job_file(f: &mut Fields, ctx: &ParseContext, path: &str) -> Result<Job, SuiteError> {
@@ -391,11 +396,43 @@ impl Workload for Fio {
         };
         out.series.extend(series_from_log(&log("iops"), "iops", "op/s", Combine::Sum));
         out.series.extend(series_from_log(&log("clat"), "clat_mean", "us", Combine::Mean));
+        if logs("iops") && !self.keep_warmup {
+            leave_out_warmup(&mut out.samples, &out.series);
+        }
         out.raw.push(RawFile { name: "fio.json".into(), content: finished.json });
         if !finished.stderr.trim().is_empty() {
             out.raw.push(RawFile { name: "fio.stderr".into(), content: finished.stderr });
         }
         Ok(())
+    }
+}
+
+/// The run's `iops` and `bw` without its warm-up: the seconds at the start of its IOPS series
+/// (every direction's summed) that `stats::warmup_windows` finds, with `warmup_s` saying how long
+/// that was (0 where none showed; nothing where the series is too short to tell). The latencies
+/// stay fio's own, of the whole run: its per-second log has no percentiles.
+fn leave_out_warmup(samples: &mut Vec<Sample>, series: &[crate::store::Series]) {
+    let mut total: std::collections::BTreeMap<u64, f64> = Default::default();
+    for s in series.iter().filter(|s| s.metric.ends_with("_iops")) {
+        for (t, v) in &s.points {
+            *total.entry(t.to_bits()).or_default() += v;
+        }
+    }
+    let points: Vec<(f64, f64)> = total.into_iter().map(|(t, v)| (f64::from_bits(t), v)).collect();
+    if points.len() < crate::stats::MIN_WINDOWS_FOR_WARMUP {
+        return;
+    }
+    let rates: Vec<f64> = points.iter().map(|(_, v)| *v).collect();
+    let cut = crate::stats::warmup_windows(&rates);
+    let warmup_s = if cut == 0 { 0.0 } else { points[cut - 1].0 };
+    samples.push(Sample::new("warmup_s", warmup_s, "s"));
+    if cut == 0 {
+        return;
+    }
+    let mean = |r: &[f64]| r.iter().sum::<f64>() / r.len() as f64;
+    let factor = mean(&rates[cut..]) / mean(&rates);
+    for s in samples.iter_mut().filter(|s| s.metric == "iops" || s.metric == "bw") {
+        s.value *= factor;
     }
 }
 
@@ -566,4 +603,40 @@ fn check_free_space(dir: &Path, needed: u64) -> Result<()> {
 /// fio's version string ("fio-3.33"), if fio is installed.
 pub fn version() -> Option<String> {
     sys::command_output("fio", &["--version"]).ok().map(|s| s.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Series;
+
+    /// A run whose first three seconds climb has them left out of its rates; a steady one keeps
+    /// its rate; a short one is not judged.
+    #[test]
+    fn a_warmup_in_the_iops_series_is_left_out_of_the_rates() {
+        let rates = |series: Vec<f64>| -> Vec<Sample> {
+            let points: Vec<(f64, f64)> = series.iter().enumerate().map(|(i, v)| ((i + 1) as f64, *v)).collect();
+            let whole = series.iter().sum::<f64>() / series.len() as f64;
+            let mut samples = vec![Sample::new("iops", whole, "op/s"), Sample::new("bw", whole * 4096.0, "B/s")];
+            leave_out_warmup(&mut samples, &[Series { metric: "write_iops".into(), unit: "op/s".into(), points }]);
+            samples
+        };
+        let get = |s: &[Sample], m: &str| s.iter().find(|x| x.metric == m).map(|x| x.value);
+        let climbing = rates(vec![
+            500.0, 800.0, 1100.0, 1400.0, 1410.0, 1395.0, 1405.0, 1400.0, 1398.0, 1402.0, 1404.0, 1396.0, 1401.0,
+            1399.0,
+        ]);
+        // The cut is past the climb, never inside it (where past it, among steady seconds, the
+        // search may choose more of them than the climb: it barely moves the rate).
+        assert!((3.0..=7.0).contains(&get(&climbing, "warmup_s").unwrap()), "{climbing:?}");
+        assert!((get(&climbing, "iops").unwrap() - 1401.0).abs() < 5.0, "{climbing:?}");
+        assert!((get(&climbing, "bw").unwrap() / get(&climbing, "iops").unwrap() - 4096.0).abs() < 1e-6);
+        // A steady run may lose a second or so to the search, which barely moves its rate.
+        let steady =
+            rates(vec![1400.0, 1410.0, 1395.0, 1405.0, 1400.0, 1398.0, 1402.0, 1401.0, 1404.0, 1396.0, 1401.0, 1399.0]);
+        assert!(get(&steady, "warmup_s").is_some());
+        assert!((get(&steady, "iops").unwrap() / 1400.9 - 1.0).abs() < 0.005, "{steady:?}");
+        let short = rates(vec![500.0, 1400.0, 1400.0]);
+        assert_eq!((get(&short, "warmup_s"), get(&short, "iops")), (None, Some(1100.0)));
+    }
 }
