@@ -134,10 +134,45 @@ fn tool_checks() -> Vec<Check> {
         .find_map(find_program)
         .map(|p| format!("{}: renders report.html for its checks and screenshots", p.display()))
         .ok_or_else(|| "no Chromium: the HTML report is written, not rendered".to_string());
+    // The CPU sampled by part resolves gVisor's sentry by its symbols.
+    let symbols = match crate::env::oci::Runtime::resolve("runsc").path {
+        None => Err("no runsc: nothing of gVisor's to resolve".to_string()),
+        Some(path) => match has_symbol_table(&path) {
+            Ok(true) => Ok(format!("{} keeps its symbol table: the sentry's samples resolve to parts", path.display())),
+            Ok(false) => Err(format!(
+                "{} is stripped: the sentry's samples stay unexplained in sys.cpu_part.*",
+                path.display()
+            )),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        },
+    };
     vec![
         check("tool", "perf", perf, "apt-get install linux-perf"),
+        check("tool", "runsc symbols", symbols, "scripts/setup.sh builds a runsc that keeps them"),
         check("tool", "chromium", chromium, "apt-get install chromium"),
     ]
+}
+
+/// Whether an ELF64 file has a `.symtab` section (strip removes it).
+fn has_symbol_table(path: &Path) -> std::io::Result<bool> {
+    let elf = std::fs::read(path)?;
+    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "not a 64-bit ELF file");
+    if elf.get(..5) != Some(b"\x7fELF\x02") {
+        return Err(bad());
+    }
+    let word = |at: usize, n: usize| -> std::io::Result<usize> {
+        let bytes = elf.get(at..at + n).ok_or_else(bad)?;
+        Ok(bytes.iter().rev().fold(0usize, |v, b| (v << 8) | *b as usize))
+    };
+    let (table, entry, count, names) = (word(0x28, 8)?, word(0x3a, 2)?, word(0x3c, 2)?, word(0x3e, 2)?);
+    let names_at = word(table + names * entry + 0x18, 8)?;
+    for k in 0..count {
+        let name_at = names_at + word(table + k * entry, 4)?;
+        if elf.get(name_at..name_at + 8) == Some(b".symtab\0") {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The parts `scripts/k8s-local.sh` runs a local cluster with, as setup builds them.
@@ -387,6 +422,13 @@ fn version_of(tool: &str, package: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_symbol_table_is_found_in_an_elf_file_and_a_file_that_is_none_is_said() {
+        // The test binary keeps its symbols (no profile here strips them).
+        assert!(has_symbol_table(Path::new("/proc/self/exe")).unwrap());
+        assert!(has_symbol_table(Path::new("/proc/self/status")).is_err());
+    }
 
     #[test]
     fn the_fix_is_the_command_the_explanation_names() {

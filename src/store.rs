@@ -139,6 +139,11 @@ pub struct AgentReport {
 /// The start of the metrics that give the CPU of one of a runtime's own processes, by its name
 /// (`sys.cpu_runtime_by.runsc-gofer`).
 pub const RUNTIME_BY: &str = "sys.cpu_runtime_by.";
+/// `sys.cpu_part.` and a part's name (`sys::cpu_parts::Part`): the CPU-seconds a part of the
+/// stack spent in the measured window, from samples.
+pub const CPU_PART: &str = "sys.cpu_part.";
+/// The part no sample could be resolved to, with the sandbox's CPU the samples missed.
+pub const UNEXPLAINED: &str = "unexplained";
 
 /// The prefix of the machine's perf counters (`sys.perf.context_switches`), and the setup
 /// entry that says what they count.

@@ -27,6 +27,7 @@ pub fn explain(analysis: &Analysis) -> Vec<Explanation> {
         .filter_map(|cell| {
             let base = &analysis.cells[cell.baseline?];
             let mut lines = lines(cell, base);
+            lines.extend(super::attribute::sampled_line(cell, base));
             lines.extend(super::attribute::why_line(analysis, cell, base));
             // Named with its setting: one sandbox runs several workloads' cells, and settings of each.
             let name = format!("{} {}", cell.name(), cell.record.labels.setting());

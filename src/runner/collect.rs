@@ -9,7 +9,9 @@ use anyhow::Result;
 
 use crate::env::CpuCount;
 use crate::ledger::{Ledger, Resource};
-use crate::store::{AgentReport, IPC_UNIT, PERF, RUNTIME_BY, Sample};
+use crate::store::{AgentReport, CPU_PART, IPC_UNIT, PERF, RUNTIME_BY, Sample, UNEXPLAINED};
+use crate::sys::cpu_parts;
+use crate::sys::sampling::{PerfRecord, SAMPLES_PER_SECOND, StackSample, monotonic_now};
 use crate::sys::{
     CpuGroup, DiskCounters, PerfStat, ProcessCpu, Usage, device_name, device_under, named_processes_cpu, remove_cgroup,
 };
@@ -36,27 +38,51 @@ pub struct HostCounters {
     volume_daemons: Option<(String, f64)>,
     /// The whole machine's perf counters, for a sandbox alone.
     machine: Option<Result<PerfStat>>,
+    /// The CPU sampled by part, from before the sandbox starts (so that perf sees its programs
+    /// start, and knows their files: gVisor's sentry cannot be found in its own root later);
+    /// a served cell marks its measured phase with `end_parts_window`.
+    parts: std::sync::Mutex<Option<Result<PerfRecord>>>,
+    parts_window: std::sync::Mutex<Option<PartsWindow>>,
     /// Why the CPU is not counted, for the run's notes.
     not_counted: Option<String>,
 }
 
 impl HostCounters {
     /// `alone`: no other sandbox of isobench's runs meanwhile; `count`: how the environment's
-    /// processes can be counted.
-    pub fn start(volume: &Provisioned, alone: bool, count: CpuCount, ledger: &Ledger) -> HostCounters {
+    /// processes can be counted; `parts`: where to sample the run's CPU by part, if it is.
+    pub fn start(
+        volume: &Provisioned,
+        alone: bool,
+        count: CpuCount,
+        ledger: &Ledger,
+        parts: Option<&std::path::Path>,
+    ) -> HostCounters {
         let device = device_under(&volume.path).and_then(|d| Some((d, DiskCounters::read(d)?)));
         // Alone only: a daemon serves one volume, but other sandboxes' volumes would mix in.
         let token = ledger.token().to_string();
         let volume_daemons =
             alone.then(|| named_processes_cpu(&token, VOLUME_DAEMONS).map(|cpu| (token, cpu))).flatten();
         let machine = alone.then(PerfStat::machine);
-        let mut counters =
-            HostCounters { group: None, tree: None, usage: None, device, volume_daemons, machine, not_counted: None };
+        let mut counters = HostCounters {
+            group: None,
+            tree: None,
+            usage: None,
+            device,
+            volume_daemons,
+            machine,
+            parts: Default::default(),
+            parts_window: Default::default(),
+            not_counted: None,
+        };
         match count {
             CpuCount::Group | CpuCount::GroupSplitByTree => match make_group(ledger) {
                 Ok(group) => {
-                    if count == CpuCount::GroupSplitByTree {
+                    // The samples are told apart by their processes, which the tree knows.
+                    if count == CpuCount::GroupSplitByTree || parts.is_some() {
                         counters.tree = group.clone().map(TreeSampler::start);
+                    }
+                    if let Some(data) = parts.filter(|_| group.is_some()) {
+                        counters.parts = std::sync::Mutex::new(Some(PerfRecord::machine(data, SAMPLES_PER_SECOND)));
                     }
                     counters.group = group;
                 }
@@ -85,12 +111,26 @@ impl HostCounters {
         self.group.as_ref()?.cpu_s()
     }
 
+    /// Ends the sampling of the sandbox's CPU by part: its window is from `from`
+    /// ([`monotonic_now`]) to now, in which the sandbox's own count was `measured` CPU-seconds.
+    /// `finish` reads the samples, once the sandbox is gone.
+    pub fn end_parts_window(&self, from: f64, measured: Option<f64>) {
+        let (Some(record), Some(group)) = (self.parts.lock().unwrap().take(), &self.group) else { return };
+        let to = monotonic_now();
+        // Read now: the processes live until the cell stops them.
+        let seen = group.processes().into_iter().map(|p| (p.pid, p)).collect();
+        let window = PartsWindow { recorded: record.and_then(PerfRecord::stop), from, to, measured, seen };
+        *self.parts_window.lock().unwrap() = Some(window);
+    }
+
     pub fn finish(self, report: &mut AgentReport) {
         let value = |metric: &str| report.samples.iter().find(|s| s.metric == metric).map(|s| s.value);
         // The sandbox's kernel's count, unless the process tree tells the workload apart: it
         // cannot when no process is below the runtime's own (gVisor's KVM platform runs the
         // workload in the sentry's threads).
-        let split = self.tree.map(TreeSampler::split).filter(|split| split.workload > 0.0);
+        let seen = self.tree.map(TreeSampler::stop);
+        let whole_run = self.parts.into_inner().unwrap().map(|record| record.and_then(PerfRecord::stop));
+        let split = seen.as_ref().map(|seen| split_at(seen, 2)).filter(|split| split.workload > 0.0);
         let tree_workload = split.as_ref().map(|split| split.workload);
         let workload = tree_workload.or(value("sys.cpu_workload"));
         let mut samples = Vec::new();
@@ -120,6 +160,13 @@ impl HostCounters {
                 "the host counted {seen:.2} CPU-s for the sandbox's processes, less than the {own:.2} CPU-s the workload's own kernel counted: some of its processes were not counted, so the runtime's share of the CPU is not known"
             ));
             host = None;
+        }
+        if let Some(w) = self.parts_window.into_inner().unwrap() {
+            let sampled = w.recorded.and_then(|r| r.samples(Some((w.from, w.to))));
+            samples.extend(parts_samples(sampled, &w.seen, w.measured, &mut report.setup));
+        } else if let (Some(recorded), Some(seen)) = (whole_run, &seen) {
+            let sampled = recorded.and_then(|r| r.samples(None));
+            samples.extend(parts_samples(sampled, seen, host, &mut report.setup));
         }
         if let Some(host) = host {
             samples.push(Sample::new("sys.cpu_host", host, "s"));
@@ -264,14 +311,53 @@ impl TreeSampler {
         TreeSampler { stop, thread: Some(thread) }
     }
 
-    /// The workload's processes are two or more levels below the first one started in the
-    /// group: below the runtime's command and the processes it started (gVisor's sentry and
-    /// gofer).
-    fn split(mut self) -> TreeSplit {
+    /// Every process seen in the group, as read last while it lived.
+    fn stop(mut self) -> HashMap<i32, ProcessCpu> {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let seen = self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default();
-        split_at(&seen, 2)
+        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
     }
+}
+
+/// A served cell's measured phase, sampled.
+struct PartsWindow {
+    recorded: Result<crate::sys::sampling::Recorded>,
+    from: f64,
+    to: f64,
+    /// The sandbox's own count of its CPU in the window.
+    measured: Option<f64>,
+    /// Its processes, by pid.
+    seen: HashMap<i32, ProcessCpu>,
+}
+
+/// How `sys.cpu_part.*` are found, for the run's setup.
+pub const PARTS_COUNTED_BY: &str = "perf record -e cpu-clock on every CPU with frame-pointer call chains, the samples of the sandbox's processes resolved to parts by process role and call chain";
+
+/// `sys.cpu_part.PART` (CPU-seconds) for each part the samples of the sandbox's processes
+/// (`seen`, by pid) went to, `sys.cpu_sampled` what they stand for, and
+/// `sys.cpu_part.unexplained`: the samples no part took, plus what the sandbox's own count
+/// (`measured`) has that the samples do not.
+fn parts_samples(
+    sampled: Result<Vec<StackSample>>,
+    seen: &HashMap<i32, ProcessCpu>,
+    measured: Option<f64>,
+    setup: &mut std::collections::BTreeMap<String, String>,
+) -> Vec<Sample> {
+    let samples = match sampled {
+        Ok(samples) => samples,
+        Err(e) => {
+            setup.insert("sys.cpu_parts_by".into(), format!("not sampled: {e:#}"));
+            return Vec::new();
+        }
+    };
+    let roles = cpu_parts::roles(seen);
+    let parts = cpu_parts::attribute(&samples, &roles);
+    let mut out: Vec<Sample> =
+        parts.seconds.iter().map(|(part, s)| Sample::new(format!("{CPU_PART}{}", part.name()), *s, "s")).collect();
+    let gap = measured.map_or(0.0, |m| (m - parts.sampled).max(0.0));
+    out.push(Sample::new(format!("{CPU_PART}{UNEXPLAINED}"), parts.unresolved + gap, "s"));
+    out.push(Sample::new("sys.cpu_sampled", parts.sampled, "s"));
+    setup.insert("sys.cpu_parts_by".into(), format!("{PARTS_COUNTED_BY}, {SAMPLES_PER_SECOND} per second per CPU"));
+    out
 }
 
 /// A sandbox's processes' CPU, as read last while they lived.

@@ -381,6 +381,7 @@ impl<'a> Runner<'a> {
             ledger: self.ledger,
             workdir: &self.workdir,
             collect: self.suite.collect,
+            attribute: self.suite.attribute,
             pins: &pins,
         };
         let ctx = ProvisionContext {

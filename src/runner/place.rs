@@ -18,6 +18,8 @@ pub struct Place<'a> {
     pub workdir: &'a std::path::Path,
     /// The suite's `collect`: record what the sandbox used (`sys.` samples).
     pub collect: bool,
+    /// The suite's `attribute`: sample where the sandbox's CPU goes, by part.
+    pub attribute: bool,
     /// The host CPUs its sandboxes, and a served cell's load generator, are pinned to.
     pub pins: &'a crate::suite::CpuPins,
 }
@@ -78,7 +80,10 @@ impl Place<'_> {
         if gate.is_some() {
             timeout += crate::runner::density::START_TIMEOUT;
         }
-        let counters = self.collect.then(|| HostCounters::start(volume, gate.is_none(), env.cpu_count(), self.ledger));
+        let parts = self.attribute.then(|| run_dir.join("cpu-parts.perf"));
+        let counters = self
+            .collect
+            .then(|| HostCounters::start(volume, gate.is_none(), env.cpu_count(), self.ledger, parts.as_deref()));
         let mut report = env.run_agent(Launch {
             request: &request,
             volume,

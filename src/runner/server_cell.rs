@@ -107,7 +107,9 @@ pub fn run(
     }
     let nodes = Nodes::new(place, &reach, managed.nodes)?;
     let control_ports = nodes.layout.other_free_ports(managed.nodes)?;
-    let counters = place.collect.then(|| HostCounters::start(volume, true, env.cpu_count(), place.ledger));
+    let parts = place.attribute.then(|| run_dir.join("cpu-parts.perf"));
+    let counters =
+        place.collect.then(|| HostCounters::start(volume, true, env.cpu_count(), place.ledger, parts.as_deref()));
     let moved = Moved::plan(place, counters.as_ref());
     let mut serves = serves(cql, managed, &distribution, &nodes.layout, &control_ports)?;
     if let Some(moved) = &moved {
@@ -495,6 +497,7 @@ fn drive(
     let cpu_at_start = std::sync::Mutex::new(None);
     let measured_from = std::sync::Mutex::new(None);
     let calls = std::sync::Mutex::new(None);
+    let parts_from = std::sync::Mutex::new(None);
     let (result, killed) = std::thread::scope(|scope| {
         let fault = managed.kill.as_ref().map(|kill| {
             let control = &connected[kill.node - 1];
@@ -508,6 +511,7 @@ fn drive(
             *measured_from.lock().unwrap() = Some(crate::store::utc_now());
             *cpu_at_start.lock().unwrap() = cpu_now();
             *calls.lock().unwrap() = counters.and_then(HostCounters::count_calls);
+            *parts_from.lock().unwrap() = Some(crate::sys::sampling::monotonic_now());
             let _ = measured.send(Cue::Measured(Instant::now()));
         });
         let _ = cue.send(Cue::Done);
@@ -515,6 +519,9 @@ fn drive(
     });
     let measured_cpu = cpu_at_start.into_inner().unwrap().zip(cpu_now()).map(|(start, end)| end - start);
     let calls = calls.into_inner().unwrap().map(|counting| counting.and_then(crate::sys::PerfStat::finish));
+    if let (Some(from), Some(counters)) = (parts_from.into_inner().unwrap(), counters) {
+        counters.end_parts_window(from, measured_cpu);
+    }
     if result.is_ok() && controls.len() == 1 {
         out.samples.extend(crate::server::stats::after_run(load));
     }

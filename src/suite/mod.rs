@@ -38,6 +38,8 @@ pub struct Suite {
     pub twins: Vec<bool>,
     /// `collect = false`: no `sys.` figures (what the workload, the runtime and the device used).
     pub collect: bool,
+    /// `attribute = false`: the sandbox's CPU not sampled by part (`sys.cpu_part.*`).
+    pub attribute: bool,
     pub baseline: Baseline,
     pub envs: Vec<Named<Box<dyn Environment>>>,
     pub volumes: Vec<Named<Box<dyn Volume>>>,
@@ -140,6 +142,7 @@ impl Suite {
         top.bool("aa")?; // read by twins::add_twin
         let precision = parse_precision(&mut top, &repeat)?;
         let collect = top.bool("collect")?.unwrap_or(true);
+        let attribute = top.bool("attribute")?.unwrap_or(true);
         let order = match top.choice("order", &["shuffled", "fixed"])?.as_deref() {
             Some("fixed") => Order::Fixed,
             _ => Order::Shuffled,
@@ -215,6 +218,7 @@ impl Suite {
             precision,
             twins,
             collect,
+            attribute,
             baseline,
             envs,
             volumes,

@@ -1,16 +1,18 @@
 //! The bottom layer: what every other module may use and which names none of them — child
 //! processes, signals and pids, free ports, atomic writes, usage and device counters, the
-//! machine's perf counters, a cgroup that counts a sandbox's CPU, sets of CPUs to pin to, the
+//! machine's perf counters and its CPU sampled by part, a cgroup that counts a sandbox's CPU, sets of CPUs to pin to, the
 //! machine let settle between runs, and the progress lines a run says.
 
 mod cgroup;
 mod counters;
+pub mod cpu_parts;
 mod cpuset;
 mod files;
 mod perf;
 mod ports;
 mod process;
 pub mod progress;
+pub mod sampling;
 mod settle;
 mod wait;
 

@@ -77,6 +77,7 @@ pub fn render(report: &Report) -> String {
         }
         out.push_str("</ul>");
         out.push_str(&cost_by_part(analysis));
+        out.push_str(&sampled_by_part(analysis));
     }
     if let Some(table) = super::noise_table(report) {
         let _ = write!(
@@ -166,6 +167,46 @@ fn cost_by_part(analysis: &compare::Analysis) -> String {
     });
     format!(
         "<div class=\"charts\">{svg}</div><p class=\"meta\">The baseline's CPU per operation, then what the sandbox adds: the baseline's system calls, page faults and round trips per operation, each priced at what the suite's <code>syscall</code> workload measured it to cost more in the sandbox, and the rest they do not explain.</p>"
+    )
+}
+
+/// CPU per operation by sampled part: one stacked bar per cell whose runs were sampled, the
+/// baselines' among them, so that each sandbox's parts stand beside its baseline's.
+fn sampled_by_part(analysis: &compare::Analysis) -> String {
+    let sampled: Vec<(String, super::attribute::PartsPerOp)> = analysis
+        .cells
+        .iter()
+        .filter_map(|c| {
+            Some((format!("{} {}", c.name(), c.record.labels.setting()), super::attribute::sampled_per_op(c)?))
+        })
+        .collect();
+    if sampled.is_empty() {
+        return String::new();
+    }
+    let name = |p: &Option<crate::sys::cpu_parts::Part>| p.map_or("unexplained", |p| p.name()).to_string();
+    let mut parts: Vec<Option<crate::sys::cpu_parts::Part>> =
+        sampled.iter().flat_map(|(_, ps)| ps.iter().map(|(p, _)| *p)).collect();
+    // The named parts in their order, the unexplained rest last.
+    parts.sort_by_key(|p| p.map_or(usize::MAX, |p| p as usize));
+    parts.dedup();
+    let rows = sampled
+        .iter()
+        .map(|(label, ps)| chart::Stack {
+            label: label.clone(),
+            segments: parts
+                .iter()
+                .map(|p| (name(p), ps.iter().find(|(q, _)| q == p).map_or(0.0, |(_, us)| *us)))
+                .collect(),
+        })
+        .collect();
+    let svg = chart::stacked_bar_chart(&chart::StackedChart {
+        title: "CPU per operation, sampled by part".into(),
+        unit: "us".into(),
+        parts: parts.iter().map(name).collect(),
+        rows,
+    });
+    format!(
+        "<div class=\"charts\">{svg}</div><p class=\"meta\">Each cell's CPU per operation split by where its samples fell (<code>perf record</code> on the CPU clock over the measured phase, each sample resolved to a part by its process and call chain): the workload's own code, gVisor's platform, system calls, network stack, files, memory and Go runtime, a VM's vCPUs and devices, the host kernel's time, and what the samples leave unexplained.</p>"
     )
 }
 

@@ -174,8 +174,17 @@ impl Node {
                 self.release_version = version;
                 Ok(())
             }
-            Err(e) if e.is::<sys::Interrupted>() || e.to_string().starts_with("Cassandra exited") => Err(e),
-            Err(e) => Err(anyhow::anyhow!("{e}. {}", self.failure_excerpt())),
+            // Named with the whole start's limit (the suite's `start_timeout`), not what was left
+            // of it when the wait began.
+            Err(e) => match e.downcast::<sys::TimedOut>() {
+                Ok(timed_out) => Err(anyhow::anyhow!(
+                    "Cassandra did not accept CQL clients on {address} within {} s ({}). {}",
+                    timeout.as_secs(),
+                    timed_out.seen,
+                    self.failure_excerpt()
+                )),
+                Err(e) => Err(e),
+            },
         }
     }
 

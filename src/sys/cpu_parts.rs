@@ -1,0 +1,348 @@
+//! A sandbox's CPU resolved to parts: each sample of its processes (see `sampling`) to the
+//! part of the stack that spent it, by the role of its process and the frames of its call
+//! chain. The same parts for every environment, so that a sandbox's extra CPU per operation
+//! is told as the sum of its parts' growth against the baseline's:
+//! - gVisor: the stubs' user time is the workload's (`app`), their kernel time the platform's
+//!   (a trapped system call, a signal delivered and returned); the sentry's time goes to the
+//!   first of its frames, from the leaf up, that belongs to a part (GC by its chain, wherever
+//!   its leaf is); the gofer serves files.
+//! - A VM: QEMU's vCPU threads are the `guest`, its other threads device emulation and I/O
+//!   (`qemu`), virtiofsd its own.
+//! - The host and runc: `app`, and `host_kernel` for the kernel's time on its behalf.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::ProcessCpu;
+use super::sampling::{Frame, StackSample};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Part {
+    App,
+    Platform,
+    Syscalls,
+    Network,
+    Files,
+    Memory,
+    GoRuntime,
+    HostKernel,
+    Guest,
+    Qemu,
+    Virtiofsd,
+    /// The runtime's own processes (runsc's, runc's), outside the sandbox's.
+    Runtime,
+}
+
+impl Part {
+    pub const ALL: [Part; 12] = [
+        Part::App,
+        Part::Platform,
+        Part::Syscalls,
+        Part::Network,
+        Part::Files,
+        Part::Memory,
+        Part::GoRuntime,
+        Part::HostKernel,
+        Part::Guest,
+        Part::Qemu,
+        Part::Virtiofsd,
+        Part::Runtime,
+    ];
+
+    /// Its name in a sample's metric (`sys.cpu_part.NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::App => "app",
+            Part::Platform => "platform",
+            Part::Syscalls => "syscalls",
+            Part::Network => "network",
+            Part::Files => "files",
+            Part::Memory => "memory",
+            Part::GoRuntime => "go_runtime",
+            Part::HostKernel => "host_kernel",
+            Part::Guest => "guest",
+            Part::Qemu => "qemu",
+            Part::Virtiofsd => "virtiofsd",
+            Part::Runtime => "runtime",
+        }
+    }
+
+    /// How the why names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Part::App => "the workload's own code",
+            Part::Platform => "the platform (system calls trapped, switches to and from the sandbox)",
+            Part::Syscalls => "system calls served",
+            Part::Network => "network stack",
+            Part::Files => "files",
+            Part::Memory => "memory",
+            Part::GoRuntime => "Go runtime (GC, scheduler)",
+            Part::HostKernel => "host kernel",
+            Part::Guest => "the guest's vCPUs",
+            Part::Qemu => "QEMU's devices and I/O",
+            Part::Virtiofsd => "virtiofsd",
+            Part::Runtime => "the runtime's own processes",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Part> {
+        Part::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// What a process of the sandbox is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    App,
+    Sentry,
+    /// A process the sentry forked to run the workload's code (its threads' stubs).
+    Stub,
+    Gofer,
+    Runtime,
+    Qemu,
+    Virtiofsd,
+}
+
+/// Each process's role, from its program's name (the file name of its argv[0]) and its
+/// ancestors': gVisor's stubs have no command line of their own, and some are forked by other
+/// stubs, so a process below the sentry is a stub whatever its name.
+pub fn roles(processes: &HashMap<i32, ProcessCpu>) -> HashMap<i32, Role> {
+    let below_sentry = |process: &ProcessCpu| {
+        let mut parent = processes.get(&process.parent);
+        for _ in 0..processes.len() {
+            match parent {
+                Some(p) if p.name == "runsc-sandbox" => return true,
+                Some(p) => parent = processes.get(&p.parent),
+                None => return false,
+            }
+        }
+        false
+    };
+    processes
+        .values()
+        .map(|p| {
+            let role = match p.name.as_str() {
+                _ if below_sentry(p) => Role::Stub,
+                "runsc-sandbox" => Role::Sentry,
+                "runsc-gofer" => Role::Gofer,
+                "runsc" | "runc" | "crun" | "conmon" | "containerd-shim-runsc-v1" => Role::Runtime,
+                "virtiofsd" => Role::Virtiofsd,
+                n if n.starts_with("qemu-system-") => Role::Qemu,
+                _ => Role::App,
+            };
+            (p.pid, role)
+        })
+        .collect()
+}
+
+/// The part a sample goes to, or None where its frames say nothing (an unresolved sample).
+pub fn part_of(role: Role, sample: &StackSample) -> Option<Part> {
+    let kernel = sample.in_kernel();
+    Some(match role {
+        Role::App if kernel => Part::HostKernel,
+        Role::App => Part::App,
+        // A stub's own code (its signal handler, its wait for the sentry) is anonymous
+        // executable memory; the workload's is a file's or gVisor's memory file's.
+        Role::Stub if kernel => Part::Platform,
+        // (The workload's own code may be unknown to perf: gVisor maps it into the stub in
+        // pieces, and a JIT's code never had a file.)
+        Role::Stub if sample.frames.first().is_some_and(Frame::anonymous) => Part::Platform,
+        Role::Stub => Part::App,
+        Role::Gofer => Part::Files,
+        Role::Runtime => Part::Runtime,
+        Role::Virtiofsd => Part::Virtiofsd,
+        Role::Qemu if sample.comm.starts_with("CPU ") => Part::Guest,
+        Role::Qemu => Part::Qemu,
+        Role::Sentry => return sentry_part(sample),
+    })
+}
+
+/// The sentry's sample: GC wherever its chain passes; else the first frame from the leaf up
+/// in a gVisor package of a part (a utility package, a Go runtime frame below it, are its
+/// caller's); the kernel's time is the platform's or the Go scheduler's when the chain says
+/// so, else the host kernel's on the sentry's behalf.
+fn sentry_part(sample: &StackSample) -> Option<Part> {
+    let symbols = || sample.frames.iter().filter(|f| !f.kernel()).map(|f| f.symbol.as_str());
+    if symbols().any(|s| GC.iter().any(|gc| s.starts_with(gc))) {
+        return Some(Part::GoRuntime);
+    }
+    let by_package = symbols().find_map(gvisor_part);
+    let runtime_only = by_package.is_none() && symbols().any(|s| s.starts_with("runtime."));
+    let user = by_package.or(runtime_only.then_some(Part::GoRuntime));
+    if sample.in_kernel() {
+        return Some(match user {
+            Some(part @ (Part::Platform | Part::GoRuntime)) => part,
+            _ => Part::HostKernel,
+        });
+    }
+    user
+}
+
+/// The Go runtime's garbage collection, charged by chain: an allocation's assist included.
+const GC: &[&str] = &[
+    "runtime.gcBgMarkWorker",
+    "runtime.gcAssistAlloc",
+    "runtime.gcDrain",
+    "runtime.gcStart",
+    "runtime.bgsweep",
+    "runtime.bgscavenge",
+    "runtime.markroot",
+    "runtime.scanobject",
+    "runtime.sweepone",
+];
+
+/// gVisor's packages (below `gvisor.dev/gvisor/`) by part, the longer prefixes first where two
+/// overlap; a package not here (sync, buffer, log, …) serves every part and is its caller's.
+const PACKAGES: &[(&str, Part)] = &[
+    ("pkg/sentry/fsimpl/sockfs", Part::Network),
+    ("pkg/sentry/platform", Part::Platform),
+    ("pkg/ring0", Part::Platform),
+    ("pkg/sentry/arch", Part::Platform),
+    ("pkg/tcpip", Part::Network),
+    ("pkg/sentry/socket", Part::Network),
+    ("pkg/sentry/inet", Part::Network),
+    ("pkg/sentry/devices/tundev", Part::Network),
+    ("pkg/xdp", Part::Network),
+    ("pkg/sentry/kernel/pipe", Part::Files),
+    ("pkg/sentry/vfs", Part::Files),
+    ("pkg/sentry/fsimpl", Part::Files),
+    ("pkg/sentry/fsutil", Part::Files),
+    ("pkg/sentry/fsmetric", Part::Files),
+    ("pkg/lisafs", Part::Files),
+    ("pkg/p9", Part::Files),
+    ("pkg/flipcall", Part::Files),
+    ("pkg/fspath", Part::Files),
+    ("runsc/fsgofer", Part::Files),
+    ("pkg/sentry/mm", Part::Memory),
+    ("pkg/sentry/pgalloc", Part::Memory),
+    ("pkg/sentry/memmap", Part::Memory),
+    ("pkg/sentry/hostmm", Part::Memory),
+    ("pkg/safemem", Part::Memory),
+    ("pkg/usermem", Part::Memory),
+    ("pkg/sentry/kernel", Part::Syscalls),
+    ("pkg/sentry/syscalls", Part::Syscalls),
+    ("pkg/sentry/seccheck", Part::Syscalls),
+    ("pkg/sentry/strace", Part::Syscalls),
+    ("pkg/sentry/loader", Part::Syscalls),
+    ("pkg/sentry/limits", Part::Syscalls),
+];
+
+fn gvisor_part(symbol: &str) -> Option<Part> {
+    let path = symbol.strip_prefix("gvisor.dev/gvisor/")?;
+    PACKAGES.iter().find_map(|(prefix, part)| {
+        let rest = path.strip_prefix(prefix)?;
+        // At a package's boundary: "pkg/sentry/fs" is not "pkg/sentry/fsimpl".
+        rest.starts_with(['/', '.']).then_some(*part)
+    })
+}
+
+/// The samples of a sandbox's processes, summed by part.
+#[derive(Debug, Default, PartialEq)]
+pub struct Parts {
+    /// CPU seconds by part.
+    pub seconds: BTreeMap<Part, f64>,
+    /// CPU seconds of samples no part could take.
+    pub unresolved: f64,
+    /// CPU seconds all the sandbox's samples stand for.
+    pub sampled: f64,
+}
+
+/// `roles`: the sandbox's processes by pid; samples of other processes are not its.
+pub fn attribute(samples: &[StackSample], roles: &HashMap<i32, Role>) -> Parts {
+    let mut parts = Parts::default();
+    for sample in samples {
+        let Some(role) = roles.get(&sample.pid) else { continue };
+        let seconds = sample.period_ns as f64 / 1e9;
+        parts.sampled += seconds;
+        match part_of(*role, sample) {
+            Some(part) => *parts.seconds.entry(part).or_default() += seconds,
+            None => parts.unresolved += seconds,
+        }
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(pid: i32, comm: &str, frames: &[(&str, bool)]) -> StackSample {
+        let frames =
+            frames.iter().map(|(s, kernel)| (*s, if *kernel { "[kernel.kallsyms]" } else { "/usr/bin/runsc" }));
+        sample_in(pid, comm, &frames.collect::<Vec<_>>())
+    }
+
+    fn sample_in(pid: i32, comm: &str, frames: &[(&str, &str)]) -> StackSample {
+        StackSample {
+            comm: comm.into(),
+            pid,
+            tid: pid,
+            time_s: 0.0,
+            period_ns: 4_000_000,
+            frames: frames.iter().map(|(s, dso)| Frame { symbol: s.to_string(), dso: dso.to_string() }).collect(),
+        }
+    }
+
+    const SYSTRAP: &str = "gvisor.dev/gvisor/pkg/sentry/platform/systrap.(*subprocess).switchToApp";
+    const TASK: &str = "gvisor.dev/gvisor/pkg/sentry/kernel.(*Task).run";
+
+    #[test]
+    fn the_sentrys_samples_go_to_the_first_package_of_a_part_and_gc_by_its_chain() {
+        let part = |frames: &[(&str, bool)]| sentry_part(&sample(1, "exe", frames));
+        let tcp = "gvisor.dev/gvisor/pkg/tcpip/transport/tcp.(*endpoint).Write";
+        let buffer = "gvisor.dev/gvisor/pkg/buffer.(*Buffer).Append";
+        assert_eq!(
+            part(&[("runtime.memmove", false), (buffer, false), (tcp, false), (TASK, false)]),
+            Some(Part::Network)
+        );
+        assert_eq!(
+            part(&[("runtime.scanobject", false), ("runtime.gcDrain", false), (TASK, false)]),
+            Some(Part::GoRuntime)
+        );
+        assert_eq!(
+            part(&[("runtime.memclr", false), ("runtime.gcAssistAlloc", false), (tcp, false)]),
+            Some(Part::GoRuntime)
+        );
+        assert_eq!(part(&[("runtime.findRunnable", false), ("runtime.schedule", false)]), Some(Part::GoRuntime));
+        assert_eq!(part(&[("futex_wake", true), (SYSTRAP, false), (TASK, false)]), Some(Part::Platform));
+        assert_eq!(part(&[("tcp_sendmsg", true), ("syscall.Syscall", false), (tcp, false)]), Some(Part::HostKernel));
+        assert_eq!(part(&[(TASK, false)]), Some(Part::Syscalls));
+        assert_eq!(part(&[("gvisor.dev/gvisor/pkg/sentry/fsimpl/sockfs.x", false)]), Some(Part::Network));
+        assert_eq!(part(&[("gvisor.dev/gvisor/pkg/sentry/fsimpl/gofer.x", false)]), Some(Part::Files));
+        assert_eq!(part(&[("[unknown]", false)]), None);
+    }
+
+    #[test]
+    fn processes_have_roles_and_their_samples_parts() {
+        let process = |pid, parent, name: &str| (pid, ProcessCpu { pid, parent, cpu_s: 0.0, name: name.into() });
+        // runsc (1) started the gofer (2) and the sentry (3), which forked stubs (4, and 5 below it).
+        let tree = HashMap::from([
+            process(1, 0, "runsc"),
+            process(2, 1, "runsc-gofer"),
+            process(3, 1, "runsc-sandbox"),
+            process(4, 3, "exe"),
+            process(5, 4, "exe"),
+            process(6, 0, "qemu-system-x86_64"),
+            process(7, 0, "java"),
+        ]);
+        let got = roles(&tree);
+        let want = [Role::Runtime, Role::Gofer, Role::Sentry, Role::Stub, Role::Stub, Role::Qemu, Role::App];
+        for (pid, role) in (1..=7).zip(want) {
+            assert_eq!(got[&pid], role, "pid {pid}");
+        }
+        let roles = HashMap::from([(1, Role::Stub), (2, Role::Qemu), (3, Role::App)]);
+        let samples = [
+            sample_in(1, "exe", &[("[unknown]", "/memfd:runsc-memory (deleted)")]),
+            sample_in(1, "exe", &[("[unknown]", "/tmp/perf-77.map")]),
+            sample_in(1, "exe", &[("[unknown]", "[unknown]")]),
+            sample(2, "CPU 0/TCG", &[("x", false)]),
+            sample(2, "IO iothread1", &[("x", false)]),
+            sample(3, "java", &[("x", false)]),
+            sample(9, "other", &[("x", false)]),
+        ];
+        let parts = attribute(&samples, &roles);
+        let got: Vec<(Part, f64)> = parts.seconds.iter().map(|(p, s)| (*p, (s * 1000.0).round())).collect();
+        assert_eq!(got, [(Part::App, 12.0), (Part::Platform, 4.0), (Part::Guest, 4.0), (Part::Qemu, 4.0)]);
+        assert!((parts.sampled - 0.024).abs() < 1e-9, "the other process's sample is not the sandbox's");
+        assert_eq!(Part::from_name("go_runtime"), Some(Part::GoRuntime));
+    }
+}

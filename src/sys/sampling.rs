@@ -1,0 +1,293 @@
+//! Where a sandbox's CPU went, sampled: `perf record` on every CPU's clock (`cpu-clock`, the
+//! one event a machine without a PMU has) with frame-pointer call chains while a run's
+//! measured window lasts, read back by `perf script` as samples, each with its thread, the
+//! CPU time it stands for, and its frames. Every CPU, not the sandbox's processes: a process
+//! the sandbox starts later (a stub, a helper) is sampled too, and the samples are kept by pid.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+/// Samples per second per CPU: a few thousand samples in a window of seconds, at a cost the
+/// workload does not see (bench/attribution-cost.sh measures it).
+pub const SAMPLES_PER_SECOND: u32 = 250;
+
+/// One sample: the thread the CPU ran and the call chain, the leaf first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackSample {
+    /// The thread's name (a JVM's, QEMU's "CPU 0/TCG").
+    pub comm: String,
+    pub pid: i32,
+    pub tid: i32,
+    /// When, in seconds of the machine's monotonic clock ([`monotonic_now`]).
+    pub time_s: f64,
+    /// The CPU time the sample stands for, in nanoseconds.
+    pub period_ns: u64,
+    pub frames: Vec<Frame>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frame {
+    /// The function, or "[unknown]" where the binary or a JIT gave none.
+    pub symbol: String,
+    /// The object it is in as perf names it: a file, "[kernel.kallsyms]", "/tmp/perf-PID.map"
+    /// for anonymous executable memory (a JIT's, gVisor's stub code), "[unknown]".
+    pub dso: String,
+}
+
+impl Frame {
+    /// In the host's kernel.
+    pub fn kernel(&self) -> bool {
+        self.dso.starts_with("[kernel")
+    }
+
+    /// In executable memory no file backs (perf looks for a JIT's map of it).
+    pub fn anonymous(&self) -> bool {
+        self.dso.starts_with("/tmp/perf-") || self.dso == "//anon"
+    }
+}
+
+impl StackSample {
+    /// The CPU was in the host's kernel when sampled.
+    pub fn in_kernel(&self) -> bool {
+        self.frames.first().is_some_and(Frame::kernel)
+    }
+}
+
+/// `perf record` running until `stop`.
+pub struct PerfRecord {
+    child: Option<Child>,
+    data: PathBuf,
+}
+
+impl Drop for PerfRecord {
+    /// A run that failed before `stop` stops its perf too, and leaves no data behind.
+    fn drop(&mut self) {
+        if let Some(child) = self.child.take() {
+            let _ = interrupt(child);
+            let _ = std::fs::remove_file(&self.data);
+        }
+    }
+}
+
+fn interrupt(child: Child) -> Result<std::process::Output> {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT);
+    Ok(child.wait_with_output()?)
+}
+
+impl PerfRecord {
+    /// Starts sampling every CPU into `data`. Fails where perf is not installed or may not
+    /// sample (`kernel.perf_event_paranoid` above 0 for a user other than root).
+    pub fn machine(data: &Path, per_second: u32) -> Result<PerfRecord> {
+        let mut cmd = Command::new("perf");
+        // Without build ids, their cache and BPF's side band: each cost perf a second or a tenth
+        // of a CPU-second at its start or end, whatever the window.
+        cmd.args(["record", "--all-cpus", "--no-buildid", "--no-buildid-cache", "--no-bpf-event", "--quiet"])
+            .args(["--clockid", "monotonic", "--event", "cpu-clock", "--call-graph", "fp", "--freq"])
+            .arg(per_second.to_string())
+            .arg("--output")
+            .arg(data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // Its control FIFOs: perf answers a ping once it samples, which takes it a tenth of a
+        // second or more (it first lists every process's mappings), a start not to miss.
+        let fifos = [data.with_extension("ctl"), data.with_extension("ack")];
+        for fifo in &fifos {
+            let _ = std::fs::remove_file(fifo);
+            nix::unistd::mkfifo(fifo, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR)
+                .with_context(|| format!("making {}", fifo.display()))?;
+        }
+        cmd.arg("--control").arg(format!("fifo:{},{}", fifos[0].display(), fifos[1].display()));
+        // In a group of its own, so that only `stop` interrupts it, and killed if isobench dies.
+        super::prepare(&mut cmd, None);
+        let spawned = cmd.spawn().context("cannot start perf (Debian's linux-perf package)");
+        let mut record = PerfRecord { child: None, data: data.to_path_buf() };
+        record.child = Some(spawned.inspect_err(|_| fifos.iter().for_each(|f| drop(std::fs::remove_file(f))))?);
+        let started = record.wait_sampling(&fifos);
+        fifos.iter().for_each(|f| drop(std::fs::remove_file(f)));
+        started?;
+        Ok(record)
+    }
+
+    /// Pings perf through its control FIFOs and waits for its answer.
+    fn wait_sampling(&mut self, [ctl, ack]: &[PathBuf; 2]) -> Result<()> {
+        use std::io::{Read, Write};
+        use std::os::unix::fs::OpenOptionsExt;
+        // Read and write, so that neither open waits for perf to open its end.
+        let open = |path: &Path| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)
+                .with_context(|| format!("opening {}", path.display()))
+        };
+        // Held open until the answer: a FIFO no one holds loses what was written to it.
+        let mut ask = open(ctl)?;
+        ask.write_all(b"ping\n")?;
+        let mut answer = open(ack)?;
+        let child = self.child.as_mut().expect("perf was started");
+        let mut said = Vec::new();
+        super::Wait::new("perf record to start sampling", std::time::Duration::from_secs(10))
+            .every(std::time::Duration::from_millis(10))
+            .until(|| {
+                if let Some(status) = child.try_wait()? {
+                    let mut err = String::new();
+                    let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+                    bail!("perf record exited ({status}): {}", err.trim());
+                }
+                let mut buf = [0u8; 64];
+                if let Ok(n) = answer.read(&mut buf) {
+                    said.extend_from_slice(&buf[..n]);
+                }
+                Ok(if said.starts_with(b"ack") { super::Check::Done(()) } else { super::Check::NotYet(String::new()) })
+            })
+    }
+
+    /// Stops sampling; the samples are read with [`Recorded::samples`].
+    pub fn stop(mut self) -> Result<Recorded> {
+        let out = interrupt(self.child.take().expect("perf runs until stopped"))?;
+        let data = std::mem::take(&mut self.data);
+        if !data.exists() {
+            let said = String::from_utf8_lossy(&out.stderr);
+            bail!("perf record wrote nothing ({}): {}", out.status, said.trim());
+        }
+        Ok(Recorded { data })
+    }
+}
+
+/// What `perf record` wrote, removed when dropped.
+pub struct Recorded {
+    data: PathBuf,
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.data);
+    }
+}
+
+impl Recorded {
+    /// The samples, those between `window`'s two times ([`monotonic_now`]) only, if given.
+    /// Their symbols are resolved now: call it once the sampled processes have ended, as perf
+    /// looks for a live process's files in its own mount namespace (gVisor's sentry has its
+    /// binary in none, and its frames would stay unknown).
+    pub fn samples(&self, window: Option<(f64, f64)>) -> Result<Vec<StackSample>> {
+        let script = Command::new("perf")
+            .args(["script", "--fields", "comm,pid,tid,time,period,ip,sym,dso", "--input"])
+            .arg(&self.data)
+            .stdin(Stdio::null())
+            .output()
+            .context("running perf script")?;
+        if !script.status.success() {
+            bail!("perf script failed ({}): {}", script.status, String::from_utf8_lossy(&script.stderr).trim());
+        }
+        // For whoever checks or extends the parts: `ISOBENCH_KEEP_SAMPLES=DIR` keeps each run's
+        // samples as perf script printed them (docs/development.md).
+        if let Some(dir) = std::env::var_os("ISOBENCH_KEEP_SAMPLES") {
+            let name =
+                format!("{}-{}.txt", std::process::id(), KEPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            std::fs::write(Path::new(&dir).join(name), &script.stdout).context("keeping the samples")?;
+        }
+        let mut samples = parse_script(&String::from_utf8_lossy(&script.stdout));
+        if let Some((from, to)) = window {
+            samples.retain(|s| (from..=to).contains(&s.time_s));
+        }
+        Ok(samples)
+    }
+}
+
+static KEPT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Now on the clock perf stamps its samples with.
+pub fn monotonic_now() -> f64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given, which lives for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as f64 + now.tv_nsec as f64 / 1e9
+}
+
+/// `perf script --fields comm,pid,tid,time,period,ip,sym,dso`: a sample is a line `COMM PID/TID
+/// TIME: PERIOD` (the thread's name may hold spaces; without the time where it was not asked
+/// for) and a line per frame, `IP SYMBOL (DSO)`, indented, leaf first; a blank line ends it.
+/// Lines of any other shape are passed over.
+pub fn parse_script(text: &str) -> Vec<StackSample> {
+    let mut samples = Vec::new();
+    let mut current: Option<StackSample> = None;
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            samples.extend(current.take());
+        } else if line.starts_with([' ', '\t']) {
+            if let (Some(sample), Some(frame)) = (current.as_mut(), frame(line.trim())) {
+                sample.frames.push(frame);
+            }
+        } else {
+            samples.extend(current.take());
+            current = header(line);
+        }
+    }
+    samples.extend(current);
+    samples
+}
+
+fn header(line: &str) -> Option<StackSample> {
+    let mut words = line.split_whitespace().rev();
+    let period_ns = words.next()?.parse().ok()?;
+    let mut ids = words.next()?;
+    let mut time_s = 0.0;
+    if let Some(time) = ids.strip_suffix(':') {
+        time_s = time.parse().ok()?;
+        ids = words.next()?;
+    }
+    let (pid, tid) = ids.split_once('/')?;
+    let comm = line[..line.rfind(ids)?].trim().to_string();
+    Some(StackSample { comm, pid: pid.parse().ok()?, tid: tid.parse().ok()?, time_s, period_ns, frames: Vec::new() })
+}
+
+fn frame(line: &str) -> Option<Frame> {
+    let (_ip, rest) = line.split_once(char::is_whitespace)?;
+    let rest = rest.trim();
+    let (symbol, dso) = match rest.rfind(" (") {
+        Some(open) if rest.ends_with(')') => (&rest[..open], &rest[open + 2..rest.len() - 1]),
+        _ => (rest, ""),
+    };
+    Some(Frame { symbol: symbol.trim().to_string(), dso: dso.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_are_read_with_their_threads_and_frames_leaf_first() {
+        let text = "\
+java  8220/8328     4000000 
+\t    7f3c25439418 [unknown] (/tmp/perf-8220.map)
+\t          ed58b1 Unsafe_CopyMemory0 (/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so)
+
+CPU 0/TCG  911/915     4000000 
+\tffffffff82237d62 mas_next_slot ([kernel.kallsyms])
+\t          d4ad7 __GI___execve (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+exe  77/78 14856.631554:    3999999 
+\t  5a3b2c gvisor.dev/gvisor/pkg/tcpip/stack.(*nic).DeliverNetworkPacket (/usr/local/lib/isobench/bin/runsc)
+garbage line
+\tnot a frame
+";
+        let samples = parse_script(text);
+        assert_eq!(samples.len(), 3);
+        assert_eq!((samples[0].comm.as_str(), samples[0].pid, samples[0].tid), ("java", 8220, 8328));
+        assert_eq!(samples[0].frames[1].symbol, "Unsafe_CopyMemory0");
+        assert!(!samples[0].in_kernel());
+        assert_eq!(samples[1].comm, "CPU 0/TCG");
+        assert!(samples[1].in_kernel());
+        assert!(samples[0].frames[0].anonymous() && !samples[0].frames[1].anonymous());
+        assert_eq!(samples[2].period_ns, 3_999_999);
+        assert_eq!((samples[2].time_s, samples[0].time_s), (14856.631554, 0.0));
+        assert_eq!(samples[2].frames[0].symbol, "gvisor.dev/gvisor/pkg/tcpip/stack.(*nic).DeliverNetworkPacket");
+        assert_eq!(samples[2].frames.len(), 1, "a line that is not a frame is passed over");
+        assert!(parse_script("").is_empty());
+    }
+}
