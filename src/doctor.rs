@@ -139,10 +139,9 @@ fn tool_checks() -> Vec<Check> {
         None => Err("no runsc: nothing of gVisor's to resolve".to_string()),
         Some(path) => match has_symbol_table(&path) {
             Ok(true) => Ok(format!("{} keeps its symbol table: the sentry's samples resolve to parts", path.display())),
-            Ok(false) => Err(format!(
-                "{} is stripped: the sentry's samples stay unexplained in sys.cpu_part.*",
-                path.display()
-            )),
+            Ok(false) => {
+                Err(format!("{} is stripped: the sentry's samples stay unexplained in sys.cpu_part.*", path.display()))
+            }
             Err(e) => Err(format!("{}: {e}", path.display())),
         },
     };

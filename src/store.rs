@@ -144,6 +144,12 @@ pub const RUNTIME_BY: &str = "sys.cpu_runtime_by.";
 pub const CPU_PART: &str = "sys.cpu_part.";
 /// The part no sample could be resolved to, with the sandbox's CPU the samples missed.
 pub const UNEXPLAINED: &str = "unexplained";
+/// `sys.gvisor.` and one of gVisor's own counters (`runsc export-metrics`, its `runsc_` cut):
+/// what moved in a served cell's measured phase.
+pub const GVISOR: &str = "sys.gvisor.";
+/// How `sys.gvisor.*` are read, for the run's setup.
+pub const GVISOR_COUNTED_BY: &str =
+    "runsc export-metrics at the start and the end of the measured phase, the difference";
 
 /// The prefix of the machine's perf counters (`sys.perf.context_switches`), and the setup
 /// entry that says what they count.

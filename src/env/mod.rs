@@ -160,6 +160,11 @@ pub trait Environment: Send + Sync {
     fn network(&self, _ledger: &Ledger) -> Result<crate::net::NetPath> {
         bail!("this kind of environment cannot give a sandbox a network path yet")
     }
+    /// The runtime's own counters of the sandbox that runs in `run_dir`, now, by name (gVisor's
+    /// packets, segments, file opens and reads); None where the runtime keeps none.
+    fn runtime_counters(&self, _run_dir: &Path) -> Option<Result<BTreeMap<String, f64>>> {
+        None
+    }
     /// Runs the agent once and returns its report.
     fn run_agent(&self, launch: Launch) -> Result<crate::store::AgentReport>;
 }

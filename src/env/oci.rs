@@ -417,6 +417,21 @@ impl Environment for Oci {
         crate::sys::needs_root().or_else(|| self.runtime.missing())
     }
 
+    /// gVisor's metrics (`runsc export-metrics`), each summed over its labels.
+    fn runtime_counters(&self, run_dir: &Path) -> Option<Result<BTreeMap<String, f64>>> {
+        if self.runtime.flavour != Flavour::Runsc {
+            return None;
+        }
+        let path = self.runtime.path.as_ref()?;
+        let id = format!("isobench-{}", run_dir.file_name()?.to_string_lossy());
+        let root = run_dir.join("runtime-state");
+        let args = ["--root", &root.to_string_lossy(), "export-metrics", &id].map(String::from);
+        Some(
+            sys::command_output(&path.to_string_lossy(), &args.iter().map(String::as_str).collect::<Vec<_>>())
+                .map(|text| crate::sys::prometheus_counters(&text)),
+        )
+    }
+
     fn is_sandbox(&self) -> bool {
         true
     }

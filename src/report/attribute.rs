@@ -11,7 +11,7 @@
 //! the sum misses.
 
 use crate::compare::{Analysis, CellResult};
-use crate::store::{CPU_PART, UNEXPLAINED};
+use crate::store::{CPU_PART, GVISOR, UNEXPLAINED};
 use crate::sys::cpu_parts::Part as Sampled;
 use crate::units;
 
@@ -152,7 +152,8 @@ pub fn sampled_line(cell: &CellResult, base: &CellResult) -> Option<String> {
         .filter(|(part, us)| part.is_none() || us.abs() >= increase * 0.01)
         .map(|(part, us)| {
             let name = part.map_or("unexplained", |p| p.name());
-            format!("{name} {:.0}% ({})", us / increase * 100.0, units::human(*us, "us"))
+            let counted = part.and_then(|p| counted_for(cell, p)).map(|c| format!(" — {c}")).unwrap_or_default();
+            format!("{name} {:.0}% ({}{counted})", us / increase * 100.0, units::human(*us, "us"))
         })
         .collect();
     Some(format!(
@@ -161,6 +162,29 @@ pub fn sampled_line(cell: &CellResult, base: &CellResult) -> Option<String> {
         cell_us / base_us,
         items.join(", ")
     ))
+}
+
+/// What gVisor's own counters (`sys.gvisor.*`) say a part did per operation of `cell`: the
+/// network's segments, the files' reads and opens.
+fn counted_for(cell: &CellResult, part: Sampled) -> Option<String> {
+    let ops = cell.median("ops").filter(|n| *n > 0.0)?;
+    let per_op = |names: &[&str]| {
+        let counts: Vec<f64> = names.iter().filter_map(|n| cell.median(&format!("{GVISOR}{n}"))).collect();
+        (!counts.is_empty()).then(|| counts.iter().sum::<f64>() / ops)
+    };
+    match part {
+        Sampled::Network => {
+            let segments = per_op(&["netstack_tcp_segments_sent", "netstack_tcp_valid_segments_received"])?;
+            let resent = per_op(&["netstack_tcp_retransmits"]).filter(|r| *r > 0.0);
+            let resent = resent.map(|r| format!(", {} retransmitted", units::sig3(r))).unwrap_or_default();
+            Some(format!("{} TCP segments per operation{resent}", units::sig3(segments)))
+        }
+        Sampled::Files => {
+            let (reads, opens) = (per_op(&["fs_reads"])?, per_op(&["fs_opens"]).unwrap_or(0.0));
+            Some(format!("{} file reads and {} opens per operation", units::sig3(reads), units::sig3(opens)))
+        }
+        _ => None,
+    }
 }
 
 /// The why's line for `cell`: its attribution, or, where the baseline counted its calls but the
@@ -268,6 +292,9 @@ mod tests {
                         part("network", 2.0),
                         part("platform", 3.0),
                         part(UNEXPLAINED, 1.0),
+                        Sample::new("ops", 1000.0, "ops"),
+                        Sample::new(format!("{GVISOR}netstack_tcp_segments_sent"), 2100.0, "events"),
+                        Sample::new(format!("{GVISOR}netstack_tcp_valid_segments_received"), 2000.0, "events"),
                     ]);
                 } else {
                     samples.extend([
@@ -297,6 +324,7 @@ mod tests {
             "{line}"
         );
         assert!(line.ends_with("unexplained 16% (13.0 µs)"), "{line}");
+        assert!(line.contains("network 32% (26.0 µs — 4.10 TCP segments per operation)"), "{line}");
         assert!(sampled_line(base, cell).is_none(), "no line where the CPU per operation fell");
     }
 }

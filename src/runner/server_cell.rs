@@ -132,7 +132,9 @@ pub fn run(
         layout: &nodes.layout,
         own: reach == Reach::Own,
     });
-    let host_side = HostSide { load: &load, managed, ring, counters: counters.as_ref(), moved: moved.as_ref() };
+    let runtime = RuntimeCounters { env, dirs: node_dirs(run_dir, managed.nodes) };
+    let host_side =
+        HostSide { load: &load, managed, ring, counters: counters.as_ref(), moved: moved.as_ref(), runtime: &runtime };
     // The agents only serve: the load and its login stay on the host.
     let requests: Vec<agent::Request> = serves
         .into_iter()
@@ -211,6 +213,58 @@ struct HostSide<'a> {
     ring: Option<Ring<'a>>,
     counters: Option<&'a HostCounters>,
     moved: Option<&'a Moved<'a>>,
+    runtime: &'a RuntimeCounters<'a>,
+}
+
+/// Each node's own directory of the run.
+fn node_dirs(run_dir: &std::path::Path, nodes: usize) -> Vec<std::path::PathBuf> {
+    (0..nodes)
+        .map(|k| if nodes == 1 { run_dir.to_path_buf() } else { run_dir.join(format!("node{}", k + 1)) })
+        .collect()
+}
+
+/// The runtime's own counters of the nodes' sandboxes (gVisor's), summed over the nodes.
+struct RuntimeCounters<'a> {
+    env: &'a dyn crate::env::Environment,
+    dirs: Vec<std::path::PathBuf>,
+}
+
+impl RuntimeCounters<'_> {
+    fn read(&self) -> Option<Result<BTreeMap<String, f64>>> {
+        let mut sum = BTreeMap::new();
+        for dir in &self.dirs {
+            match self.env.runtime_counters(dir)? {
+                Ok(counters) => counters.into_iter().for_each(|(name, n)| *sum.entry(name).or_default() += n),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(sum))
+    }
+}
+
+/// `sys.gvisor.NAME` for each of the runtime's counters that moved in the measured phase.
+fn runtime_samples(
+    before: Option<Result<BTreeMap<String, f64>>>,
+    after: Option<Result<BTreeMap<String, f64>>>,
+    setup: &mut BTreeMap<String, String>,
+) -> Vec<Sample> {
+    let (before, after) = match (before, after) {
+        (Some(Ok(before)), Some(Ok(after))) => (before, after),
+        (Some(Err(e)), _) | (_, Some(Err(e))) => {
+            setup.insert("sys.gvisor_counted_by".into(), format!("not read: {e:#}"));
+            return Vec::new();
+        }
+        _ => return Vec::new(),
+    };
+    setup.insert("sys.gvisor_counted_by".into(), crate::store::GVISOR_COUNTED_BY.into());
+    after
+        .iter()
+        .filter_map(|(name, n)| {
+            let moved = n - before.get(name).copied().unwrap_or(0.0);
+            let name = name.strip_prefix("runsc_").unwrap_or(name);
+            (moved > 0.0).then(|| Sample::new(format!("{}{name}", crate::store::GVISOR), moved, "events"))
+        })
+        .collect()
 }
 
 /// A database that starts on every CPU and moves to its own when the measured phase begins: its
@@ -277,9 +331,7 @@ fn run_nodes(
     let controls: Vec<String> =
         nodes.host_addresses.iter().zip(control_ports).map(|(address, port)| format!("{address}:{port}")).collect();
     let forwards: Vec<[u16; 2]> = control_ports.iter().map(|c| [nodes.layout.native_port, *c]).collect();
-    let run_dirs: Vec<std::path::PathBuf> = (0..count)
-        .map(|k| if count == 1 { run_dir.to_path_buf() } else { run_dir.join(format!("node{}", k + 1)) })
-        .collect();
+    let run_dirs = node_dirs(run_dir, count);
     for dir in &run_dirs {
         std::fs::create_dir_all(dir)?;
     }
@@ -371,6 +423,8 @@ fn add_loaded(report: &mut AgentReport, record: &mut RunRecord, loaded: Loaded, 
     if let Some(cpu) = loaded.measured_cpu {
         report.samples.extend(super::collect::per_op(cpu, &report.samples));
     }
+    report.samples.extend(loaded.runtime_counted);
+    record.setup.extend(loaded.runtime_setup);
     match loaded.calls {
         Some(Ok(counts)) => {
             report.samples.extend(super::collect::calls_per_op(&counts, &report.samples));
@@ -435,6 +489,9 @@ struct Loaded {
     measured_cpu: Option<f64>,
     /// Their system calls and page faults in that phase, where they run in a group of their own.
     calls: Option<Result<crate::sys::PerfCounts>>,
+    /// What the runtime's own counters (gVisor's) say happened in that phase, and how read.
+    runtime_counted: Vec<Sample>,
+    runtime_setup: BTreeMap<String, String>,
     ring_after: Option<Duration>,
     out: workload::Output,
     killed: Option<(Kill, Duration)>,
@@ -452,7 +509,7 @@ fn drive(
     scratch: &std::path::Path,
     agents_done: &AtomicBool,
 ) -> Result<Loaded> {
-    let HostSide { load, managed, ring, counters, moved } = host_side;
+    let HostSide { load, managed, ring, counters, moved, runtime } = host_side;
     let cpu_now = || counters.and_then(HostCounters::cpu_now);
     let began = Instant::now();
     let mut connected = Vec::new();
@@ -498,6 +555,7 @@ fn drive(
     let measured_from = std::sync::Mutex::new(None);
     let calls = std::sync::Mutex::new(None);
     let parts_from = std::sync::Mutex::new(None);
+    let runtime_before = std::sync::Mutex::new(None);
     let (result, killed) = std::thread::scope(|scope| {
         let fault = managed.kill.as_ref().map(|kill| {
             let control = &connected[kill.node - 1];
@@ -512,6 +570,7 @@ fn drive(
             *cpu_at_start.lock().unwrap() = cpu_now();
             *calls.lock().unwrap() = counters.and_then(HostCounters::count_calls);
             *parts_from.lock().unwrap() = Some(crate::sys::sampling::monotonic_now());
+            *runtime_before.lock().unwrap() = runtime.read();
             let _ = measured.send(Cue::Measured(Instant::now()));
         });
         let _ = cue.send(Cue::Done);
@@ -522,6 +581,11 @@ fn drive(
     if let (Some(from), Some(counters)) = (parts_from.into_inner().unwrap(), counters) {
         counters.end_parts_window(from, measured_cpu);
     }
+    let mut runtime_setup = BTreeMap::new();
+    let runtime_counted = match runtime_before.into_inner().unwrap() {
+        Some(before) => runtime_samples(Some(before), runtime.read(), &mut runtime_setup),
+        None => Vec::new(),
+    };
     if result.is_ok() && controls.len() == 1 {
         out.samples.extend(crate::server::stats::after_run(load));
     }
@@ -531,7 +595,7 @@ fn drive(
     let measured_to = crate::store::utc_now();
     let measured = measured_from.into_inner().unwrap().map(|from| (from, measured_to));
     let error = result.err().map(|e| format!("{e:#}")).or_else(|| moved.and_then(Moved::error));
-    Ok(Loaded { ready, measured_cpu, calls, ring_after, out, killed, measured, error })
+    Ok(Loaded { ready, measured_cpu, calls, runtime_counted, runtime_setup, ring_after, out, killed, measured, error })
 }
 
 enum Cue {
