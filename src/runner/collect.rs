@@ -28,8 +28,10 @@ const HOST_SAW_AT_LEAST: f64 = 0.9;
 pub struct HostCounters {
     /// A cgroup of the sandbox's own, where its environment starts it (`CpuCount::Group`).
     group: Option<CpuGroup>,
-    /// The workload's processes in it, where they are told apart by the process tree.
+    /// Its processes as they come and go, read on a thread: for the sampled parts' roles, and
+    /// where the environment says so, to tell the workload's processes apart by the tree.
     tree: Option<TreeSampler>,
+    split_by_tree: bool,
     /// Otherwise the reaped children's usage: None when other processes' CPU would be mixed in
     /// (sandboxes started together) or the sandbox's processes are not isobench's children.
     usage: Option<Usage>,
@@ -66,6 +68,7 @@ impl HostCounters {
         let mut counters = HostCounters {
             group: None,
             tree: None,
+            split_by_tree: count == CpuCount::GroupSplitByTree,
             usage: None,
             device,
             volume_daemons,
@@ -130,7 +133,11 @@ impl HostCounters {
         // workload in the sentry's threads).
         let seen = self.tree.map(TreeSampler::stop);
         let whole_run = self.parts.into_inner().unwrap().map(|record| record.and_then(PerfRecord::stop));
-        let split = seen.as_ref().map(|seen| split_at(seen, 2)).filter(|split| split.workload > 0.0);
+        let split = seen
+            .as_ref()
+            .filter(|_| self.split_by_tree)
+            .map(|seen| split_at(seen, 2))
+            .filter(|split| split.workload > 0.0);
         let tree_workload = split.as_ref().map(|split| split.workload);
         let workload = tree_workload.or(value("sys.cpu_workload"));
         let mut samples = Vec::new();
@@ -162,10 +169,10 @@ impl HostCounters {
             host = None;
         }
         if let Some(w) = self.parts_window.into_inner().unwrap() {
-            let sampled = w.recorded.and_then(|r| r.samples(Some((w.from, w.to))));
+            let sampled = w.recorded.and_then(|r| r.samples(Some((w.from, w.to)), &pids_of(&w.seen)));
             samples.extend(parts_samples(sampled, &w.seen, w.measured, &mut report.setup));
         } else if let (Some(recorded), Some(seen)) = (whole_run, &seen) {
-            let sampled = recorded.and_then(|r| r.samples(None));
+            let sampled = recorded.and_then(|r| r.samples(None, &pids_of(seen)));
             samples.extend(parts_samples(sampled, seen, host, &mut report.setup));
         }
         if let Some(host) = host {
@@ -336,6 +343,10 @@ pub const PARTS_COUNTED_BY: &str = "perf record -e cpu-clock on every CPU with f
 /// (`seen`, by pid) went to, `sys.cpu_sampled` what they stand for, and
 /// `sys.cpu_part.unexplained`: the samples no part took, plus what the sandbox's own count
 /// (`measured`) has that the samples do not.
+fn pids_of(seen: &HashMap<i32, ProcessCpu>) -> Vec<i32> {
+    seen.keys().copied().collect()
+}
+
 fn parts_samples(
     sampled: Result<Vec<StackSample>>,
     seen: &HashMap<i32, ProcessCpu>,
@@ -351,8 +362,14 @@ fn parts_samples(
     };
     let roles = cpu_parts::roles(seen);
     let parts = cpu_parts::attribute(&samples, &roles);
-    let mut out: Vec<Sample> =
-        parts.seconds.iter().map(|(part, s)| Sample::new(format!("{CPU_PART}{}", part.name()), *s, "s")).collect();
+    // Every part, those no sample went to at 0: each run of a cell has the same metrics.
+    let mut out: Vec<Sample> = cpu_parts::Part::ALL
+        .iter()
+        .map(|part| {
+            let seconds = parts.seconds.get(part).copied().unwrap_or(0.0);
+            Sample::new(format!("{CPU_PART}{}", part.name()), seconds, "s")
+        })
+        .collect();
     let gap = measured.map_or(0.0, |m| (m - parts.sampled).max(0.0));
     out.push(Sample::new(format!("{CPU_PART}{UNEXPLAINED}"), parts.unresolved + gap, "s"));
     out.push(Sample::new("sys.cpu_sampled", parts.sampled, "s"));

@@ -170,13 +170,19 @@ impl Drop for Recorded {
 }
 
 impl Recorded {
-    /// The samples, those between `window`'s two times ([`monotonic_now`]) only, if given.
-    /// Their symbols are resolved now: call it once the sampled processes have ended, as perf
-    /// looks for a live process's files in its own mount namespace (gVisor's sentry has its
+    /// The samples of `pids`, those between `window`'s two times ([`monotonic_now`]) only, if
+    /// given. Their symbols are resolved now: call it once the sampled processes have ended, as
+    /// perf looks for a live process's files in its own mount namespace (gVisor's sentry has its
     /// binary in none, and its frames would stay unknown).
-    pub fn samples(&self, window: Option<(f64, f64)>) -> Result<Vec<StackSample>> {
+    pub fn samples(&self, window: Option<(f64, f64)>, pids: &[i32]) -> Result<Vec<StackSample>> {
+        if pids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The sandbox's processes only: the symbols of every other program on the machine are
+        // what makes perf script slow (seconds, between one run and the next).
+        let pids: Vec<String> = pids.iter().map(i32::to_string).collect();
         let script = Command::new("perf")
-            .args(["script", "--fields", "comm,pid,tid,time,period,ip,sym,dso", "--input"])
+            .args(["script", "--fields", "comm,pid,tid,time,period,ip,sym,dso", "--pid", &pids.join(","), "--input"])
             .arg(&self.data)
             .stdin(Stdio::null())
             .output()

@@ -184,8 +184,9 @@ fn sampled_by_part(analysis: &compare::Analysis) -> String {
         return String::new();
     }
     let name = |p: &Option<crate::sys::cpu_parts::Part>| p.map_or("unexplained", |p| p.name()).to_string();
+    // The parts some cell spent CPU in (every run records every part, most at 0).
     let mut parts: Vec<Option<crate::sys::cpu_parts::Part>> =
-        sampled.iter().flat_map(|(_, ps)| ps.iter().map(|(p, _)| *p)).collect();
+        sampled.iter().flat_map(|(_, ps)| ps.iter().filter(|(_, us)| *us > 0.0).map(|(p, _)| *p)).collect();
     // The named parts in their order, the unexplained rest last.
     parts.sort_by_key(|p| p.map_or(usize::MAX, |p| p as usize));
     parts.dedup();
