@@ -93,8 +93,9 @@ pub async fn wait_node(
 }
 
 /// The ledger's undoing of a stop: a machine the API server does not see Ready is started
-/// again (a run stopped while its machine was down, or `isobench cleanup` after a killed one);
-/// one that is Ready was started by the run itself.
+/// again (a run stopped while its machine was down, or `isobench cleanup` after a killed one),
+/// and waited for until pods may be scheduled on it again (the node controller lifts the
+/// unreachable taint some seconds after Ready); one that is Ready was started by the run itself.
 pub fn start_if_down(cluster: &KubeCluster, machine: &str, start: &str) -> Result<()> {
     block_on(async {
         let client = cluster.client().await?;
@@ -102,6 +103,19 @@ pub fn start_if_down(cluster: &KubeCluster, machine: &str, start: &str) -> Resul
             return Ok(());
         }
         run("machine_start", start, machine)?;
-        wait_node(cluster, &client, machine, true, READY_WITHIN).await.map(|_| ())
+        let began = Instant::now();
+        wait_node(cluster, &client, machine, true, READY_WITHIN).await?;
+        crate::sys::Wait::new(
+            format!("node {machine} to take pods again"),
+            READY_WITHIN.saturating_sub(began.elapsed()),
+        )
+        .every(Duration::from_millis(250))
+        .until_async(|| async {
+            Ok(match cluster.schedulable_nodes(&client).await?.iter().any(|n| n == machine) {
+                true => crate::sys::Check::Done(()),
+                false => crate::sys::Check::NotYet("Ready, still tainted or cordoned".into()),
+            })
+        })
+        .await
     })?
 }
