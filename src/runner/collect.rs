@@ -339,14 +339,14 @@ struct PartsWindow {
 /// How `sys.cpu_part.*` are found, for the run's setup.
 pub const PARTS_COUNTED_BY: &str = "perf record -e cpu-clock on every CPU with frame-pointer call chains, the samples of the sandbox's processes resolved to parts by process role and call chain";
 
-/// `sys.cpu_part.PART` (CPU-seconds) for each part the samples of the sandbox's processes
-/// (`seen`, by pid) went to, `sys.cpu_sampled` what they stand for, and
-/// `sys.cpu_part.unexplained`: the samples no part took, plus what the sandbox's own count
-/// (`measured`) has that the samples do not.
 fn pids_of(seen: &HashMap<i32, ProcessCpu>) -> Vec<i32> {
     seen.keys().copied().collect()
 }
 
+/// `sys.cpu_part.PART` (CPU-seconds) for each part the samples of the sandbox's processes
+/// (`seen`, by pid) went to, `sys.cpu_sampled` what they stand for, and
+/// `sys.cpu_part.unexplained`: the samples no part took, plus what the sandbox's own count
+/// (`measured`) has that the samples do not.
 fn parts_samples(
     sampled: Result<Vec<StackSample>>,
     seen: &HashMap<i32, ProcessCpu>,

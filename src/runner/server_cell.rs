@@ -244,13 +244,13 @@ impl RuntimeCounters<'_> {
 
 /// `sys.gvisor.NAME` for each of the runtime's counters that moved in the measured phase.
 fn runtime_samples(
-    before: Option<Result<BTreeMap<String, f64>>>,
+    before: Result<BTreeMap<String, f64>>,
     after: Option<Result<BTreeMap<String, f64>>>,
     setup: &mut BTreeMap<String, String>,
 ) -> Vec<Sample> {
     let (before, after) = match (before, after) {
-        (Some(Ok(before)), Some(Ok(after))) => (before, after),
-        (Some(Err(e)), _) | (_, Some(Err(e))) => {
+        (Ok(before), Some(Ok(after))) => (before, after),
+        (Err(e), _) | (_, Some(Err(e))) => {
             setup.insert("sys.gvisor_counted_by".into(), format!("not read: {e:#}"));
             return Vec::new();
         }
@@ -583,7 +583,7 @@ fn drive(
     }
     let mut runtime_setup = BTreeMap::new();
     let runtime_counted = match runtime_before.into_inner().unwrap() {
-        Some(before) => runtime_samples(Some(before), runtime.read(), &mut runtime_setup),
+        Some(before) => runtime_samples(before, runtime.read(), &mut runtime_setup),
         None => Vec::new(),
     };
     if result.is_ok() && controls.len() == 1 {

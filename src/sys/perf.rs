@@ -29,13 +29,13 @@ pub struct PerfStat {
 impl Drop for PerfStat {
     fn drop(&mut self) {
         if let Some(child) = self.child.take() {
-            let _ = stop(child);
+            let _ = interrupt(child);
         }
     }
 }
 
 /// Interrupts perf, which then prints its counts, and waits for them.
-fn stop(child: Child) -> Result<std::process::Output> {
+pub(super) fn interrupt(child: Child) -> Result<std::process::Output> {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
     Ok(child.wait_with_output()?)
@@ -88,7 +88,7 @@ impl PerfStat {
 
     /// Stops perf and reads its counts.
     pub fn finish(mut self) -> Result<PerfCounts> {
-        let out = stop(self.child.take().expect("perf runs until finish"))?;
+        let out = interrupt(self.child.take().expect("perf runs until finish"))?;
         let said = String::from_utf8_lossy(&out.stderr);
         let counts = parse(&said);
         if counts.counted.is_empty() && counts.not_supported.is_empty() {

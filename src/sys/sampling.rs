@@ -9,6 +9,8 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
+use super::perf::interrupt;
+
 /// Samples per second per CPU: a few thousand samples in a window of seconds, at a cost the
 /// workload does not see (bench/attribution-cost.sh measures it).
 pub const SAMPLES_PER_SECOND: u32 = 250;
@@ -69,11 +71,6 @@ impl Drop for PerfRecord {
             let _ = std::fs::remove_file(&self.data);
         }
     }
-}
-
-fn interrupt(child: Child) -> Result<std::process::Output> {
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT);
-    Ok(child.wait_with_output()?)
 }
 
 impl PerfRecord {
