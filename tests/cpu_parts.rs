@@ -98,16 +98,17 @@ time = "3s"
         assert!(run["setup"]["sys.cpu_parts_by"].as_str().unwrap().starts_with("perf record"), "{cell}");
     }
     let said = seen.join("\n");
+    // Shares of the CPU the samples resolved to a part: what this VM's CPU clock misses of a
+    // switch-heavy loop (up to a third of it) is `unexplained`, and bounded by the closure above.
     let share = |cell: &str, names: &[&str]| {
         let parts = parts(&run_record(&dir, cell, 1));
-        names.iter().map(|n| parts.get(*n).copied().unwrap_or(0.0)).sum::<f64>() / parts.values().sum::<f64>()
+        let landed: f64 = parts.iter().filter(|(n, _)| *n != "unexplained").map(|(_, s)| s).sum();
+        names.iter().map(|n| parts.get(*n).copied().unwrap_or(0.0)).sum::<f64>() / landed
     };
-    // A getpid under gVisor is a trap into the platform, a switch to the sentry and its system
-    // call: 60-67 % of the sandbox's CPU here, most of the rest the Go scheduler's yields inside
-    // systrap's wait (its stack switch hides their caller) and the samples this VM's CPU clock
-    // misses (docs/statistics.md).
+    // A getpid under gVisor is a trap into the platform (systrap's wait for the stub, its spin
+    // by yielding included), a switch to the sentry and its system call.
     let trapped = share("runsc.tmpfs.getpid", &["platform", "syscalls"]);
-    assert!(trapped >= 0.5, "platform and system calls are {:.0}% of runsc's getpid loop\n{said}", trapped * 100.0);
+    assert!(trapped >= 0.8, "platform and system calls are {:.0}% of runsc's getpid loop\n{said}", trapped * 100.0);
     assert!(share("runsc.tmpfs.getpid", &["app"]) < 0.05, "{said}");
     // The same loop under runc is the host kernel's system calls and the loop's own code.
     assert!(share("runc.tmpfs.getpid", &["app", "host_kernel"]) >= 0.9, "{said}");

@@ -134,8 +134,30 @@ pub fn roles(processes: &HashMap<i32, ProcessCpu>) -> HashMap<i32, Role> {
         .collect()
 }
 
+/// What the sentry's explicit yields are: the Go scheduler's frames below `runtime.goyield_m`
+/// run on the scheduler's own stack, so a yield's caller is not in its chain. In runsc's binary
+/// three functions yield: systrap's fast-path dispatcher, which spins by yielding while it
+/// waits for a stub, the fd notifier after it wakes waiters, and a sequence count's contended
+/// read; only the first runs hot. Where the sentry runs systrap, a yield is its platform's spin.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Yields {
+    Platform,
+    GoRuntime,
+}
+
+impl Yields {
+    /// From the run's own samples: systrap's frames in the sentry's chains.
+    pub fn of(samples: &[StackSample], roles: &HashMap<i32, Role>) -> Yields {
+        let systrap = samples
+            .iter()
+            .filter(|s| roles.get(&s.pid) == Some(&Role::Sentry))
+            .any(|s| s.frames.iter().any(|f| f.symbol.starts_with("gvisor.dev/gvisor/pkg/sentry/platform/systrap")));
+        if systrap { Yields::Platform } else { Yields::GoRuntime }
+    }
+}
+
 /// The part a sample goes to, or None where its frames say nothing (an unresolved sample).
-pub fn part_of(role: Role, sample: &StackSample) -> Option<Part> {
+pub fn part_of(role: Role, sample: &StackSample, yields: Yields) -> Option<Part> {
     let kernel = sample.in_kernel();
     Some(match role {
         Role::App if kernel => Part::HostKernel,
@@ -152,7 +174,7 @@ pub fn part_of(role: Role, sample: &StackSample) -> Option<Part> {
         Role::Virtiofsd => Part::Virtiofsd,
         Role::Qemu if sample.comm.starts_with("CPU ") => Part::Guest,
         Role::Qemu => Part::Qemu,
-        Role::Sentry => return sentry_part(sample),
+        Role::Sentry => return sentry_part(sample, yields),
     })
 }
 
@@ -160,10 +182,13 @@ pub fn part_of(role: Role, sample: &StackSample) -> Option<Part> {
 /// in a gVisor package of a part (a utility package, a Go runtime frame below it, are its
 /// caller's); the kernel's time is the platform's or the Go scheduler's when the chain says
 /// so, else the host kernel's on the sentry's behalf.
-fn sentry_part(sample: &StackSample) -> Option<Part> {
+fn sentry_part(sample: &StackSample, yields: Yields) -> Option<Part> {
     let symbols = || sample.frames.iter().filter(|f| !f.kernel()).map(|f| f.symbol.as_str());
     if symbols().any(|s| GC.iter().any(|gc| s.starts_with(gc))) {
         return Some(Part::GoRuntime);
+    }
+    if yields == Yields::Platform && symbols().any(|s| s == "runtime.goyield_m") {
+        return Some(Part::Platform);
     }
     let by_package = symbols().find_map(gvisor_part);
     let runtime_only = by_package.is_none() && symbols().any(|s| s.starts_with("runtime."));
@@ -248,12 +273,13 @@ pub struct Parts {
 
 /// `roles`: the sandbox's processes by pid; samples of other processes are not its.
 pub fn attribute(samples: &[StackSample], roles: &HashMap<i32, Role>) -> Parts {
+    let yields = Yields::of(samples, roles);
     let mut parts = Parts::default();
     for sample in samples {
         let Some(role) = roles.get(&sample.pid) else { continue };
         let seconds = sample.period_ns as f64 / 1e9;
         parts.sampled += seconds;
-        match part_of(*role, sample) {
+        match part_of(*role, sample, yields) {
             Some(part) => *parts.seconds.entry(part).or_default() += seconds,
             None => parts.unresolved += seconds,
         }
@@ -287,7 +313,7 @@ mod tests {
 
     #[test]
     fn the_sentrys_samples_go_to_the_first_package_of_a_part_and_gc_by_its_chain() {
-        let part = |frames: &[(&str, bool)]| sentry_part(&sample(1, "exe", frames));
+        let part = |frames: &[(&str, bool)]| sentry_part(&sample(1, "exe", frames), Yields::GoRuntime);
         let tcp = "gvisor.dev/gvisor/pkg/tcpip/transport/tcp.(*endpoint).Write";
         let buffer = "gvisor.dev/gvisor/pkg/buffer.(*Buffer).Append";
         assert_eq!(
@@ -309,6 +335,23 @@ mod tests {
         assert_eq!(part(&[("gvisor.dev/gvisor/pkg/sentry/fsimpl/sockfs.x", false)]), Some(Part::Network));
         assert_eq!(part(&[("gvisor.dev/gvisor/pkg/sentry/fsimpl/gofer.x", false)]), Some(Part::Files));
         assert_eq!(part(&[("[unknown]", false)]), None);
+    }
+
+    #[test]
+    fn a_yield_is_systraps_spin_where_the_sentry_runs_systrap_and_the_schedulers_elsewhere() {
+        let roles = HashMap::from([(1, Role::Sentry), (2, Role::Stub)]);
+        let yielded = sample(1, "exe", &[("runtime.findRunnable", false), ("runtime.goyield_m", false)]);
+        let parked = sample(1, "exe", &[("runtime.findRunnable", false), ("runtime.park_m", false)]);
+        let ptrace = sample(1, "exe", &[("gvisor.dev/gvisor/pkg/sentry/platform/ptrace.(*thread).wait", false)]);
+        let of = |samples: &[StackSample]| attribute(samples, &roles).seconds;
+        let systrap_run = of(&[sample(1, "exe", &[(SYSTRAP, false)]), yielded.clone(), parked.clone()]);
+        assert_eq!(systrap_run[&Part::Platform], 0.008, "{systrap_run:?}");
+        assert_eq!(systrap_run[&Part::GoRuntime], 0.004, "a goroutine that blocks is the scheduler's: {systrap_run:?}");
+        let ptrace_run = of(&[ptrace, yielded.clone()]);
+        assert_eq!(ptrace_run[&Part::GoRuntime], 0.004, "{ptrace_run:?}");
+        // A stub's chain naming systrap is not the sentry's.
+        let stub = sample(2, "exe", &[(SYSTRAP, false)]);
+        assert_eq!(Yields::of(&[stub, yielded], &roles), Yields::GoRuntime);
     }
 
     #[test]
