@@ -15,7 +15,6 @@ use scylla::client::session_builder::SessionBuilder;
 use scylla::deserialize::row::ColumnIterator;
 use scylla::errors::ExecutionError;
 use scylla::frame::Compression;
-use scylla::policies::retry::FallthroughRetryPolicy;
 use scylla::serialize::SerializationError;
 use scylla::serialize::row::{RowSerializationContext, SerializeRow};
 use scylla::serialize::writers::RowWriter;
@@ -26,6 +25,7 @@ use tokio::time::Sleep;
 
 use super::data::RowGenerator;
 use super::dist::Dist;
+use super::failover::{self, ClientEvents};
 use super::metrics::{Measurement, Nanos, Recorder};
 use super::profile::user::{self, Users, UsersWorker};
 use super::random::JavaRandom;
@@ -64,6 +64,7 @@ pub async fn connect(settings: &Settings) -> Result<Session> {
     let mut builder = SessionBuilder::new()
         .known_nodes(&nodes)
         .connection_timeout(Duration::from_secs(5))
+        .keepalive_timeout(settings.mode.heartbeat_timeout)
         .pool_size(PoolSize::PerHost(
             std::num::NonZeroUsize::new(settings.mode.connections_per_host as usize).expect("at least 1"),
         ))
@@ -72,6 +73,12 @@ pub async fn connect(settings: &Settings) -> Result<Session> {
             Some("snappy") => Some(Compression::Snappy),
             _ => None,
         });
+    if let Some(every) = settings.mode.heartbeat {
+        builder = builder.keepalive_interval(every);
+    }
+    if let Some(every) = settings.mode.tcp_keepalive {
+        builder = builder.tcp_keepalive_interval(every);
+    }
     if let Some(transport) = &settings.transport {
         builder = builder.tls_context(Some(Arc::new(transport.client_config()?)));
     }
@@ -167,7 +174,11 @@ pub async fn truncate(session: &Session, settings: &Settings) -> Result<()> {
 }
 
 /// The operations of `user` profiles, prepared on the tables the cluster holds.
-pub async fn prepare_user(session: &Arc<Session>, settings: &Settings) -> Result<Option<Arc<Users>>> {
+pub async fn prepare_user(
+    session: &Arc<Session>,
+    settings: &Settings,
+    events: &Arc<ClientEvents>,
+) -> Result<Option<Arc<Users>>> {
     let profiles = &settings.command.profiles;
     let Some(first) = profiles.first() else { return Ok(None) };
     // A profile's CQL may leave its keyspace out, and the driver prepares a statement again in
@@ -191,7 +202,8 @@ pub async fn prepare_user(session: &Arc<Session>, settings: &Settings) -> Result
     let options = user::Options {
         consistency: consistency(&settings.command.consistency),
         serial_consistency: serial_consistency(&settings.command.serial_consistency),
-        request_timeout: settings.mode.request_timeout,
+        profile: failover::execution_profile(session, &settings.mode, Some(settings.mode.request_timeout)),
+        events: events.clone(),
     };
     let users = Users::prepare(sessions, profiles, &settings.command.user_ops, settings.validate, &options)
         .await
@@ -205,24 +217,26 @@ pub fn serial_consistency(name: &str) -> SerialConsistency {
 
 /// The prepared statement of each operation of the command, in the command's order (none for
 /// a `user` profile, whose operations are prepared by [`prepare_user`]).
-pub async fn prepare(session: &Session, settings: &Settings) -> Result<Vec<PreparedStatement>> {
+pub async fn prepare(
+    session: &Session,
+    settings: &Settings,
+    events: &Arc<ClientEvents>,
+) -> Result<Vec<PreparedStatement>> {
     let mut out = Vec::new();
     if !settings.command.profiles.is_empty() {
         return Ok(out);
     }
     // An operation times out on its worker's timer (`Worker::deadline`), not on the driver's,
     // which registers and removes a timer for every request.
-    let untimed =
-        session.get_default_execution_profile_handle().pointee_to_builder().request_timeout(None).build().into_handle();
+    let untimed = failover::execution_profile(session, &settings.mode, None);
     for (op, _) in &settings.command.ops {
         let cql = schema::statement(*op, &settings.schema.keyspace, &settings.columns);
-        let mut p = session.prepare(cql.as_str()).await.with_context(|| format!("preparing {cql}"))?;
+        let mut p = failover::prepare(session, &cql).await.with_context(|| format!("preparing {cql}"))?;
         p.set_consistency(consistency(&settings.command.consistency));
         p.set_serial_consistency(Some(serial_consistency(&settings.command.serial_consistency)));
         p.set_execution_profile_handle(Some(untimed.clone()));
-        // Retries are counted by `-errors retries=`, as cassandra-stress counts them.
-        p.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
-        p.set_is_idempotent(!matches!(op, Op::CounterWrite));
+        p.set_history_listener(events.clone());
+        p.set_is_idempotent(op.idempotent());
         p.set_use_cached_result_metadata(true);
         out.push(p);
     }
@@ -246,6 +260,7 @@ struct Schedule {
 /// What all tasks of one run share.
 pub struct Load {
     session: Arc<Session>,
+    pub events: Arc<ClientEvents>,
     statements: Arc<Vec<PreparedStatement>>,
     /// Per statement, the generated cell of each result column ([`result_cells`]).
     result_cells: Vec<Vec<Option<usize>>>,
@@ -271,6 +286,7 @@ impl Load {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         session: Arc<Session>,
+        events: Arc<ClientEvents>,
         statements: Arc<Vec<PreparedStatement>>,
         user: Option<Arc<Users>>,
         settings: Arc<Settings>,
@@ -285,6 +301,7 @@ impl Load {
         let result_cells = statements.iter().map(|s| result_cells(s, &settings.columns.names)).collect();
         Arc::new(Load {
             session,
+            events,
             statements,
             result_cells,
             user,
@@ -561,6 +578,9 @@ impl Load {
         let timeout = settings.mode.request_timeout;
         let mut last_error = String::new();
         for attempt in 1..=tries {
+            if attempt > 1 {
+                self.events.retried();
+            }
             let mut request = std::pin::pin!(async {
                 match op {
                     Op::Write => {
@@ -574,17 +594,27 @@ impl Load {
             let deadline = &mut w.deadline;
             deadline.as_mut().reset(tokio::time::Instant::now() + timeout);
             let answered = std::future::poll_fn(|cx| match request.as_mut().poll(cx) {
-                Poll::Ready(result) => Poll::Ready(result.map_err(|e| e.to_string())),
-                Poll::Pending => {
-                    deadline.as_mut().poll(cx).map(|()| Err(ExecutionError::RequestTimeout(timeout).to_string()))
-                }
+                Poll::Ready(result) => Poll::Ready(result.map_err(|e| (e.to_string(), false))),
+                Poll::Pending => deadline
+                    .as_mut()
+                    .poll(cx)
+                    .map(|()| Err((ExecutionError::RequestTimeout(timeout).to_string(), true))),
             })
             .await;
             let result = match answered {
                 Ok(r) => r,
-                Err(why) => {
+                Err((why, timed_out)) => {
                     last_error = format!("Error executing: {why}");
-                    if self.stop.load(Ordering::Relaxed) && self.failed() {
+                    if timed_out {
+                        self.events.timed_out();
+                    }
+                    // A request without an answer may have been applied: sent again, a counter
+                    // would count twice.
+                    let unsafe_again = timed_out && !op.idempotent();
+                    if unsafe_again {
+                        last_error.push_str(" (not retried: the operation is not idempotent)");
+                    }
+                    if unsafe_again || (self.stop.load(Ordering::Relaxed) && self.failed()) {
                         return (Outcome { partitions: 0, rows: 0, error: Some(last_error) }, attempt);
                     }
                     continue;

@@ -4,6 +4,7 @@
 pub mod data;
 pub mod dist;
 pub mod engine;
+pub mod failover;
 pub mod graph;
 pub mod hdrlog;
 pub mod loaders;
@@ -36,6 +37,8 @@ Options:  -rate threads=N [throttle=R/s | fixed=R/s] | auto threads>=A threads<=
           -pop seq=A..B | dist=uniform|gaussian|exp|extreme|fixed(...)
           -schema keyspace= replication(strategy=,factor=) compaction(strategy=,…) compression=
           -col n=FIXED(k) size=DIST   -mode user= password= compression=lz4 connectionsPerHost=
+                                        requestTimeout=12s heartbeat=1s|off heartbeatTimeout=2s
+                                        tcpKeepalive=5s|off failover=on|off speculate=DELAY|off
           -transport truststore=FILE truststore-password= [keystore=FILE keystore-password=]
                      [ssl-protocol=TLSv1.2|TLSv1.3 ssl-ciphers=A,B]  (JKS, PKCS12 or PEM)
           -node a,b,c   -port native=N   -log interval=Ns hdrfile= file=   -errors ignore retries=N

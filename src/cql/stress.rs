@@ -10,6 +10,7 @@ use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
 
 use super::engine::{self, Load, Work};
+use super::failover::{self, ClientEvents, ClientRow};
 use super::hdrlog::HdrLog;
 use super::metrics::{ByOp, Figures, Interval, Nanos, Uncertainty, merge_and_empty};
 use super::output::{self, Out};
@@ -32,6 +33,8 @@ pub struct RunResult {
     /// figures without its warm-up are made of.
     early: Vec<Interval>,
     rest: Interval,
+    /// What the client did each interval (`failover::ClientRow`).
+    pub client: Vec<ClientRow>,
 }
 
 /// Windows a run keeps apart for its warm-up to be cut from it: a warm-up is looked for in the
@@ -77,6 +80,7 @@ pub struct Report {
 
 struct Context {
     session: Arc<Session>,
+    events: Arc<ClientEvents>,
     statements: Arc<Vec<PreparedStatement>>,
     user: Option<Arc<Users>>,
     settings: Arc<Settings>,
@@ -156,6 +160,7 @@ impl Tally {
             interrupted: false,
             early: Vec::new(),
             rest: Interval::new(fixed),
+            client: Vec::new(),
         };
         let (current, current_total, spares) = (ByOp::new(), Interval::new(fixed), Vec::new());
         Tally { fixed, warmup, measured_from, start, graph_op, current, current_total, r, hdr, spares }
@@ -234,6 +239,7 @@ impl Context {
         self.runs += 1;
         let load = Load::new(
             self.session.clone(),
+            self.events.clone(),
             self.statements.clone(),
             self.user.clone(),
             settings.clone(),
@@ -286,6 +292,7 @@ impl Context {
             };
             let (end, length) = if finished { (load.now(), load.now() - last) } else { (next, interval) };
             let recorded = load.recorder.take(&mut tally.spares);
+            tally.r.client.push(self.events.take((end - start) as f64 / 1e9, &self.session));
             let closed = tokio::task::spawn_blocking(move || {
                 let lines = tally.close(recorded, end, length);
                 (tally, lines)
@@ -312,6 +319,12 @@ impl Context {
         r.success = !load.failed() && !r.interrupted;
         if !warmup {
             out.text(&output::results(&r.total, &r.by_op));
+            if failover::eventful(&r.client) {
+                out.line(failover::HEADER);
+                for row in &r.client {
+                    out.line(&failover::line(row));
+                }
+            }
         }
         Ok(r)
     }
@@ -440,8 +453,9 @@ async fn open(settings: &Arc<Settings>, out: &mut Out, pause: bool) -> Result<Op
         out.line("Sleeping 2s...");
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    let statements = Arc::new(engine::prepare(&session, settings).await?);
-    let user = engine::prepare_user(&session, settings).await?;
+    let events = Arc::new(ClientEvents::default());
+    let statements = Arc::new(engine::prepare(&session, settings, &events).await?);
+    let user = engine::prepare_user(&session, settings, &events).await?;
     for note in user.as_ref().map(|u| u.validation_notes()).unwrap_or_default() {
         out.line(&format!("WARNING: {note}"));
     }
@@ -449,7 +463,16 @@ async fn open(settings: &Arc<Settings>, out: &mut Out, pause: bool) -> Result<Op
         Some(path) => Some(HdrLog::create(path, SystemTime::now(), settings.rate.fixed.is_some())?),
         None => None,
     };
-    Ok(Some(Context { session, statements, user, settings: settings.clone(), epoch: Instant::now(), hdr, runs: 0 }))
+    Ok(Some(Context {
+        session,
+        events,
+        statements,
+        user,
+        settings: settings.clone(),
+        epoch: Instant::now(),
+        hdr,
+        runs: 0,
+    }))
 }
 
 /// Runs a parsed command line to the end. Errors before the load starts (connection, schema)

@@ -672,7 +672,21 @@ pub fn samples(run: &RunResult, steady: bool) -> Vec<Sample> {
         Sample::new("ops", whole.operations as f64, "ops"),
     ];
     samples.extend(warmup.map(|w| Sample::new("warmup_s", w, "s")));
+    // What the client did besides getting answers, where it did anything (a node went silent).
+    if cql::failover::eventful(&run.client) {
+        for (metric, count) in client_counts() {
+            samples.push(Sample::new(metric, run.client.iter().map(count).sum::<u64>() as f64, "requests"));
+        }
+    }
     samples
+}
+
+/// One of the client's own counts in an interval (`cql::failover`).
+type ClientCount = fn(&cql::failover::ClientRow) -> u64;
+
+/// The client's own counts, by metric.
+fn client_counts() -> [(&'static str, ClientCount); 3] {
+    [("client_timeouts", |r| r.timeouts), ("client_retries", |r| r.retries), ("client_speculative", |r| r.speculative)]
 }
 
 fn series(run: &RunResult) -> Vec<Series> {
@@ -681,11 +695,19 @@ fn series(run: &RunResult) -> Vec<Series> {
         unit: unit.into(),
         points: run.intervals.iter().map(|f| (f.time, value(f))).collect(),
     };
-    vec![
+    let mut series = vec![
         of("op_rate", "op/s", |f| f.op_rate),
         of("latency_mean", "us", |f| f.mean_ms * 1000.0),
         of("latency_p99", "us", |f| f.p99_ms * 1000.0),
-    ]
+    ];
+    if cql::failover::eventful(&run.client) {
+        series.extend(client_counts().map(|(metric, count)| Series {
+            metric: metric.into(),
+            unit: "requests".into(),
+            points: run.client.iter().map(|r| (r.time, count(r) as f64)).collect(),
+        }));
+    }
+    series
 }
 
 #[cfg(test)]

@@ -62,6 +62,7 @@ struct QueryYaml {
     #[serde(rename = "serialConsistencyLevel")]
     serial_consistency_level: Option<Spanned<String>>,
     validate: Option<bool>,
+    idempotent: Option<bool>,
 }
 
 /// How a column's values are drawn (cassandra-stress's `columnspec` entry).
@@ -115,6 +116,8 @@ pub struct Query {
     pub serial_consistency: Option<String>,
     /// The profile's own `validate:`; `-validate` turns it on for every query.
     pub validate: bool,
+    /// Applying it twice changes nothing: the profile's `idempotent:`, else what its CQL says.
+    pub idempotent: bool,
 }
 
 /// A CQL statement of the profile and the line it starts on.
@@ -374,9 +377,11 @@ fn queries_of(file: &Path, given: HashMap<String, QueryYaml>) -> Result<Vec<Quer
                 other => return Err(at(file, line(f), &format!("fields: \"{other}\" is not samerow or multirow"))),
             },
         };
+        let cql = q.cql.value.trim().trim_end_matches(';').trim().to_string();
         queries.push(Query {
             line: line(&q.cql),
-            cql: q.cql.value.trim().trim_end_matches(';').trim().to_string(),
+            idempotent: q.idempotent.unwrap_or_else(|| idempotent_by_its_cql(&cql)),
+            cql,
             fields,
             consistency: consistency(file, "consistencyLevel", &q.consistency_level)?,
             serial_consistency: consistency(file, "serialConsistencyLevel", &q.serial_consistency_level)?,
@@ -386,6 +391,30 @@ fn queries_of(file: &Path, given: HashMap<String, QueryYaml>) -> Result<Vec<Quer
     }
     queries.sort_by_key(|q| q.line);
     Ok(queries)
+}
+
+/// Whether a statement may be applied twice: not a conditional one (`IF …`, whose second try
+/// answers "not applied"), not an increment or an append (`c = c + ?`, `l = ? + l`), not one
+/// that draws a new value (`now()`, `uuid()`).
+pub fn idempotent_by_its_cql(cql: &str) -> bool {
+    let lower = cql.to_ascii_lowercase();
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    let conditional = words.contains(&"if");
+    let draws = ["now()", "uuid()", "currenttimeuuid()", "currenttimestamp()"].iter().any(|f| lower.contains(f));
+    // An UPDATE's assignments, between SET and WHERE: a column on both sides of `+` or `-`.
+    let assignments = match (words.iter().position(|w| *w == "set"), words.iter().position(|w| *w == "where")) {
+        (Some(set), Some(end)) if set < end => words[set + 1..end].join(" "),
+        _ => String::new(),
+    };
+    let identifiers = |text: &str| -> Vec<String> {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).map(String::from).collect()
+    };
+    let self_referencing = assignments.split(',').any(|assignment| {
+        let Some((column, value)) = assignment.split_once('=') else { return false };
+        let column = column.trim();
+        value.contains(['+', '-']) && identifiers(value).iter().any(|w| w == column)
+    });
+    !(conditional || draws || self_referencing)
 }
 
 impl Ratio {
@@ -426,6 +455,23 @@ impl Default for Insert {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_query_is_idempotent_unless_it_is_conditional_increments_appends_or_draws_a_value() {
+        for (cql, idempotent) in [
+            ("SELECT * FROM t WHERE k = ?", true),
+            ("UPDATE t SET v = ? WHERE k = ?", true),
+            ("INSERT INTO t (k, v) VALUES (?, ?)", true),
+            ("UPDATE t SET c = c + ? WHERE k = ?", false),
+            ("update t set a = ?, hits = hits - 1 where k = ?", false),
+            ("UPDATE t SET l = ? + l WHERE k = ?", false),
+            ("INSERT INTO t (k, v) VALUES (?, ?) IF NOT EXISTS", false),
+            ("UPDATE t SET v = ? WHERE k = ? IF v = ?", false),
+            ("INSERT INTO t (k, at) VALUES (?, now())", false),
+        ] {
+            assert_eq!(idempotent_by_its_cql(cql), idempotent, "{cql}");
+        }
+    }
 
     const BLOG: &str = "\
 keyspace: stresscql

@@ -4,11 +4,10 @@
 //! query returns against the rows regenerated from their seeds.
 
 use std::sync::Arc;
-use std::time::Duration;
 
+use scylla::client::execution_profile::ExecutionProfileHandle;
 use scylla::client::session::Session;
 use scylla::errors::{DbError, ExecutionError, PrepareError, RequestAttemptError};
-use scylla::policies::retry::FallthroughRetryPolicy;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
@@ -19,6 +18,7 @@ use super::table::{Kind, Table};
 use super::values::{normalized, shown};
 use super::{BatchKind, Fields, Profile, Query};
 use crate::cql::dist::Dist;
+use crate::cql::failover::ClientEvents;
 use crate::cql::random::JavaRandom;
 use crate::cql::schema::quote;
 use crate::cql::settings::UserOp;
@@ -122,6 +122,7 @@ pub struct User {
     pub table: Arc<Table>,
     pub ops: Vec<Operation>,
     profile: Arc<Profile>,
+    events: Arc<ClientEvents>,
 }
 
 /// How one operation ended (as the engine counts it).
@@ -155,7 +156,9 @@ fn batch_type(kind: BatchKind) -> BatchType {
 pub struct Options {
     pub consistency: Consistency,
     pub serial_consistency: SerialConsistency,
-    pub request_timeout: Duration,
+    /// The request timeout, failover and speculation of `-mode` (`failover::execution_profile`).
+    pub profile: ExecutionProfileHandle,
+    pub events: Arc<ClientEvents>,
 }
 
 fn refused(profile: &Profile, query: &Query, table: &Table, e: &PrepareError) -> String {
@@ -182,8 +185,8 @@ impl User {
         let set = |p: &mut PreparedStatement, consistency: Consistency, serial: SerialConsistency, idempotent: bool| {
             p.set_consistency(consistency);
             p.set_serial_consistency(Some(serial));
-            p.set_request_timeout(Some(options.request_timeout));
-            p.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
+            p.set_execution_profile_handle(Some(options.profile.clone()));
+            p.set_history_listener(options.events.clone());
             p.set_is_idempotent(idempotent);
         };
         let mut ops = Vec::new();
@@ -194,7 +197,7 @@ impl User {
                 let q = profile.query(name).expect("ops(…) names only queries of the profile");
                 (q.cql.clone(), q.line, Some(q))
             };
-            let mut statement = session.prepare(cql.as_str()).await.map_err(|e| match kind {
+            let mut statement = crate::cql::failover::prepare(session, &cql).await.map_err(|e| match kind {
                 Some(q) => refused(&profile, q, &table, &e),
                 None => profile.error(line, &format!("the insert statement {cql} was refused: {e}")),
             })?;
@@ -222,7 +225,7 @@ impl User {
                         .serial_consistency
                         .as_deref()
                         .map_or(options.serial_consistency, crate::cql::engine::serial_consistency);
-                    set(&mut statement, consistency, serial, true);
+                    set(&mut statement, consistency, serial, q.idempotent);
                     let validate = (validate_all || q.validate).then(|| {
                         let selected: Vec<Option<usize>> = statement
                             .get_current_result_set_col_specs()
@@ -244,7 +247,7 @@ impl User {
                     Some(batch_type(if table.is_counter_table() { BatchKind::Counter } else { profile.insert.batch }));
             }
         }
-        Ok(User { table, ops, profile })
+        Ok(User { table, ops, profile, events: options.events.clone() })
     }
 
     /// What `-validate` will and will not check, said once before the run.
@@ -338,10 +341,15 @@ impl User {
                         b.append_statement(operation.statement.clone());
                     }
                     b.set_consistency(operation.statement.get_consistency().unwrap_or(Consistency::LocalOne));
-                    b.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
+                    b.set_execution_profile_handle(operation.statement.get_execution_profile_handle().cloned());
+                    b.set_is_idempotent(operation.statement.get_is_idempotent());
+                    b.set_history_listener(self.events.clone());
                     b
                 });
                 for attempt in 1..=tries {
+                    if attempt > 1 {
+                        self.events.retried();
+                    }
                     let result = match &statement {
                         None => session.execute_unpaged(&operation.statement, &rows[0]).await.map(|_| ()),
                         Some(b) => session.batch(b, &rows).await.map(|_| ()),
@@ -353,7 +361,8 @@ impl User {
                                 attempt,
                             );
                         }
-                        Err(e) => last_error = format!("Error executing: {e}"),
+                        Err(e) if self.again(&operation.statement, &e, &mut last_error) => {}
+                        Err(_) => return (Done { partitions: 0, rows: 0, error: Some(last_error), key }, attempt),
                     }
                 }
             }
@@ -361,12 +370,13 @@ impl User {
                 let p = &partitions[0];
                 let bound = self.bound_values(w, p, &operation.binds, *fields);
                 for attempt in 1..=tries {
+                    if attempt > 1 {
+                        self.events.retried();
+                    }
                     let result = match session.execute_unpaged(&operation.statement, &bound).await {
                         Ok(r) => r,
-                        Err(e) => {
-                            last_error = format!("Error executing: {e}");
-                            continue;
-                        }
+                        Err(e) if self.again(&operation.statement, &e, &mut last_error) => continue,
+                        Err(_) => return (Done { partitions: 0, rows: 0, error: Some(last_error), key }, attempt),
                     };
                     let rows = match result.into_rows_result() {
                         Ok(r) => r,
@@ -395,6 +405,21 @@ impl User {
             }
         }
         (Done { partitions: 0, rows: 0, error: Some(last_error), key }, tries)
+    }
+
+    /// Notes a failed attempt; whether another may follow: not after a timeout of a statement
+    /// that is not idempotent, which may have been applied (a counter would count twice).
+    fn again(&self, statement: &PreparedStatement, e: &ExecutionError, last_error: &mut String) -> bool {
+        *last_error = format!("Error executing: {e}");
+        if !matches!(e, ExecutionError::RequestTimeout(_)) {
+            return true;
+        }
+        self.events.timed_out();
+        if statement.get_is_idempotent() {
+            return true;
+        }
+        last_error.push_str(" (not retried: the operation is not idempotent)");
+        false
     }
 
     /// The rows of a partition one insert writes: each with the chance `select` draws (at

@@ -36,6 +36,11 @@ impl Op {
         matches!(self, Op::Write | Op::CounterWrite)
     }
 
+    /// Sent twice, the same as once: all but an increment (a profile's operation says for itself).
+    pub fn idempotent(self) -> bool {
+        !matches!(self, Op::CounterWrite)
+    }
+
     fn parse(word: &str) -> Option<Op> {
         match word.to_ascii_lowercase().as_str() {
             "write" | "insert" => Some(Op::Write),

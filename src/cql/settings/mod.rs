@@ -121,6 +121,9 @@ pub fn parse_with(args: &[String], profiles: &BTreeMap<String, String>) -> Resul
     let schema = parse_schema(take("-schema"))?;
     let columns = parse_columns(take("-col"), &mut warnings)?;
     let mode = parse_mode(take("-mode"), &mut warnings)?;
+    if mode.speculate.is_some() {
+        only_idempotent_speculates(&command)?;
+    }
     let nodes = parse_node(take("-node"), &mut warnings)?;
     let native_port = parse_port(take("-port"))?;
     let log = parse_log(take("-log"))?;
@@ -170,6 +173,39 @@ pub fn parse_with(args: &[String], profiles: &BTreeMap<String, String>) -> Resul
         transport,
         warnings,
     })
+}
+
+/// `-mode speculate=` sends a request to a second replica while the first may still apply it:
+/// refused for an operation that must not run twice, before anything connects.
+fn only_idempotent_speculates(command: &Command) -> Result<(), ArgError> {
+    let refused = |what: String, fix: &str| {
+        ArgError::Invalid(format!(
+            "Invalid -mode options provided: speculate= sends a request to a second replica while the first may apply it, and {what}; {fix}"
+        ))
+    };
+    if command.ops.iter().any(|(op, _)| !op.idempotent()) {
+        return Err(refused(
+            "counter_write is not idempotent (an increment sent twice counts twice)".into(),
+            "leave speculate= out for counters",
+        ));
+    }
+    for op in &command.user_ops {
+        let profile = &command.profiles[op.profile];
+        let Some(query) = profile.query(op.name) else { continue };
+        if !query.idempotent {
+            return Err(refused(
+                profile.error(
+                    query.line,
+                    &format!(
+                        "query {} is not idempotent (a condition, an increment or append, now() or uuid())",
+                        query.name
+                    ),
+                ),
+                "if running it twice changes nothing, say `idempotent: true` on the query; otherwise leave speculate= out",
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -283,6 +319,28 @@ mod tests {
         assert_eq!(group_digits(1_000_000), "1,000,000");
         assert_eq!(group_digits(999), "999");
         assert_eq!(group_digits(-1234), "-1,234");
+    }
+
+    #[test]
+    fn speculation_is_refused_for_an_operation_that_must_not_run_twice() {
+        let texts: BTreeMap<String, String> = [(
+            "hits.yaml".to_string(),
+            "keyspace: ks\ntable: t\nqueries:\n  read:\n    cql: select * from t where k = ?\n  bump:\n    cql: update t set n = n + 1 where k = ?\n  again:\n    cql: update t set n = n + 1 where k = ?\n    idempotent: true\n"
+                .to_string(),
+        )]
+        .into();
+        let parse = |text: &str| parse_with(&args(text), &texts).map_err(|e| e.to_string());
+        assert!(parse("user profile=hits.yaml ops(read=1,again=1) -mode speculate=200ms").is_ok());
+        assert!(parse("user profile=hits.yaml ops(bump=1)").is_ok(), "without speculation it runs");
+        let e = parse("user profile=hits.yaml ops(read=1,bump=1) -mode speculate=200ms").unwrap_err();
+        assert!(
+            e.contains("-mode")
+                && e.contains("hits.yaml:7: query bump is not idempotent")
+                && e.contains("idempotent: true"),
+            "{e}"
+        );
+        let e = parse("counter_write n=10 -mode speculate=200ms").unwrap_err();
+        assert!(e.contains("counter_write is not idempotent") && e.contains("leave speculate= out"), "{e}");
     }
 
     #[test]
