@@ -28,12 +28,14 @@ pub(super) struct Killed {
     pub machine: Option<MachineLoss>,
 }
 
-/// A machine lost: its name, how long after the stop the API server marked it NotReady, and
-/// how long it was down (from the stop until `machine_start` returned).
+/// A machine lost: its name, how long after the stop the API server marked it NotReady, how
+/// long it was down (from the stop until `machine_start` returned), and how far into the
+/// measured phase its pod was Ready again, if that was before the load ended.
 pub(super) struct MachineLoss {
     pub name: String,
     pub not_ready: Duration,
     pub down: Duration,
+    pub ready: Option<Duration>,
 }
 
 /// What a fault needs of the run beyond the database: for `kill = "machine"` the env's machine
@@ -74,7 +76,11 @@ pub(super) fn fault(
             Lost::Machine { down } => {
                 let machines = means.machines.ok_or_else(|| anyhow!("the env has no machine_stop"))?;
                 let name = means.machine.clone().ok_or_else(|| anyhow!("pod {pod} is on no machine"))?;
-                let (struck, loss) = lose_machine(db, &client, name, machines, means.ledger, down).await?;
+                let (struck, mut loss) = lose_machine(db, &client, name, machines, means.ledger, down).await?;
+                // Whether the load was back once the ring was whole is judged from when.
+                if ready_while_loading(db, &client, pod, load_done).await? {
+                    loss.ready = Some(began.elapsed());
+                }
                 (struck, Some(loss))
             }
         };
@@ -116,7 +122,22 @@ async fn lose_machine(
         tokio::time::sleep(left).await;
     }
     machines.start(&name)?;
-    Ok((stopped, MachineLoss { name, not_ready, down: stopped.elapsed() }))
+    Ok((stopped, MachineLoss { name, not_ready, down: stopped.elapsed(), ready: None }))
+}
+
+/// Waits while the load lasts for `pod` to be Ready again (seen not Ready first: the API server
+/// may still show it Ready from before the loss); whether it was.
+async fn ready_while_loading(db: &Db<'_>, client: &Client, pod: &str, load_done: &AtomicBool) -> Result<bool> {
+    let mut seen_down = false;
+    while !load_done.load(Ordering::Relaxed) && !crate::sys::interrupted() {
+        let ready = db.cluster.pod(client, pod).await?.is_some_and(|p| is_ready(&p));
+        if ready && seen_down {
+            return Ok(true);
+        }
+        seen_down |= !ready;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(false)
 }
 
 /// Waits until `pod` is Ready again after its machine came back; the machine it runs on.

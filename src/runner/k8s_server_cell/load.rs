@@ -83,7 +83,8 @@ pub(super) fn load_pods(
     };
     record_cpu(&mut report, cpu);
     if let (Some(kill), Some(killed)) = (kill, killed) {
-        record_kill(&mut report, db, kill, killed, recovery)?;
+        let addresses = load.target.as_ref().map(|t| t.nodes.as_slice()).unwrap_or_default();
+        record_kill(&mut report, db, kill, killed, recovery, addresses)?;
     }
     Ok(report)
 }
@@ -154,6 +155,7 @@ fn record_kill(
     kill: &crate::server::Kill,
     killed: Result<Option<Killed>>,
     recovery: Duration,
+    addresses: &[String],
 ) -> Result<()> {
     let killed = match killed {
         Ok(killed) => killed,
@@ -174,7 +176,8 @@ fn record_kill(
     let Some(killed) = killed else { return Ok(()) };
     report.setup.insert("fault.kind".into(), if killed.machine.is_some() { "machine" } else { "pod" }.into());
     if let Some(machine) = &killed.machine {
-        super::machine_loss::record(report, killed.at, machine);
+        let lost = addresses.get(killed.node - 1).map(String::as_str);
+        super::machine_loss::record(report, killed.at, machine, lost);
     }
     let pod = db.pod(killed.node - 1);
     let back = block_on(async {

@@ -1,53 +1,170 @@
-//! What a lost machine did to the load: the loaders' rate and errors each second of the
-//! measured phase (from their own interval tables), and whether every second the machine was
-//! down still had operations at the workload's consistency.
+//! What a lost machine did to the load, judged from the database's side: the loaders' rate and
+//! errors each second of the measured phase (from their interval tables), and, from their
+//! `client,` rows, who served in each second of the loss — the requests the surviving replicas
+//! answered, the attempts the lost coordinator never answered, and what the client itself did
+//! (its timeouts, retries, speculative executions, and when it stopped sending to that node).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::fault::MachineLoss;
+use crate::cql::failover::{self, ClientRow};
 use crate::cql::output::total_rows;
 use crate::store::{AgentReport, Sample};
 
-/// Records the machine, when the API server saw it gone, and the load around its loss.
-pub(super) fn record(report: &mut AgentReport, at: Duration, machine: &MachineLoss) {
+/// A second of the loss kept serving when its rate was at least this share of the rate before.
+pub(super) const KEPT: f64 = 0.30;
+/// The load is back when a second within `BACK_WITHIN` of the pod's Ready has this share.
+pub(super) const BACK: f64 = 0.80;
+pub(super) const BACK_WITHIN: f64 = 10.0;
+
+/// Records the machine, when the API server saw it gone, and the load around its loss; `lost`
+/// is the address the struck pod had.
+pub(super) fn record(report: &mut AgentReport, at: Duration, machine: &MachineLoss, lost: Option<&str>) {
     let setup = &mut report.setup;
     setup.insert("fault.machine".into(), machine.name.clone());
     setup.insert("fault.not_ready_s".into(), format!("{:.1}", machine.not_ready.as_secs_f64()));
     setup.insert("fault.down_s".into(), format!("{:.1}", machine.down.as_secs_f64()));
-    let seconds =
-        per_second(report.raw.iter().filter(|r| r.name.starts_with("run-loader-")).map(|r| r.content.as_str()));
+    let loaders: Vec<&str> =
+        report.raw.iter().filter(|r| r.name.starts_with("run-loader-")).map(|r| r.content.as_str()).collect();
+    let seconds = per_second(loaders.iter().copied());
     if seconds.is_empty() {
         report.notes.push("fault: the loaders printed no interval rows: the load around the loss is not known".into());
         return;
     }
+    let client = client_per_second(loaders.iter().copied());
+    let ready = machine.ready.map(|r| r.as_secs_f64());
     let (from, to) = (at.as_secs_f64(), (at + machine.down).as_secs_f64());
     let listed: Vec<String> = seconds.iter().map(|(s, (rate, errors))| format!("{s}: {rate:.0} ({errors})")).collect();
+    let pod_ready = ready.map_or(String::new(), |r| format!(", its pod Ready again at {r:.1} s"));
     setup.insert(
         "fault.per_second".into(),
         format!(
-            "op/s (errors) each second of the measured phase, the machine down from {from:.1} s to {to:.1} s: {}",
+            "op/s (errors) each second of the measured phase, the machine down from {from:.1} s to {to:.1} s{pod_ready}: {}",
             listed.join(" · ")
         ),
     );
-    // Whole seconds inside the loss (second s ends s seconds in); the last one the loaders
-    // printed bounds them: a second after the load's end is not the ring's. A second without a
-    // row is one in which no loader closed an interval: every thread waited on a request.
+    let judged = judge(&seconds, &client, from, ready.unwrap_or(to), ready, lost);
+    report.samples.push(Sample::new("fault_errors_down", judged.errors as f64, "errors"));
+    if let Some(share) = judged.lowest_share {
+        report.samples.push(Sample::new("fault_lowest_share", share * 100.0, "%"));
+    }
+    setup.insert("fault.kept_serving".into(), judged.kept);
+    setup.insert("fault.recovered".into(), judged.recovered);
+    if let Some(who) = judged.who {
+        setup.insert("fault.who_served".into(), who);
+    }
+}
+
+/// The verdicts of [`judge`].
+struct Judged {
+    kept: String,
+    recovered: String,
+    who: Option<String>,
+    errors: u64,
+    lowest_share: Option<f64>,
+}
+
+/// Whole seconds inside the loss (second s ends s seconds in), from the stop until the pod is
+/// Ready again (or the machine's start, where the load ended first); the last one the loaders
+/// printed bounds them: a second after the load's end is not the ring's. A second without a row
+/// is one in which no loader closed an interval: every thread waited on a request.
+fn judge(
+    seconds: &BTreeMap<i64, (f64, u64)>,
+    client: &BTreeMap<i64, ClientRow>,
+    from: f64,
+    to: f64,
+    ready: Option<f64>,
+    lost: Option<&str>,
+) -> Judged {
     let last = seconds.keys().next_back().copied().unwrap_or(0);
-    let down: Vec<(f64, u64)> = ((from.ceil() as i64 + 1)..=(to.floor() as i64).min(last))
-        .map(|s| seconds.get(&s).copied().unwrap_or_default())
-        .collect();
-    let silent = down.iter().filter(|(rate, _)| *rate == 0.0).count();
-    let errors: u64 = down.iter().map(|(_, e)| e).sum();
-    report.samples.push(Sample::new("fault_errors_down", errors as f64, "errors"));
-    let kept = match (down.len(), silent) {
-        (0, _) => "unknown: the load ended before a whole second of the loss".to_string(),
-        (n, 0) => format!("yes: each of the {n} whole seconds the machine was down had operations ({errors} errors)"),
-        (n, k) => format!(
-            "no: {k} of the {n} whole seconds the machine was down had no operation (a second without an interval row counts as none; {errors} errors)"
+    let before: Vec<f64> = seconds.range(2..=(from.floor() as i64)).map(|(_, (rate, _))| *rate).collect();
+    let rate_before = (!before.is_empty()).then(|| before.iter().sum::<f64>() / before.len() as f64);
+    let loss: Vec<i64> = ((from.ceil() as i64 + 1)..=(to.floor() as i64).min(last)).collect();
+    let rate = |s: &i64| seconds.get(s).copied().unwrap_or_default();
+    let errors: u64 = loss.iter().map(|s| rate(s).1).sum();
+    let who = who_served(client, &loss, from, lost);
+    let Some(before) = rate_before.filter(|r| *r > 0.0) else {
+        let kept = "unknown: no whole second of load before the loss to set it against".to_string();
+        return Judged { kept, recovered: "unknown".into(), who, errors, lowest_share: None };
+    };
+    let shares: Vec<(i64, f64)> = loss.iter().map(|s| (*s, rate(s).0 / before)).collect();
+    let lowest = shares.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1));
+    let short: Vec<i64> = shares.iter().filter(|(_, share)| *share < KEPT).map(|(s, _)| *s).collect();
+    let n = loss.len();
+    let kept = match (lowest, short.len()) {
+        (None, _) => "unknown: the load ended before a whole second of the loss".to_string(),
+        (Some((s, share)), 0) => format!(
+            "yes: each of the {n} whole seconds of the loss served at least {:.0}% of the {before:.0} op/s before it (the lowest {:.0}%, second {s}; {errors} errors)",
+            KEPT * 100.0,
+            share * 100.0
+        ),
+        (Some(_), k) => format!(
+            "no: {k} of the {n} whole seconds of the loss served less than {:.0}% of the {before:.0} op/s before it (seconds {}; a second without an interval row counts as none; {errors} errors)",
+            KEPT * 100.0,
+            short.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
         ),
     };
-    setup.insert("fault.kept_serving".into(), kept);
+    let recovered = match ready {
+        None => "unknown: the pod was not Ready again before the load ended".to_string(),
+        Some(r) => {
+            let within = (r.ceil() as i64 + 1)..=((r + BACK_WITHIN).floor() as i64);
+            let back = within.clone().find(|s| rate(s).0 / before >= BACK);
+            match back {
+                Some(s) => format!(
+                    "yes: second {s}, {:.1} s after the pod was Ready, served {:.0}% of the rate before the loss",
+                    s as f64 - r,
+                    rate(&s).0 / before * 100.0
+                ),
+                None if *within.end() > last => {
+                    format!("unknown: the load ended within {BACK_WITHIN:.0} s of the pod's Ready")
+                }
+                None => format!(
+                    "no: no second within {BACK_WITHIN:.0} s of the pod's Ready served {:.0}% of the rate before the loss",
+                    BACK * 100.0
+                ),
+            }
+        }
+    };
+    Judged { kept, recovered, who, errors, lowest_share: lowest.map(|(_, share)| share) }
+}
+
+/// Who served the loss's seconds, from the client's rows: the surviving replicas' answers, the
+/// lost coordinator's unanswered and failed attempts, and the client's own timeouts, retries,
+/// speculative executions and the second it stopped sending to the lost node.
+fn who_served(client: &BTreeMap<i64, ClientRow>, loss: &[i64], from: f64, lost: Option<&str>) -> Option<String> {
+    let rows: Vec<&ClientRow> = loss.iter().filter_map(|s| client.get(s)).collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let is_lost = |node: &str| lost.is_some_and(|ip| node.strip_prefix(ip).is_some_and(|p| p.starts_with(':')));
+    let (mut survivors, mut unanswered, mut failed) = (0, 0, 0);
+    for row in &rows {
+        for n in &row.nodes {
+            if is_lost(&n.node) {
+                unanswered += n.started.saturating_sub(n.answered + n.failed);
+                failed += n.failed;
+            } else {
+                survivors += n.answered;
+            }
+        }
+    }
+    let sum = |f: fn(&ClientRow) -> u64| rows.iter().map(|r| f(r)).sum::<u64>();
+    let (timeouts, retries, speculative) = (sum(|r| r.timeouts), sum(|r| r.retries), sum(|r| r.speculative));
+    // Where the loss began: from the stop's own second (the first whole one may be late).
+    let noticed = client
+        .range((from.floor() as i64)..)
+        .find(|(_, r)| r.nodes.iter().any(|n| n.unconnected && is_lost(&n.node)))
+        .map(|(s, _)| *s as f64 - from);
+    let noticed = match noticed {
+        Some(after) => format!("stopped sending to it {after:.0} s after the stop (its connections closed)"),
+        None => "kept its connections to it open throughout".to_string(),
+    };
+    let lost = lost.unwrap_or("unknown");
+    Some(format!(
+        "in the {} whole seconds of the loss: the surviving replicas answered {survivors} requests; the lost coordinator ({lost}) left {unanswered} attempts unanswered and {failed} failed; the client timed out {timeouts} requests, retried {retries}, sent {speculative} speculative executions, and {noticed}",
+        rows.len()
+    ))
 }
 
 /// The loaders' rows summed by the second they ended in (the second from the start of each
@@ -64,9 +181,36 @@ fn per_second<'a>(outputs: impl Iterator<Item = &'a str>) -> BTreeMap<i64, (f64,
     seconds
 }
 
+/// The loaders' `client,` rows summed by second, node by node.
+fn client_per_second<'a>(outputs: impl Iterator<Item = &'a str>) -> BTreeMap<i64, ClientRow> {
+    let mut seconds: BTreeMap<i64, ClientRow> = BTreeMap::new();
+    for output in outputs {
+        for row in failover::rows(output) {
+            let second = row.time.round() as i64;
+            let sum = seconds.entry(second).or_insert_with(|| ClientRow { time: second as f64, ..Default::default() });
+            sum.timeouts += row.timeouts;
+            sum.retries += row.retries;
+            sum.speculative += row.speculative;
+            for node in row.nodes {
+                match sum.nodes.iter_mut().find(|n| n.node == node.node) {
+                    Some(n) => {
+                        n.started += node.started;
+                        n.answered += node.answered;
+                        n.failed += node.failed;
+                        n.unconnected |= node.unconnected;
+                    }
+                    None => sum.nodes.push(node),
+                }
+            }
+        }
+    }
+    seconds
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cql::failover::NodeCounts;
 
     fn row(time: f64, rate: f64, errors: u64) -> String {
         format!(
@@ -74,31 +218,95 @@ mod tests {
         )
     }
 
+    fn client(time: f64, lost: (u64, u64, bool), survivor: u64, timeouts: u64) -> String {
+        let node = |node: &str, started, answered, failed, unconnected| NodeCounts {
+            node: node.into(),
+            started,
+            answered,
+            failed,
+            unconnected,
+        };
+        failover::line(&ClientRow {
+            time,
+            timeouts,
+            retries: timeouts,
+            speculative: 0,
+            nodes: vec![
+                node("10.0.0.2:9042", lost.0, lost.1, 0, lost.2),
+                node("10.0.0.3:9042", survivor, survivor, 0, false),
+            ],
+        })
+    }
+
+    fn loss(down_ms: u64, ready_s: Option<f64>) -> MachineLoss {
+        MachineLoss {
+            name: "node-2".into(),
+            not_ready: Duration::from_secs(1),
+            down: Duration::from_millis(down_ms),
+            ready: ready_s.map(Duration::from_secs_f64),
+        }
+    }
+
+    fn loader(rates: &[f64], errors_at_4: u64) -> String {
+        let rows = rates.iter().enumerate().map(|(i, r)| row(i as f64 + 1.0, *r, if i == 3 { errors_at_4 } else { 0 }));
+        rows.collect::<Vec<_>>().join("\n")
+    }
+
     #[test]
-    fn the_seconds_of_a_loss_are_judged_from_every_loaders_rows() {
-        let one: String =
-            [row(1.0, 100.0, 0), row(2.0, 100.0, 0), row(3.0, 0.0, 4), row(4.0, 50.0, 1), row(5.0, 90.0, 0)].join("\n");
-        let two: String = [row(1.0, 100.0, 0), row(2.0, 100.0, 0), row(3.0, 10.0, 2), row(4.0, 60.0, 0)].join("\n");
-        let seconds = per_second([one.as_str(), two.as_str()].into_iter());
-        assert_eq!(seconds[&3], (10.0, 6));
-        assert_eq!(seconds[&5], (90.0, 0));
-        let loss =
-            MachineLoss { name: "node-2".into(), not_ready: Duration::from_secs(1), down: Duration::from_secs(2) };
+    fn the_seconds_of_a_loss_are_judged_against_the_rate_before_it_from_every_loader() {
         let mut report = AgentReport::default();
-        report.raw.push(crate::store::RawFile { name: "run-loader-1.log".into(), content: one });
-        report.raw.push(crate::store::RawFile { name: "run-loader-2.log".into(), content: two });
-        record(&mut report, Duration::from_millis(1500), &loss);
+        for (name, content) in [
+            ("run-loader-1.log", loader(&[100.0, 100.0, 100.0, 40.0, 60.0, 90.0, 100.0, 100.0], 0)),
+            ("run-loader-2.log", loader(&[100.0, 100.0, 100.0, 20.0, 0.0, 90.0, 90.0, 100.0], 2)),
+        ] {
+            report.raw.push(crate::store::RawFile { name: name.into(), content });
+        }
+        // Down from 2.5 s, Ready at 5.5 s: seconds 4 and 5 are the loss, against second 2's 200.
+        record(&mut report, Duration::from_millis(2500), &loss(1000, Some(5.5)), Some("10.0.0.2"));
         let kept = &report.setup["fault.kept_serving"];
-        assert!(kept.starts_with("yes: each of the 1 whole seconds") && kept.contains("(6 errors)"), "{kept}");
-        assert!(report.setup["fault.per_second"].contains("3: 10 (6)"), "{:?}", report.setup);
+        assert!(
+            kept.starts_with("yes: each of the 2 whole seconds") && kept.contains("the lowest 30%, second 4; 2 errors"),
+            "{kept}"
+        );
+        let recovered = &report.setup["fault.recovered"];
+        assert!(recovered.starts_with("yes: second 7, 1.5 s after the pod was Ready, served 95%"), "{recovered}");
+        assert!(report.setup["fault.per_second"].contains("4: 60 (2)"), "{:?}", report.setup);
+        assert!(report.setup["fault.per_second"].contains("its pod Ready again at 5.5 s"));
         assert_eq!(report.setup["fault.not_ready_s"], "1.0");
-        // Seconds 3 and 4 inside a loss from 2 s to 4.5 s: 4 has its rows, 3 none at all.
+        // A second without a row is no second served.
         let mut stalled = AgentReport::default();
         let rows: String = [row(1.0, 100.0, 0), row(2.0, 100.0, 0), row(4.0, 5.0, 0), row(6.0, 90.0, 0)].join("\n");
         stalled.raw.push(crate::store::RawFile { name: "run-loader-1.log".into(), content: rows });
-        let loss = MachineLoss { down: Duration::from_millis(2500), ..loss };
-        record(&mut stalled, Duration::from_secs(2), &loss);
+        record(&mut stalled, Duration::from_secs(2), &loss(2500, None), None);
         let kept = &stalled.setup["fault.kept_serving"];
-        assert!(kept.starts_with("no: 1 of the 2 whole seconds"), "{kept}");
+        assert!(kept.starts_with("no: 2 of the 2 whole seconds") && kept.contains("seconds 3, 4;"), "{kept}");
+        assert!(stalled.setup["fault.recovered"].starts_with("unknown: the pod was not Ready"));
+    }
+
+    #[test]
+    fn who_served_a_loss_is_said_from_the_clients_rows() {
+        let lines = [
+            row(1.0, 100.0, 0),
+            row(2.0, 100.0, 0),
+            row(3.0, 40.0, 0),
+            row(4.0, 10.0, 0),
+            row(5.0, 70.0, 0),
+            client(4.0, (30, 2, false), 8, 0),
+            client(5.0, (0, 0, true), 70, 6),
+        ]
+        .join("\n");
+        let mut report = AgentReport::default();
+        report.raw.push(crate::store::RawFile { name: "run-loader-1.log".into(), content: lines });
+        // Down from 2.9 s, Ready at 5.2 s: seconds 4 and 5.
+        record(&mut report, Duration::from_millis(2900), &loss(1900, Some(5.2)), Some("10.0.0.2"));
+        let who = &report.setup["fault.who_served"];
+        assert!(
+            who.contains("the surviving replicas answered 78 requests")
+                && who.contains("the lost coordinator (10.0.0.2) left 28 attempts unanswered")
+                && who.contains("timed out 6 requests, retried 6")
+                && who.contains("stopped sending to it 2 s after the stop"),
+            "{who}"
+        );
+        assert!(report.setup["fault.kept_serving"].starts_with("no: 1 of the 2"), "{:?}", report.setup);
     }
 }
