@@ -578,9 +578,7 @@ impl Load {
         let timeout = settings.mode.request_timeout;
         let mut last_error = String::new();
         for attempt in 1..=tries {
-            if attempt > 1 {
-                self.events.retried();
-            }
+            failover::before_attempt(&self.events, attempt).await;
             let mut request = std::pin::pin!(async {
                 match op {
                     Op::Write => {

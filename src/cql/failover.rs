@@ -69,6 +69,22 @@ pub async fn prepare(session: &Session, cql: &str) -> Result<PreparedStatement, 
     }
 }
 
+/// Before attempt `attempt` of an operation (from 1): a retry is counted and waits, 50 ms after
+/// the first failure, doubling up to 1 s, so that `-errors retries=` rides out a moment in which
+/// no replica could take it (a node restarting, connections re-made) instead of spending every
+/// try in a millisecond.
+pub async fn before_attempt(events: &ClientEvents, attempt: u32) {
+    if attempt < 2 {
+        return;
+    }
+    events.retried();
+    let wait = BACKOFF.saturating_mul(1 << (attempt - 2).min(5)).min(BACKOFF_MAX);
+    tokio::time::sleep(wait).await;
+}
+
+const BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
+const BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the client did, counted since the last [`ClientEvents::take`]. The driver tells it of
 /// every attempt (its history listener); the load tells it of its own timeouts and retries.
 #[derive(Debug)]

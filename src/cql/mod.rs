@@ -37,7 +37,7 @@ Options:  -rate threads=N [throttle=R/s | fixed=R/s] | auto threads>=A threads<=
           -pop seq=A..B | dist=uniform|gaussian|exp|extreme|fixed(...)
           -schema keyspace= replication(strategy=,factor=) compaction(strategy=,…) compression=
           -col n=FIXED(k) size=DIST   -mode user= password= compression=lz4 connectionsPerHost=
-                                        requestTimeout=12s heartbeat=1s|off heartbeatTimeout=2s
+                                        requestTimeout=12s heartbeat=1s|off heartbeatTimeout=5s
                                         tcpKeepalive=5s|off failover=on|off speculate=DELAY|off
           -transport truststore=FILE truststore-password= [keystore=FILE keystore-password=]
                      [ssl-protocol=TLSv1.2|TLSv1.3 ssl-ciphers=A,B]  (JKS, PKCS12 or PEM)

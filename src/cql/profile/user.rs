@@ -347,9 +347,7 @@ impl User {
                     b
                 });
                 for attempt in 1..=tries {
-                    if attempt > 1 {
-                        self.events.retried();
-                    }
+                    crate::cql::failover::before_attempt(&self.events, attempt).await;
                     let result = match &statement {
                         None => session.execute_unpaged(&operation.statement, &rows[0]).await.map(|_| ()),
                         Some(b) => session.batch(b, &rows).await.map(|_| ()),
@@ -370,9 +368,7 @@ impl User {
                 let p = &partitions[0];
                 let bound = self.bound_values(w, p, &operation.binds, *fields);
                 for attempt in 1..=tries {
-                    if attempt > 1 {
-                        self.events.retried();
-                    }
+                    crate::cql::failover::before_attempt(&self.events, attempt).await;
                     let result = match session.execute_unpaged(&operation.statement, &bound).await {
                         Ok(r) => r,
                         Err(e) if self.again(&operation.statement, &e, &mut last_error) => continue,

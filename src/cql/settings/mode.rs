@@ -30,8 +30,11 @@ pub struct Mode {
 
 /// The client's defaults notice a silent node in seconds: its connections close within
 /// `heartbeat + heartbeat_timeout` of its last answer, and the driver then sends nothing to it.
+/// Not sooner: a node busy enough answers a heartbeat late, queued behind the requests on its
+/// connection, and a ring of three on two cores with other clients beside it took over 2 s;
+/// each false alarm breaks every request in flight on the connection.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
-pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(2);
+pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const TCP_KEEPALIVE: Duration = Duration::from_secs(5);
 
 pub(super) fn parse_mode(params: Option<Params>, warnings: &mut Vec<String>) -> Result<Mode, ArgError> {
