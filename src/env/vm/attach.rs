@@ -239,11 +239,14 @@ impl Virtiofsd {
         cache: &str,
         token: &str,
         log: &Path,
-        cpuset: Option<&crate::sys::CpuSet>,
+        (cpuset, group): (Option<&crate::sys::CpuSet>, Option<&crate::sys::CpuGroup>),
     ) -> Result<Child> {
         let mut cmd = Command::new(&self.binary);
         if let Some(set) = cpuset {
             set.start_in(&mut cmd);
+        }
+        if let Some(group) = group {
+            group.start_in(&mut cmd);
         }
         cmd.arg(format!("--socket-path={}", socket.display()));
         if self.rust {

@@ -143,6 +143,10 @@ impl Vm {
             cpu.into(),
             "-serial".into(),
             "stdio".into(),
+            // Threads named by what they do ("CPU 0/TCG", "IO iothread1"): the CPU sampled by
+            // part tells the guest's vCPUs from QEMU's devices by these names.
+            "-name".into(),
+            "isobench,debug-threads=on".into(),
         ]
     }
 
@@ -314,7 +318,14 @@ impl Vm {
                 let daemon = Virtiofsd::find().ok_or_else(|| anyhow::anyhow!("no virtiofsd"))?;
                 let socket = launch.run_dir.join("virtiofs.sock");
                 let log = launch.run_dir.join("virtiofsd.log");
-                let child = daemon.spawn(&socket, &launch.volume.path, cache, token, &log, launch.cpuset)?;
+                let child = daemon.spawn(
+                    &socket,
+                    &launch.volume.path,
+                    cache,
+                    token,
+                    &log,
+                    (launch.cpuset, launch.cpu_group),
+                )?;
                 args.extend([
                     "-chardev".into(),
                     format!("socket,id=vfs,path={}", socket.display()),
@@ -394,9 +405,12 @@ impl Vm {
         let mut on_spawn = |pid: u32| gate.iter().for_each(|g| g.spawned(pid));
         let mut qemu = Command::new(QEMU);
         qemu.args(args);
-        // Every thread of QEMU (its vCPUs, its I/O) runs on the cell's CPUs.
+        // Every thread of QEMU (its vCPUs, its I/O) runs on the cell's CPUs, counted in its group.
         if let Some(set) = launch.cpuset {
             set.start_in(&mut qemu);
+        }
+        if let Some(group) = launch.cpu_group {
+            group.start_in(&mut qemu);
         }
         let finished = sys::run(
             &mut qemu,
@@ -641,6 +655,12 @@ impl Environment for Vm {
     fn network(&self, ledger: &Ledger) -> Result<NetPath> {
         let vhost = Path::new("/dev/vhost-net").exists() && crate::net::tap_unavailable().is_none();
         if self.tap.unwrap_or(vhost) { crate::net::tap(ledger) } else { Ok(NetPath::User) }
+    }
+
+    /// QEMU and virtiofsd start in the cell's group: the guest's vCPUs, QEMU's devices and
+    /// virtiofsd are counted, and sampled by part, like a container's processes.
+    fn cpu_count(&self) -> super::CpuCount {
+        super::CpuCount::Group
     }
 
     fn reach(&self) -> Result<super::Reach, String> {
