@@ -298,7 +298,9 @@ fn a_node_that_closes_talks_garbage_or_says_nothing_fails_the_run_in_bounded_tim
         assert!(stderr.contains(&format!("cannot connect to 127.0.0.1:{port}")), "a node that {what}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
         if what == "says nothing" {
-            assert!(stderr.contains("no answer within 8 s"), "{stderr}");
+            // The client's heartbeat (5 s) gives up on it before the 8-s connect limit does.
+            let silent = stderr.contains("no answer within 8 s") || stderr.contains("response to keepalive request");
+            assert!(silent, "{stderr}");
         }
     }
     // In a suite, the cell that needs the node fails and the others run.
