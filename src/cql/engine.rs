@@ -260,7 +260,7 @@ struct Schedule {
 /// What all tasks of one run share.
 pub struct Load {
     session: Arc<Session>,
-    pub events: Arc<ClientEvents>,
+    events: Arc<ClientEvents>,
     statements: Arc<Vec<PreparedStatement>>,
     /// Per statement, the generated cell of each result column ([`result_cells`]).
     result_cells: Vec<Vec<Option<usize>>>,
