@@ -602,17 +602,9 @@ impl Load {
             let result = match answered {
                 Ok(r) => r,
                 Err((why, timed_out)) => {
-                    last_error = format!("Error executing: {why}");
-                    if timed_out {
-                        self.events.timed_out();
-                    }
-                    // A request without an answer may have been applied: sent again, a counter
-                    // would count twice.
-                    let unsafe_again = timed_out && !op.idempotent();
-                    if unsafe_again {
-                        last_error.push_str(" (not retried: the operation is not idempotent)");
-                    }
-                    if unsafe_again || (self.stop.load(Ordering::Relaxed) && self.failed()) {
+                    let again;
+                    (last_error, again) = failover::after_failure(&self.events, &why, timed_out, op.idempotent());
+                    if !again || (self.stop.load(Ordering::Relaxed) && self.failed()) {
                         return (Outcome { partitions: 0, rows: 0, error: Some(last_error) }, attempt);
                     }
                     continue;

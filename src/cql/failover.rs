@@ -82,6 +82,21 @@ pub async fn before_attempt(events: &ClientEvents, attempt: u32) {
     tokio::time::sleep(wait).await;
 }
 
+/// After a failed attempt (`why`, `timed_out` where no answer came in time): the operation's
+/// error, and whether another attempt may follow: not after a timeout of an operation that is
+/// not idempotent, which may have been applied (a counter would count twice).
+pub fn after_failure(events: &ClientEvents, why: &str, timed_out: bool, idempotent: bool) -> (String, bool) {
+    let mut error = format!("Error executing: {why}");
+    if timed_out {
+        events.timed_out();
+    }
+    let again = !timed_out || idempotent;
+    if !again {
+        error.push_str(" (not retried: the operation is not idempotent)");
+    }
+    (error, again)
+}
+
 const BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 const BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -139,11 +154,11 @@ pub struct ClientRow {
 }
 
 impl ClientEvents {
-    pub fn timed_out(&self) {
+    fn timed_out(&self) {
         self.timeouts.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn retried(&self) {
+    fn retried(&self) {
         self.retries.fetch_add(1, Ordering::Relaxed);
     }
 

@@ -89,6 +89,17 @@ struct Context {
     runs: u64,
 }
 
+/// The Results block, then what the client did where it did anything but get answers.
+fn print_results(out: &mut Out, r: &RunResult) {
+    out.text(&output::results(&r.total, &r.by_op));
+    if failover::eventful(&r.client) {
+        out.line(failover::HEADER);
+        for row in &r.client {
+            out.line(&failover::line(row));
+        }
+    }
+}
+
 /// The shards measurements are recorded into: a few per runtime thread.
 fn shards() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get()) * 4
@@ -318,13 +329,7 @@ impl Context {
         let mut r = tally.r;
         r.success = !load.failed() && !r.interrupted;
         if !warmup {
-            out.text(&output::results(&r.total, &r.by_op));
-            if failover::eventful(&r.client) {
-                out.line(failover::HEADER);
-                for row in &r.client {
-                    out.line(&failover::line(row));
-                }
-            }
+            print_results(out, &r);
         }
         Ok(r)
     }

@@ -403,19 +403,13 @@ impl User {
         (Done { partitions: 0, rows: 0, error: Some(last_error), key }, tries)
     }
 
-    /// Notes a failed attempt; whether another may follow: not after a timeout of a statement
-    /// that is not idempotent, which may have been applied (a counter would count twice).
+    /// Notes a failed attempt (`failover::after_failure`); whether another may follow.
     fn again(&self, statement: &PreparedStatement, e: &ExecutionError, last_error: &mut String) -> bool {
-        *last_error = format!("Error executing: {e}");
-        if !matches!(e, ExecutionError::RequestTimeout(_)) {
-            return true;
-        }
-        self.events.timed_out();
-        if statement.get_is_idempotent() {
-            return true;
-        }
-        last_error.push_str(" (not retried: the operation is not idempotent)");
-        false
+        let timed_out = matches!(e, ExecutionError::RequestTimeout(_));
+        let again;
+        (*last_error, again) =
+            crate::cql::failover::after_failure(&self.events, &e.to_string(), timed_out, statement.get_is_idempotent());
+        again
     }
 
     /// The rows of a partition one insert writes: each with the chance `select` draws (at
