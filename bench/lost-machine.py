@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """A reference client for bench/lost-machine.sh: the DataStax Python driver (from PyPI, written
-by no one here) writing to the same ring at the same consistency as isobench's loaders, with 2
-requests in flight, counting the requests answered (and failed) in each second of wall-clock
-time, so that its seconds can be set beside isobench's around the same lost machine.
+by no one here) writing to the same ring at the same consistency as isobench's loaders, to a
+keyspace and table of its own (RF 3, made if missing), with 8 requests in flight, counting the
+requests answered (and failed) in each second of wall-clock time, so that its seconds can be
+set beside isobench's around the same lost machine.
 
     lost-machine.py PROFILE CLUSTER_DIR USER PASSWORD CL SECONDS OUT
 
 PROFILE is `defaults` (the driver as it comes) or `tuned` (heartbeats every 1 s with a 5-s
 timeout, idempotent statements, a speculative execution after 100 ms: what isobench's client
 does with `-mode speculate=100ms`). It waits for the ring (three Ready database pods, asked of
-the local cluster's API server with its token) and for the table isobench's loaders make, then
-writes for SECONDS. OUT gets one line per second: `UNIX_SECOND ANSWERED FAILED`.
+the local cluster's API server with its token), then writes for SECONDS. OUT gets one line per
+second: `UNIX_SECOND ANSWERED FAILED`; the failures by kind are printed at the end.
 """
 
 import json
@@ -26,7 +27,8 @@ from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import ConstantSpeculativeExecutionPolicy
 
-IN_FLIGHT = 2
+IN_FLIGHT = 8
+FAILED_PAUSE = 0.1
 
 
 def ring(cluster_dir):
@@ -51,7 +53,7 @@ def ring(cluster_dir):
 
 
 def connect(cluster_dir, user, password, options, execution):
-    """A session once the ring answers and the table exists (isobench's loaders make it)."""
+    """A session once the ring answers, with the client's own table made."""
     while True:
         cluster = Cluster(
             ring(cluster_dir),
@@ -62,9 +64,12 @@ def connect(cluster_dir, user, password, options, execution):
         )
         try:
             session = cluster.connect()
-            prepared = session.prepare('INSERT INTO keyspace1.standard1 (key, "C0") VALUES (?, ?)')
-            # isobench's loaders made the table and are preparing their own: let them begin.
-            time.sleep(3)
+            session.execute(
+                "CREATE KEYSPACE IF NOT EXISTS reference WITH replication = "
+                "{'class': 'SimpleStrategy', 'replication_factor': 3}"
+            )
+            session.execute("CREATE TABLE IF NOT EXISTS reference.writes (key blob PRIMARY KEY, value blob)")
+            prepared = session.prepare("INSERT INTO reference.writes (key, value) VALUES (?, ?)")
             return cluster, session, prepared
         except Exception:
             cluster.shutdown()
@@ -90,6 +95,8 @@ def main():
     lock = threading.Lock()
     end = time.time() + float(seconds)
     key = [0]
+    errors = {}
+    repeated = [0]
 
     def count(what):
         second = int(time.time())
@@ -104,15 +111,33 @@ def main():
             key[0] += 1
             k = key[0]
         future = session.execute_async(insert, (b"py%08d" % (k % 100000), os.urandom(34)))
-        future.add_callbacks(answered, failed)
+        # With speculative executions the driver (3.30.1) may call a request's callbacks once
+        # per execution: only the first ends the request, or the slots would multiply.
+        ended = [False]
+
+        def once(then):
+            def call(result):
+                with lock:
+                    first, ended[0] = not ended[0], True
+                    repeated[0] += not first
+                if first:
+                    then(result)
+
+            return call
+
+        future.add_callbacks(once(answered), once(failed))
 
     def answered(_):
         count("ok")
         next_request()
 
-    def failed(_):
+    def failed(error):
         count("failed")
-        next_request()
+        with lock:
+            errors[type(error).__name__] = errors.get(type(error).__name__, 0) + 1
+        # As isobench's loaders do: a failed request is not sent again at once, so that a client
+        # meeting errors does not spin and take the CPUs from the ring it measures.
+        threading.Timer(FAILED_PAUSE, next_request).start()
 
     for _ in range(IN_FLIGHT):
         next_request()
@@ -121,6 +146,9 @@ def main():
     with open(out, "w") as f:
         for second in sorted(counts):
             f.write("%d %d %d\n" % (second, *counts[second]))
+    for name, n in sorted(errors.items()):
+        print(f"failed: {n} {name}")
+    print(f"callbacks called again for a request already ended: {repeated[0]}")
     cluster.shutdown()
 
 
