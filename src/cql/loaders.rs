@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use anyhow::{Context, Result, anyhow};
 
+use super::failover::{self, ClientRow};
 use super::hdrlog;
 use super::settings::{self, ArgError, Population};
 use crate::sys;
@@ -317,6 +318,9 @@ pub struct Merged {
     pub errors: u64,
     /// Each loader's command line, rate and errors, in order.
     pub each: Vec<Each>,
+    /// Every loader's `client,` rows (each over its own intervals): what the clients did besides
+    /// getting answers.
+    pub client: Vec<ClientRow>,
     /// What went wrong, when a loader failed.
     pub failed: Option<String>,
 }
@@ -339,6 +343,7 @@ pub fn merge(loaders: &[Loader], series: &str) -> Result<Merged> {
         latency: all.histogram,
         errors: loaders.iter().map(|l| l.errors).sum(),
         each,
+        client: loaders.iter().flat_map(|l| failover::rows(&l.output)).collect(),
         failed,
     })
 }
@@ -473,5 +478,27 @@ mod tests {
         let ran = [ended(1, CALLED_OFF), ended(2, "cannot connect to 127.0.0.1:1: connection refused")];
         let failed = merge(&ran, "st").unwrap().failed.unwrap();
         assert_eq!(failed, "loader 2 failed: cannot connect to 127.0.0.1:1: connection refused");
+    }
+
+    #[test]
+    fn the_loaders_client_rows_are_kept_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let hdr = dir.path().join("1.hdr");
+        let mut log = hdrlog::HdrLog::create(&hdr, std::time::SystemTime::now(), false).unwrap();
+        let mut h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        h.record(1_000_000).unwrap();
+        log.write("WRITE-st", 0, 1_000_000_000, &h).unwrap();
+        log.flush().unwrap();
+        let output = |timeouts: u64| {
+            let row = ClientRow { time: 1.0, timeouts, retries: 2, ..Default::default() };
+            format!("{}\n{}\n", failover::HEADER, failover::line(&row))
+        };
+        let ran = [
+            Loader::read(String::new(), hdr.clone(), output(3), true),
+            Loader::read(String::new(), dir.path().join("2.hdr"), output(4), true),
+        ];
+        let client = merge(&ran, "st").unwrap().client;
+        assert_eq!(client.iter().map(|r| r.timeouts).sum::<u64>(), 7, "{client:?}");
+        assert_eq!(client.iter().map(|r| r.retries).sum::<u64>(), 4);
     }
 }

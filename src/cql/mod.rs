@@ -132,6 +132,21 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
+/// A loader's timeouts, retries and speculative executions, where it had any (its `client,` rows
+/// are in its log).
+fn client_totals(rows: &[failover::ClientRow]) -> String {
+    if !failover::eventful(rows) {
+        return String::new();
+    }
+    let sum = |count: fn(&failover::ClientRow) -> u64| rows.iter().map(count).sum::<u64>();
+    format!(
+        "  {} timeouts  {} retries  {} speculative",
+        sum(|r| r.timeouts),
+        sum(|r| r.retries),
+        sum(|r| r.speculative)
+    )
+}
+
 /// `-loaders N`: N loader processes, each with its share of the population; prints each one's
 /// command line, then the Results of their merged HDR logs and each loader's rate and errors.
 fn run_loaders(tokens: &[String], how: &loaders::Loaders) -> i32 {
@@ -165,11 +180,12 @@ fn run_loaders(tokens: &[String], how: &loaders::Loaders) -> i32 {
             println!("\nPer loader:");
             for (i, l) in ran.iter().enumerate() {
                 println!(
-                    "loader {:>2}: {:>10.0} op/s  {:>12} operations  {:>6} errors{}",
+                    "loader {:>2}: {:>10.0} op/s  {:>12} operations  {:>6} errors{}{}",
                     i + 1,
                     l.op_rate,
                     l.operations,
                     l.errors,
+                    client_totals(&failover::rows(&l.output)),
                     if l.success { "" } else { "  FAILED" }
                 );
             }

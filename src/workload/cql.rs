@@ -508,6 +508,7 @@ impl Cql {
             Sample::new("ops", merged.latency.len() as f64, "ops"),
             Sample::new("loaders", f64::from(n), "loaders"),
         ]);
+        out.samples.extend(client_samples(&merged.client));
         let rates: Vec<f64> = merged.each.iter().map(|l| l.op_rate).collect();
         let (min, max) = rates.iter().fold((f64::MAX, 0.0f64), |(a, b), r| (a.min(*r), b.max(*r)));
         out.samples.push(Sample::new("loader_op_rate_min", min, "op/s"));
@@ -672,13 +673,20 @@ pub fn samples(run: &RunResult, steady: bool) -> Vec<Sample> {
         Sample::new("ops", whole.operations as f64, "ops"),
     ];
     samples.extend(warmup.map(|w| Sample::new("warmup_s", w, "s")));
-    // What the client did besides getting answers, where it did anything (a node went silent).
-    if cql::failover::eventful(&run.client) {
-        for (metric, count) in client_counts() {
-            samples.push(Sample::new(metric, run.client.iter().map(count).sum::<u64>() as f64, "requests"));
-        }
-    }
+    samples.extend(client_samples(&run.client));
     samples
+}
+
+/// What the client did besides getting answers, where it did anything (a node went silent): its
+/// timeouts, retries and speculative executions over `rows` (one loader's, or every loader's).
+fn client_samples(rows: &[cql::failover::ClientRow]) -> Vec<Sample> {
+    if !cql::failover::eventful(rows) {
+        return Vec::new();
+    }
+    client_counts()
+        .into_iter()
+        .map(|(metric, count)| Sample::new(metric, rows.iter().map(count).sum::<u64>() as f64, "requests"))
+        .collect()
 }
 
 /// One of the client's own counts in an interval (`cql::failover`).
