@@ -250,6 +250,18 @@ pub fn eventful(rows: &[ClientRow]) -> bool {
         .any(|r| r.timeouts + r.retries + r.speculative > 0 || r.nodes.iter().any(|n| n.failed > 0 || n.unconnected))
 }
 
+/// The rows' timeouts, retries and speculative executions added up (one loader's rows, or
+/// several loaders' together), where they hold anything beyond answered requests.
+pub fn totals(rows: &[ClientRow]) -> Option<ClientRow> {
+    eventful(rows).then(|| ClientRow {
+        time: rows.iter().map(|r| r.time).fold(0.0, f64::max),
+        timeouts: rows.iter().map(|r| r.timeouts).sum(),
+        retries: rows.iter().map(|r| r.retries).sum(),
+        speculative: rows.iter().map(|r| r.speculative).sum(),
+        nodes: Vec::new(),
+    })
+}
+
 pub const HEADER: &str =
     "client,  time, timeouts, retries, speculative, per node: started/answered/failed (* no open connection)";
 

@@ -134,17 +134,10 @@ pub fn main(args: &[String]) -> i32 {
 
 /// A loader's timeouts, retries and speculative executions, where it had any (its `client,` rows
 /// are in its log).
-fn client_totals(rows: &[failover::ClientRow]) -> String {
-    if !failover::eventful(rows) {
-        return String::new();
-    }
-    let sum = |count: fn(&failover::ClientRow) -> u64| rows.iter().map(count).sum::<u64>();
-    format!(
-        "  {} timeouts  {} retries  {} speculative",
-        sum(|r| r.timeouts),
-        sum(|r| r.retries),
-        sum(|r| r.speculative)
-    )
+fn client_totals(output: &str) -> String {
+    failover::totals(&failover::rows(output)).map_or(String::new(), |t| {
+        format!("  {} timeouts  {} retries  {} speculative", t.timeouts, t.retries, t.speculative)
+    })
 }
 
 /// `-loaders N`: N loader processes, each with its share of the population; prints each one's
@@ -185,7 +178,7 @@ fn run_loaders(tokens: &[String], how: &loaders::Loaders) -> i32 {
                     l.op_rate,
                     l.operations,
                     l.errors,
-                    client_totals(&failover::rows(&l.output)),
+                    client_totals(&l.output),
                     if l.success { "" } else { "  FAILED" }
                 );
             }

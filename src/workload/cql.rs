@@ -680,13 +680,8 @@ pub fn samples(run: &RunResult, steady: bool) -> Vec<Sample> {
 /// What the client did besides getting answers, where it did anything (a node went silent): its
 /// timeouts, retries and speculative executions over `rows` (one loader's, or every loader's).
 fn client_samples(rows: &[cql::failover::ClientRow]) -> Vec<Sample> {
-    if !cql::failover::eventful(rows) {
-        return Vec::new();
-    }
-    client_counts()
-        .into_iter()
-        .map(|(metric, count)| Sample::new(metric, rows.iter().map(count).sum::<u64>() as f64, "requests"))
-        .collect()
+    let Some(totals) = cql::failover::totals(rows) else { return Vec::new() };
+    client_counts().into_iter().map(|(metric, count)| Sample::new(metric, count(&totals) as f64, "requests")).collect()
 }
 
 /// One of the client's own counts in an interval (`cql::failover`).

@@ -34,6 +34,11 @@ pub const KIND: Kind = Kind { name: "vm", parse };
 
 pub const QEMU: &str = "qemu-system-x86_64";
 
+/// Every guest's kernel command line (the probe's and the run's). no_timer_check: an emulated
+/// guest on a busy host may see too few timer ticks while its kernel checks the IO-APIC timer,
+/// and panic ("IO-APIC + timer doesn't work!", once in make test's lanes).
+const GUEST_KERNEL_ARGS: &str = "console=ttyS0 panic=-1 no_timer_check";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Accel {
     Kvm,
@@ -271,10 +276,7 @@ impl Vm {
             "-initrd".into(),
             initrd.display().to_string(),
         ]);
-        // no_timer_check: an emulated guest on a busy host may see too few timer ticks while
-        // its kernel checks the IO-APIC timer, and panic ("IO-APIC + timer doesn't work!", once
-        // in make test's lanes).
-        args.extend(["-append".into(), "console=ttyS0 panic=-1 loglevel=4 no_timer_check".into()]);
+        args.extend(["-append".into(), format!("{GUEST_KERNEL_ARGS} loglevel=4")]);
         args.extend([
             "-fsdev".into(),
             "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap".into(),
@@ -561,12 +563,7 @@ fn probe_kvm(vm: &Vm, ledger: &Ledger, run_dir: &Path, cache_dir: &Path) -> Resu
     ledger.record(Resource::Processes { token: token.clone() })?;
     let mut args = vm.machine_args(Accel::Kvm);
     args.extend(["-m".into(), "256M".into(), "-kernel".into(), kernel.image.display().to_string()]);
-    args.extend([
-        "-initrd".into(),
-        initrd.display().to_string(),
-        "-append".into(),
-        "console=ttyS0 panic=-1 no_timer_check".into(),
-    ]);
+    args.extend(["-initrd".into(), initrd.display().to_string(), "-append".into(), GUEST_KERNEL_ARGS.into()]);
     let verdict = match sys::run(
         Command::new(QEMU).args(&args),
         sys::Options { token: Some(&token), timeout: Some(Duration::from_secs(20)), ..Default::default() },
