@@ -863,6 +863,9 @@ fn a_ring_of_three_on_three_nodes_serves_through_a_lost_machine(sb: &Scratch, cl
         assert_eq!(value(&record, "errors"), 0.0, "{cl}: {setup}");
         let who = setup["fault.who_served"].as_str().unwrap_or_default();
         assert!(who.contains("the surviving replicas answered") && who.contains("stopped sending to it"), "{who}");
+        // Timed to the pod's Ready (back ~35 s after the stop here), not to the load's end 70 s on.
+        let recovery = value(&record, "server_recovery");
+        assert!(recovery < 60.0, "{cl}: server_recovery {recovery} s\n{}", setup["fault.per_second"]);
     }
     let Some(record) =
         lost_machine_run(sb, cluster, "QUORUM", "-mode heartbeat=off tcpKeepalive=off failover=off", "30s")

@@ -7,9 +7,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use kube::Client;
 
 use super::api::block_on;
+use super::cluster_api::{ClusterApi, Live};
 use crate::ledger::KubeCluster;
 use crate::syntax::{Fields, SuiteError};
 
@@ -72,19 +72,13 @@ fn run(key: &str, template: &str, machine: &str) -> Result<()> {
 }
 
 /// Waits until the API server reports `node` Ready (`ready`) or not; the time it took.
-pub async fn wait_node(
-    cluster: &KubeCluster,
-    client: &Client,
-    node: &str,
-    ready: bool,
-    timeout: Duration,
-) -> Result<Duration> {
+pub(crate) async fn wait_node(api: &impl ClusterApi, node: &str, ready: bool, timeout: Duration) -> Result<Duration> {
     let began = Instant::now();
     let what = format!("node {node} to be {}", if ready { "Ready" } else { "NotReady" });
     crate::sys::Wait::new(what, timeout)
         .every(Duration::from_millis(250))
         .until_async(|| async {
-            Ok(match cluster.node_ready(client, node).await? == ready {
+            Ok(match api.node_ready(node).await? == ready {
                 true => crate::sys::Check::Done(began.elapsed()),
                 false => crate::sys::Check::NotYet(String::new()),
             })
@@ -98,20 +92,20 @@ pub async fn wait_node(
 /// unreachable taint some seconds after Ready); one that is Ready was started by the run itself.
 pub fn start_if_down(cluster: &KubeCluster, machine: &str, start: &str) -> Result<()> {
     block_on(async {
-        let client = cluster.client().await?;
-        if cluster.node_ready(&client, machine).await? {
+        let api = Live::connect(cluster).await?;
+        if api.node_ready(machine).await? {
             return Ok(());
         }
         run("machine_start", start, machine)?;
         let began = Instant::now();
-        wait_node(cluster, &client, machine, true, READY_WITHIN).await?;
+        wait_node(&api, machine, true, READY_WITHIN).await?;
         crate::sys::Wait::new(
             format!("node {machine} to take pods again"),
             READY_WITHIN.saturating_sub(began.elapsed()),
         )
         .every(Duration::from_millis(250))
         .until_async(|| async {
-            Ok(match cluster.schedulable_nodes(&client).await?.iter().any(|n| n == machine) {
+            Ok(match cluster.schedulable_nodes(&api.client).await?.iter().any(|n| n == machine) {
                 true => crate::sys::Check::Done(()),
                 false => crate::sys::Check::NotYet("Ready, still tainted or cordoned".into()),
             })

@@ -6,9 +6,12 @@
 //! carries the run's labels; the ledger deletes them by label, after the run or in `cleanup`.
 
 pub mod api;
+pub(crate) mod cluster_api;
 pub mod kubelet;
 pub mod machine;
 pub mod manifest;
+#[cfg(test)]
+pub(crate) mod scripted;
 pub mod statefulset;
 
 use std::collections::BTreeMap;

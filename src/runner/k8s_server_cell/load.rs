@@ -7,13 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
-use kube::Client;
 
 use super::cpu::{PodsCpu, measured_cpu};
 use super::fault::{Killed, Means, fault};
 use super::{Db, SCHEDULE_ALLOWANCE};
 use crate::agent;
 use crate::env::k8s::api::block_on;
+use crate::env::k8s::cluster_api::{ClusterApi, Live};
 use crate::env::k8s::manifest::SCRATCH_DIR;
 use crate::env::k8s::{JobRun, K8s};
 use crate::runner::served::{Struck, record_fault};
@@ -143,8 +143,8 @@ fn record_cpu(report: &mut AgentReport, cpu: Result<Option<PodsCpu>>) {
 fn machine_to_lose(db: &Db, kill: Option<&crate::server::Kill>) -> Result<Option<String>> {
     let Some(kill) = kill.filter(|k| k.stops_machine()) else { return Ok(None) };
     block_on(async {
-        let client = db.cluster.client().await?;
-        Ok(db.cluster.pod(&client, db.pod(kill.node - 1)).await?.and_then(|p| p.spec?.node_name))
+        let api = Live::connect(db.cluster).await?;
+        Ok(api.pod(db.pod(kill.node - 1)).await?.and_then(|p| p.spec?.node_name))
     })?
 }
 
@@ -181,17 +181,18 @@ fn record_kill(
     }
     let pod = db.pod(killed.node - 1);
     let back = block_on(async {
-        let client = db.cluster.client().await?;
+        let api = Live::connect(db.cluster).await?;
         match &killed.machine {
-            None => db.wait_ready(&client, recovery).await.map(|_| None),
+            None => db.wait_ready(&api.client, recovery).await.map(|_| None),
             // The same pod, its containers restarted by its machine's kubelet: waited for alone
             // (a restarted container is what a lost machine leaves, not a crash).
-            Some(_) => super::fault::wait_pod_ready(db, &client, pod, recovery).await.map(Some),
+            Some(_) => super::fault::wait_pod_ready(&api, pod, recovery).await.map(Some),
         }
     })?;
     match back {
         Ok(node) => {
-            report.samples.push(Sample::new("server_recovery", killed.struck.elapsed().as_secs_f64(), "s"));
+            let recovered = killed.back.map_or_else(|| killed.struck.elapsed(), |at| at.duration_since(killed.struck));
+            report.samples.push(Sample::new("server_recovery", recovered.as_secs_f64(), "s"));
             if let (Some(machine), Some(node)) = (&killed.machine, node) {
                 report.setup.insert("fault.back_on".into(), node.clone());
                 if node != machine.name {
@@ -212,8 +213,7 @@ const CUE_POLL: Duration = Duration::from_millis(500);
 
 /// Waits until every loader pod of `job` has printed `line`: false when the load ended first.
 pub(super) async fn all_logged(
-    db: &Db<'_>,
-    client: &Client,
+    api: &impl ClusterApi,
     job: &str,
     loaders: u32,
     line: &str,
@@ -222,7 +222,7 @@ pub(super) async fn all_logged(
     loop {
         // Read before the end is looked at: the last line of a load that just ended still counts.
         let ended = load_done.load(Ordering::Relaxed);
-        if logged(db, client, job, line).await? == loaders as usize {
+        if logged(api, job, line).await? == loaders as usize {
             return Ok(true);
         }
         if ended || crate::sys::interrupted() {
@@ -233,11 +233,11 @@ pub(super) async fn all_logged(
 }
 
 /// How many loader pods of `job` have printed `line`.
-pub(super) async fn logged(db: &Db<'_>, client: &Client, job: &str, line: &str) -> Result<usize> {
+pub(super) async fn logged(api: &impl ClusterApi, job: &str, line: &str) -> Result<usize> {
     let mut cued = 0;
-    for pod in db.cluster.pods(client, job).await? {
+    for pod in api.job_pods(job).await? {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        if db.cluster.logs(client, &name).await.is_ok_and(|log| log.contains(line)) {
+        if api.log(&name).await.is_ok_and(|log| log.contains(line)) {
             cued += 1;
         }
     }

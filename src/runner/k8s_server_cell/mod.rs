@@ -12,6 +12,8 @@ mod figures;
 mod load;
 mod machine_loss;
 mod placement;
+#[cfg(test)]
+mod scripted_ring;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,6 +24,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 
 use crate::env::k8s::api::block_on;
+use crate::env::k8s::cluster_api::Live;
 use crate::env::k8s::statefulset::{self, CONTAINER, Database};
 use crate::env::k8s::{K8s, object_name};
 use crate::ledger::KubeCluster;
@@ -352,17 +355,18 @@ fn start_samples(up: &Up) -> Vec<Sample> {
 /// After the load: each node's figures of the load's table (flushed first, so that the sizes
 /// are the table's), the proof of where the pods ran, and their kernel and filesystem.
 async fn after_load(db: &Db<'_>, load: &Cql, facts: &[PodFacts], report: &mut AgentReport) -> Result<()> {
-    let client = db.cluster.client().await?;
+    let api = Live::connect(db.cluster).await?;
+    let client = &api.client;
     let settings = load.phase(&load.args)?;
     let keyspace = settings.schema.keyspace.clone();
     let table = crate::cql::schema::table(settings.command.ops[0].0).to_string();
     let mut figures = Vec::new();
     for k in 0..db.pods.len() {
-        if let Err(e) = db.call(&client, k, &["nodetool", "flush", &keyspace, &table]).await {
+        if let Err(e) = db.call(client, k, &["nodetool", "flush", &keyspace, &table]).await {
             report.notes.push(format!("server: node {}: nodetool flush: {e:#}", k + 1));
         }
-        let stats = db.call(&client, k, &["nodetool", "tablestats", &format!("{keyspace}.{table}")]).await;
-        let histograms = db.call(&client, k, &["nodetool", "tablehistograms", &keyspace, &table]).await;
+        let stats = db.call(client, k, &["nodetool", "tablestats", &format!("{keyspace}.{table}")]).await;
+        let histograms = db.call(client, k, &["nodetool", "tablehistograms", &keyspace, &table]).await;
         for (what, text) in [("tablestats", &stats), ("tablehistograms", &histograms)] {
             match text {
                 Ok(text) => report
@@ -374,7 +378,7 @@ async fn after_load(db: &Db<'_>, load: &Cql, facts: &[PodFacts], report: &mut Ag
         figures.push(server_figures(stats.as_deref().unwrap_or(""), histograms.as_deref().unwrap_or("")));
     }
     report.samples.extend(combine_figures(&figures));
-    pod_proof(db, &client, &mut report.setup).await?;
+    pod_proof(&api, db, &mut report.setup).await?;
     for (k, f) in facts.iter().enumerate() {
         for key in ["kernel.release", "dmesg.first", "data.fstype"] {
             if let Some(v) = f.facts.get(key) {
@@ -448,10 +452,7 @@ pub fn run_external(
         report.setup.insert("server.service".into(), service.clone());
     }
     report.setup.insert("server.nodes".into(), db.pods.len().to_string());
-    let proof = block_on(async {
-        let client = k8s.cluster.client().await?;
-        pod_proof(&db, &client, &mut report.setup).await
-    })?;
+    let proof = block_on(async { pod_proof(&Live::connect(&k8s.cluster).await?, &db, &mut report.setup).await })?;
     if let Err(e) = proof {
         report.notes.push(format!("server: reading its pods: {e:#}"));
     }

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use anyhow::{Result, anyhow};
 use k8s_openapi::api::core::v1::Pod;
-use kube::Client;
 
 use super::Db;
 use crate::env::k8s::K8s;
 use crate::env::k8s::api::block_on;
+use crate::env::k8s::cluster_api::ClusterApi;
 use crate::env::k8s::manifest::Apart;
 
 /// Why the cluster cannot place the database and its loaders as the env asks, judged from its
@@ -42,8 +42,8 @@ fn refusal(spread: Apart, loaders_apart: Apart, replicas: usize, nodes: &[String
 
 /// Where each of the database's pods ran: its machine, runtime class and image, and the claims
 /// it mounts with the PersistentVolume and StorageClass behind each.
-pub(super) async fn pod_proof(db: &Db<'_>, client: &Client, setup: &mut BTreeMap<String, String>) -> Result<()> {
-    let pods = db.cluster.pods_with(client, &db.selector).await?;
+pub(super) async fn pod_proof(api: &impl ClusterApi, db: &Db<'_>, setup: &mut BTreeMap<String, String>) -> Result<()> {
+    let pods = api.pods_with(&db.selector).await?;
     for k in 0..db.pods.len() {
         let p = format!("db.pod{}", k + 1);
         let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(db.pod(k)));
@@ -51,7 +51,7 @@ pub(super) async fn pod_proof(db: &Db<'_>, client: &Client, setup: &mut BTreeMap
         setup.insert(format!("{p}.name"), db.pod(k).to_string());
         let node = spec.node_name.unwrap_or_default();
         if k == 0 {
-            db.cluster.runtime_facts(client, &node, spec.runtime_class_name.as_deref(), setup).await;
+            api.runtime_facts(&node, spec.runtime_class_name.as_deref(), setup).await;
         }
         let class = spec.runtime_class_name.unwrap_or_else(|| "(default)".into());
         if k == 0 {
@@ -71,12 +71,12 @@ pub(super) async fn pod_proof(db: &Db<'_>, client: &Client, setup: &mut BTreeMap
             .collect();
         for (i, claim) in claims.iter().enumerate() {
             let at = if i == 0 { p.clone() } else { format!("{p}.claim{}", i + 1) };
-            let pv = db.cluster.bound_volume(client, claim).await?.unwrap_or_default();
-            let (class, source) = db.cluster.volume_source(client, &pv).await?;
+            let pv = api.bound_volume(claim).await?.unwrap_or_default();
+            let (class, source) = api.volume_source(&pv).await?;
             setup.insert(format!("{at}.claim"), claim.clone());
             setup.insert(format!("{at}.pv"), format!("{pv} ({source})"));
             setup.insert(format!("{at}.storage_class"), class);
-            let volume_node = db.cluster.volume_node(client, &pv).await?;
+            let volume_node = api.volume_node(&pv).await?;
             setup.insert(
                 format!("{at}.volume_node"),
                 volume_node.unwrap_or_else(|| "none: its PersistentVolume names no node".into()),
@@ -95,7 +95,64 @@ pub(super) fn pod_ip(pod: &Pod) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::scripted_ring::{database_pod, db, run};
     use super::*;
+    use crate::env::k8s::scripted::{Scripted, State};
+    use crate::ledger::KubeCluster;
+
+    #[test]
+    fn where_each_database_pod_ran_and_what_backs_its_claims_goes_into_the_setup() {
+        let mut state = State::default();
+        let mounts = |claims: &[&str]| -> serde_json::Value {
+            claims.iter().map(|c| serde_json::json!({"name": c, "persistentVolumeClaim": {"claimName": c}})).collect()
+        };
+        for (k, extra) in [
+            (
+                0,
+                serde_json::json!({"spec": {"runtimeClassName": "gvisor", "volumes": mounts(&["data-0", "logs-0"])},
+                "status": {"containerStatuses": [{"name": "agent", "imageID": "sha256:abc", "image": "i", "ready": true, "restartCount": 0}]}}),
+            ),
+            (1, serde_json::json!({"spec": {"volumes": mounts(&["data-1"])}})),
+        ] {
+            let mut pod = serde_json::to_value(database_pod(k)).unwrap();
+            crate::env::k8s::scripted::merge(&mut pod, extra);
+            state.pods.insert(format!("db-{k}"), serde_json::from_value(pod).unwrap());
+        }
+        for (claim, pv) in [("data-0", "pv-a"), ("logs-0", "pv-b"), ("data-1", "pv-c")] {
+            state.claims.insert(claim.into(), pv.into());
+        }
+        state.volumes.insert("pv-a".into(), ("local".into(), "local /mnt/a".into(), Some("node-1".into())));
+        state.volumes.insert("pv-b".into(), ("nfs".into(), "csi nfs.csi.k8s.io".into(), None));
+        state.volumes.insert("pv-c".into(), ("local".into(), "local /mnt/c".into(), Some("node-2".into())));
+        state.node_runtimes.insert("node-1".into(), "containerd://2.1.5".into());
+        let script = Scripted::new(state);
+        let cluster = KubeCluster::default();
+        let mut setup = BTreeMap::new();
+        run(pod_proof(&script, &db(&cluster, 2), &mut setup)).unwrap();
+        let expected = [
+            ("k8s.runtime_class", "gvisor"),
+            ("k8s.node_runtime", "containerd://2.1.5"),
+            ("db.pod1.name", "db-0"),
+            ("db.pod1.node", "node-1"),
+            ("db.pod1.runtime_class", "gvisor"),
+            ("db.pod1.image_id", "sha256:abc"),
+            ("db.pod1.claim", "data-0"),
+            ("db.pod1.pv", "pv-a (local /mnt/a)"),
+            ("db.pod1.storage_class", "local"),
+            ("db.pod1.volume_node", "node-1"),
+            ("db.pod1.claim2.claim", "logs-0"),
+            ("db.pod1.claim2.pv", "pv-b (csi nfs.csi.k8s.io)"),
+            ("db.pod1.claim2.volume_node", "none: its PersistentVolume names no node"),
+            ("db.pod2.node", "node-2"),
+            ("db.pod2.runtime_class", "(default)"),
+            ("db.pod2.volume_node", "node-2"),
+        ];
+        for (key, value) in expected {
+            assert_eq!(setup.get(key).map(String::as_str), Some(value), "{key}: {setup:?}");
+        }
+        assert!(!setup.contains_key("db.pod2.image_id"), "{setup:?}");
+        assert_eq!(script.calls("runtime_facts").len(), 1, "the runtime facts are the first pod's");
+    }
 
     #[test]
     fn a_placement_the_nodes_cannot_give_is_refused_with_the_fix() {
