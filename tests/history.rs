@@ -286,9 +286,12 @@ fn a_platform_change_is_found_where_it_happened_and_named() {
     // It measures: the other lane's tests would be noise in every result set of the series.
     let _alone = common::alone();
     let sb = Scratch::new();
+    // Four runs a side: at three, the host's ~155-ns getpid (109 to 298 ns among a set's runs)
+    // widened each set's overhead CI so much that the step's p-value came out at 0.012-0.013,
+    // just short of the 0.01 the run's own report asks (seen 2026-11-29).
     let suite = r#"
 name = "known-answer"
-repeat = 3
+repeat = 4
 baseline = { env = "host" }
 
 [[env]]
@@ -382,7 +385,7 @@ time = "250ms"
 /// A real history kept as a fixture: runsc free to use both CPUs, as users run it, 4 result sets
 /// on systrap (its getpid 16.9-20.6 µs, one set's runs 4.7-93 µs) then 3 on ptrace (61-75 µs).
 /// The step at the platform change is found through the systrap segment's noise, blamed on the
-/// platform, and the gate calls the newest set a regression against the level before it.
+/// platform, and the gate calls the three ptrace sets a regression against the level before it.
 #[test]
 fn a_step_through_a_noisy_segment_is_found_and_gated() {
     let sb = Scratch::new();
@@ -403,7 +406,7 @@ fn a_step_through_a_noisy_segment_is_found_and_gated() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let said = text(&o);
     let line = said.lines().find(|l| l.contains("gv.t.sc")).unwrap_or_else(|| panic!("{said}"));
-    assert!(line.contains("REGRESSED"), "{said}");
+    assert!(line.contains("REGRESSED") && line.contains("the 3 result sets since change point"), "{said}");
 }
 
 fn trend_renders(sb: &Scratch, html: &Path) {

@@ -1,8 +1,10 @@
-//! `history gate`: each series' newest result set against its last accepted level, the segment
-//! before the earliest change point no one has acknowledged (the whole earlier series where there
-//! is none). An overhead that grew, or a capacity that fell, beyond the tolerance with its CI
-//! outside it is a regression; a CI across the tolerance is inconclusive, with the runs that would
-//! decide it.
+//! `history gate`: each series' level now against its last accepted level, the segment before the
+//! earliest change point no one has acknowledged (the whole earlier series where there is none).
+//! The level now is the newest result set's, or, after a change no one has acknowledged, that of
+//! every result set since the last change: a step the series has shown in several result sets is
+//! judged on all of them, not on its newest alone (one noisy set would leave it undecided). An
+//! overhead that grew, or a capacity that fell, beyond the tolerance with its CI outside it is a
+//! regression; a CI across the tolerance is inconclusive, with the runs that would decide it.
 
 use std::collections::BTreeMap;
 
@@ -76,7 +78,8 @@ fn judge(
     }
     let (mut start, mut end) = (0, earlier.len());
     let mut against = "the whole series before it".to_string();
-    for cp in series::change_points(s, figure, options, acks) {
+    let changes = series::change_points(s, figure, options, acks);
+    for cp in &changes {
         if cp.acknowledged.is_some() {
             start = cp.index;
             against = format!("the level after acknowledged change point {}", cp.id);
@@ -88,19 +91,27 @@ fn judge(
         }
     }
     let level = Level::of(&earlier[start..end]);
+    // The level now: since the last change after the accepted level, else the newest set's.
+    let last_change = changes.last().filter(|cp| cp.index >= end && cp.index < observed.obs.len());
+    let since = last_change.map_or(earlier.len(), |cp| cp.index);
+    let now_level = Level::of(&observed.obs[since..]);
     // Worse is positive: an overhead in points above the level, a capacity in % below it.
     let sign = if figure == Figure::Overhead { 1.0 } else { -1.0 };
     let worse = |y: f64| sign * scale.change(level.mean, y);
-    // A new result set strays from the level by the series' own spread between result sets, not
-    // only by its runs' CI: the interval is the level's prediction of one more point.
-    let spread = level.var.max(newest.se.powi(2));
-    let half = 1.96 * (spread + level.se.powi(2)).sqrt();
-    let (a, b) = (worse(newest.value - half), worse(newest.value + half));
-    let (lo, hi, now) = (a.min(b), a.max(b), worse(newest.value));
+    // A result set strays from the level by the series' own spread between result sets, not only
+    // by its runs' CI: the interval is the level's prediction of the mean of that many more sets.
+    let spread = level.var.max(now_level.var);
+    let half = 1.96 * (spread / now_level.n as f64 + level.se.powi(2)).sqrt();
+    let (a, b) = (worse(now_level.mean - half), worse(now_level.mean + half));
+    let (lo, hi, now) = (a.min(b), a.max(b), worse(now_level.mean));
     let unit = format!(" {}", figure.change_unit());
+    let which = match last_change {
+        Some(cp) if now_level.n > 1 => format!("the {} result sets since change point {}", now_level.n, cp.id),
+        _ => "newest".into(),
+    };
     let what = format!(
-        "newest {} against {against} ({} over {} result sets): {}{unit} worse [{}, {}], tolerance {tolerance}{unit}",
-        series::figure_text(figure, scale.from(newest.value), None, &s.unit),
+        "{which} {} against {against} ({} over {} result sets): {}{unit} worse [{}, {}], tolerance {tolerance}{unit}",
+        series::figure_text(figure, scale.from(now_level.mean), None, &s.unit),
         series::figure_text(figure, scale.from(level.mean), None, &s.unit),
         end - start,
         series::signed(now),
@@ -116,7 +127,7 @@ fn judge(
         let room = half * (now - tolerance).abs() / ((hi - lo) / 2.0).max(f64::MIN_POSITIVE);
         let newest_se_needed = ((room / 1.96).powi(2) - level.se.powi(2)).max(0.0).sqrt();
         let runs = newest_point.values.len().max(1) as f64;
-        let hint = if newest.se.powi(2) < level.var {
+        let hint = if now_level.n > 1 || newest.se.powi(2) < level.var {
             "its result sets vary by more than a run's CI: more result sets would decide".into()
         } else if newest_se_needed > 0.0 && newest.se > 0.0 {
             let more = (runs * (newest.se / newest_se_needed).powi(2) - runs).ceil().max(1.0);
@@ -166,4 +177,73 @@ pub fn junit(judged: &[Judged], policy: InconclusivePolicy) -> String {
     format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"isobench history\" tests=\"{n}\" failures=\"{failures}\" errors=\"{errors}\">\n  <testsuite name=\"history gate\" tests=\"{n}\" failures=\"{failures}\" errors=\"{errors}\">\n{cases}  </testsuite>\n</testsuites>\n"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A series of result sets of `overheads` (points, with their CI's half-width).
+    fn series(overheads: &[(f64, f64)]) -> Series {
+        let points = overheads
+            .iter()
+            .enumerate()
+            .map(|(k, (overhead, half))| {
+                serde_json::from_value(serde_json::json!({
+                    "cell": "gv.t.sc", "metric": "syscall_ns", "unit": "ns", "labels": {}, "headline": true,
+                    "values": [100.0 + overhead, 100.0 + overhead, 100.0 + overhead],
+                    "median": 100.0 + overhead, "ci": [100.0 + overhead - half, 100.0 + overhead + half],
+                    "overhead": overhead, "overhead_ci": [overhead - half, overhead + half],
+                    "baseline": "host.t.sc", "facts": {}, "result_set": format!("set-{k}"), "path": format!("set-{k}"),
+                }))
+                .unwrap()
+            })
+            .collect();
+        Series {
+            suite: "s".into(),
+            cell: "gv.t.sc".into(),
+            metric: "syscall_ns".into(),
+            unit: "ns".into(),
+            headline: true,
+            labels: BTreeMap::new(),
+            points,
+        }
+    }
+
+    fn verdict(overheads: &[(f64, f64)]) -> Judged {
+        gate(&[series(overheads)], 5.0, &Options::default(), &BTreeMap::new()).remove(0)
+    }
+
+    #[test]
+    fn a_step_is_judged_on_every_result_set_since_it_so_one_noisy_set_does_not_undecide_it() {
+        let before = [(100.0, 8.0), (104.0, 8.0), (97.0, 8.0), (101.0, 8.0)];
+        // Three sets of the step agree; the newest's runs spread so widely that alone it proves
+        // nothing.
+        let after = [(300.0, 10.0), (310.0, 10.0), (295.0, 10.0), (305.0, 400.0)];
+        let judged = verdict(&[&before[..], &after[..]].concat());
+        assert_eq!(judged.verdict, Verdict::Regressed, "{}", judged.detail);
+        assert!(judged.detail.contains("the 4 result sets since change point"), "{}", judged.detail);
+        // The newest set alone, right after the step (no change point yet): undecided.
+        let judged = verdict(&[&before[..], &after[3..]].concat());
+        assert_eq!(judged.verdict, Verdict::Inconclusive, "{}", judged.detail);
+        assert!(judged.detail.starts_with("newest"), "{}", judged.detail);
+    }
+
+    #[test]
+    fn a_regression_fixed_since_passes_on_the_level_after_the_fix() {
+        let judged = verdict(&[
+            (100.0, 2.0),
+            (102.0, 2.0),
+            (99.0, 2.0),
+            (101.0, 2.0),
+            (300.0, 10.0),
+            (310.0, 10.0),
+            (295.0, 10.0),
+            (100.0, 2.0),
+            (101.0, 2.0),
+            (99.0, 2.0),
+        ]);
+        assert_eq!(judged.verdict, Verdict::Pass, "{}", judged.detail);
+        assert!(judged.detail.contains("the 3 result sets since change point"), "{}", judged.detail);
+    }
 }
