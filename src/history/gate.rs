@@ -127,7 +127,9 @@ fn judge(
         let room = half * (now - tolerance).abs() / ((hi - lo) / 2.0).max(f64::MIN_POSITIVE);
         let newest_se_needed = ((room / 1.96).powi(2) - level.se.powi(2)).max(0.0).sqrt();
         let runs = newest_point.values.len().max(1) as f64;
-        let hint = if now_level.n > 1 || newest.se.powi(2) < level.var {
+        let hint = if now_level.n > 1 {
+            "more result sets at the level since the change would decide".into()
+        } else if newest.se.powi(2) < level.var {
             "its result sets vary by more than a run's CI: more result sets would decide".into()
         } else if newest_se_needed > 0.0 && newest.se > 0.0 {
             let more = (runs * (newest.se / newest_se_needed).powi(2) - runs).ceil().max(1.0);

@@ -35,6 +35,7 @@ pub(super) fn measured_cpu(db: &Db, job: &str, loaders: u32, load_done: &AtomicB
     block_on(async { count_cpu(&Live::connect(db.cluster).await?, db, job, loaders, load_done).await })?
 }
 
+/// `measured_cpu`, asking the cluster through `api`.
 async fn count_cpu(
     api: &impl ClusterApi,
     db: &Db<'_>,

@@ -62,6 +62,8 @@ pub(super) fn fault(
     block_on(async { strike(&Live::connect(db.cluster).await?, db, job, loaders, kill, means, load_done).await })?
 }
 
+/// The fault as `fault` says, asking the cluster through `api`; after it, the pod's return is
+/// watched for while the load lasts.
 async fn strike(
     api: &impl ClusterApi,
     db: &Db<'_>,
