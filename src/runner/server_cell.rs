@@ -113,9 +113,8 @@ pub fn run(
     let moved = Moved::plan(place, counters.as_ref());
     let mut serves = serves(cql, managed, &distribution, &nodes.layout, &control_ports)?;
     if let Some(moved) = &moved {
-        // The JVM sizes its threads for the CPUs it will run on, not those it started on.
         for serve in &mut serves {
-            serve.jvm_args.push(format!("-XX:ActiveProcessorCount={}", moved.set.len()));
+            serve.processors = Some(moved.set.len());
         }
     }
     let mut load = cql.clone();
@@ -191,6 +190,7 @@ fn serves(
             heap: managed.heap.clone(),
             quick_jit: managed.quick_jit,
             jvm_args: managed.jvm_args.clone(),
+            processors: None,
             listen: layout.addresses[k].clone(),
             native_port: layout.native_port,
             storage_port: layout.storage_port,

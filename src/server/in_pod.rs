@@ -123,6 +123,7 @@ impl DbPod {
             jmx_port: JMX_PORT,
             quick_jit: self.quick_jit,
             jvm_args: self.jvm_args.clone(),
+            processors: None,
             auth: self.auth,
             seeds: Vec::new(),
             ring: RingSlot::default(),

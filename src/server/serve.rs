@@ -28,6 +28,9 @@ pub struct Serve {
     pub heap: String,
     pub quick_jit: bool,
     pub jvm_args: Vec<String>,
+    /// The CPUs the node will be moved to before the measured phase (`NodeConfig::processors`).
+    #[serde(default)]
+    pub processors: Option<usize>,
     /// The address the node and the control port listen on inside the environment.
     pub listen: String,
     pub native_port: u16,
@@ -100,6 +103,7 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
         jmx_port: s.jmx_port,
         quick_jit: s.quick_jit,
         jvm_args: s.jvm_args.clone(),
+        processors: s.processors,
         auth: s.auth,
         seeds: s.seeds.clone(),
         ring: s.ring,

@@ -29,6 +29,10 @@ pub struct NodeConfig {
     /// More JVM options, after isobench's own (a later option wins).
     #[serde(default)]
     pub jvm_args: Vec<String>,
+    /// The CPUs the node will run on once it is moved to its own (`-XX:ActiveProcessorCount`),
+    /// where that is fewer than it starts on; None: those it sees.
+    #[serde(default)]
+    pub processors: Option<usize>,
     /// Clients log in (PasswordAuthenticator); the default superuser exists from the start.
     #[serde(default)]
     pub auth: bool,
@@ -118,6 +122,7 @@ impl NodeConfig {
             jmx_port,
             quick_jit: false,
             jvm_args: Vec::new(),
+            processors: None,
             auth: false,
             seeds: Vec::new(),
             ring: RingSlot::default(),
@@ -130,6 +135,13 @@ impl NodeConfig {
     /// The node's own address: where it gossips, and where clients inside reach it.
     pub fn local_address(&self) -> &str {
         if self.address == "0.0.0.0" { "127.0.0.1" } else { &self.address }
+    }
+
+    /// Whether the node serves JMX on `jmx_port`: nodetool needs it, which isobench runs against
+    /// a ring's nodes and a user may run against `isobench server start`'s. A cell's node alone
+    /// is asked nothing over JMX, and its RMI server took 0.4-0.5 s of a 4-5 s start.
+    pub fn serves_jmx(&self) -> bool {
+        !self.one_run || self.ring.nodes > 1
     }
 
     /// The node's certificate (PEM), for clients' `-transport truststore=`.

@@ -86,7 +86,7 @@ pub(super) fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, c
     .arg(format!("-Dcassandra.storagedir={}", cfg.data.display()))
     .args(["-Dcassandra-foreground=yes", "-Dcassandra.skip_wait_for_gossip_to_settle=0"])
     .arg(format!("-Dcassandra.ring_delay_ms={}", cfg.ring_delay.as_millis()))
-    .arg(format!("-Dcassandra.jmx.local.port={}", cfg.jmx_port))
+    .args(cfg.serves_jmx().then(|| format!("-Dcassandra.jmx.local.port={}", cfg.jmx_port)))
     // With logins, the default superuser is made at once rather than 10 s after start.
     .args(cfg.auth.then_some("-Dcassandra.superuser_setup_delay_ms=0"))
     // A fresh node makes its system keyspaces and flushes them table by table (some 25
@@ -103,6 +103,9 @@ pub(super) fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, c
     // message in flight to wait for; the drain's flushes still happen.
     .args((cfg.ring.nodes <= 1).then_some("-Dcassandra.shutdown_announce_in_ms=0"))
     .arg("-Dcassandra.test.messagingService.nonGracefulShutdown=true")
+    // The JVM sizes its threads for the CPUs it will run on, not those it starts on. Not one of
+    // `jvm_args`: it changes no object's layout, so the kept row overhead still holds.
+    .args(cfg.processors.map(|n| format!("-XX:ActiveProcessorCount={n}")))
     .args(&cfg.jvm_args)
     .arg("-cp")
     .arg(dist.classpath()?)
@@ -200,6 +203,7 @@ fn default_layout(cfg: &NodeConfig) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::cassandra::RingSlot;
 
     #[test]
     fn a_new_archive_removes_the_ones_of_other_jvm_builds_and_nothing_else() {
@@ -221,5 +225,32 @@ mod tests {
         left.sort();
         // Another start's archive in the making (".jsa.PID") stays.
         assert_eq!(left, ["cds-java17-aaaa.jsa", "cds-java17-aaaa.row-overhead", "cds-java17-bbbb.jsa.4242", "lib"]);
+    }
+
+    /// A cell's node alone, moved to one CPU for its measured phase: told of that CPU, still
+    /// handed the kept row overhead (the CPU count changes no object's layout), and without a
+    /// JMX server, which nothing asks of it; a ring's node and `server start`'s serve JMX.
+    #[test]
+    fn a_cells_node_is_told_its_cpus_keeps_the_row_overhead_and_serves_no_jmx() {
+        let home = tempfile::tempdir().unwrap();
+        let dist = Distribution { version: "5.0.9".into(), home: home.path().to_path_buf() };
+        fs::create_dir_all(dist.lib()).unwrap();
+        fs::write(dist.lib().join("jamm-0.4.0.jar"), "").unwrap();
+        fs::write(row_overhead_file(&dist), "181").unwrap();
+        let base = NodeConfig::local(&home.path().join("data"), 19042).unwrap();
+        let args = |cfg: &NodeConfig| -> Vec<String> {
+            let cmd = java_command(&dist, cfg, Path::new("/conf"), &Cds::None).unwrap();
+            cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect()
+        };
+        let cell = NodeConfig { one_run: true, processors: Some(1), ..base.clone() };
+        let cell = args(&cell);
+        assert!(cell.contains(&"-XX:ActiveProcessorCount=1".to_string()), "{cell:?}");
+        assert!(cell.contains(&"-Dcassandra.memtable.row_overhead_size=181".to_string()), "{cell:?}");
+        assert!(!cell.iter().any(|a| a.starts_with("-Dcassandra.jmx.local.port")), "{cell:?}");
+        let ring = NodeConfig { one_run: true, ring: RingSlot { index: 1, nodes: 3 }, ..base.clone() };
+        for served in [args(&ring), args(&base)] {
+            assert!(served.iter().any(|a| a.starts_with("-Dcassandra.jmx.local.port=")), "{served:?}");
+            assert!(!served.iter().any(|a| a.starts_with("-XX:ActiveProcessorCount")), "{served:?}");
+        }
     }
 }
