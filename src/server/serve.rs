@@ -94,23 +94,7 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
     if go.trim() != "start" {
         bail!("the host called this node off: an earlier node of the cluster did not start");
     }
-    let config = NodeConfig {
-        data: data_dir.join(&s.directory),
-        heap: s.heap.clone(),
-        address: s.listen.clone(),
-        native_port: s.native_port,
-        storage_port: s.storage_port,
-        jmx_port: s.jmx_port,
-        quick_jit: s.quick_jit,
-        jvm_args: s.jvm_args.clone(),
-        processors: s.processors,
-        auth: s.auth,
-        seeds: s.seeds.clone(),
-        ring: s.ring,
-        tls: false,
-        ring_delay: if s.seeds.is_empty() { super::cassandra::QUICK_RING } else { super::cassandra::JOINING_RING },
-        one_run: true,
-    };
+    let config = node_config(s, data_dir);
     let started = Node::start(
         &s.distribution,
         &config,
@@ -184,6 +168,27 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
         config.data.display()
     ));
     Ok(())
+}
+
+/// The node `s` asks for, its data in its directory under `data_dir`: made for this one run.
+fn node_config(s: &Serve, data_dir: &Path) -> NodeConfig {
+    NodeConfig {
+        data: data_dir.join(&s.directory),
+        heap: s.heap.clone(),
+        address: s.listen.clone(),
+        native_port: s.native_port,
+        storage_port: s.storage_port,
+        jmx_port: s.jmx_port,
+        quick_jit: s.quick_jit,
+        jvm_args: s.jvm_args.clone(),
+        processors: s.processors,
+        auth: s.auth,
+        seeds: s.seeds.clone(),
+        ring: s.ring,
+        tls: false,
+        ring_delay: if s.seeds.is_empty() { super::cassandra::QUICK_RING } else { super::cassandra::JOINING_RING },
+        one_run: true,
+    }
 }
 
 fn accept_within(listener: &TcpListener, window: Duration) -> Result<TcpStream> {

@@ -43,37 +43,7 @@ pub(super) fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, c
         "-Djava.net.preferIPv4Stack=true",
         "-Djdk.attach.allowAttachSelf=true",
     ]);
-    for export in [
-        "java.base/jdk.internal.misc",
-        "java.management.rmi/com.sun.jmx.remote.internal.rmi",
-        "java.rmi/sun.rmi.registry",
-        "java.rmi/sun.rmi.server",
-        "java.sql/java.sql",
-        "java.base/java.lang.ref",
-        "jdk.unsupported/sun.misc",
-        "jdk.compiler/com.sun.tools.javac.file",
-        "jdk.attach/sun.tools.attach",
-    ] {
-        cmd.arg("--add-exports").arg(format!("{export}=ALL-UNNAMED"));
-    }
-    for open in [
-        "java.base/java.lang.module",
-        "java.base/jdk.internal.loader",
-        "java.base/jdk.internal.ref",
-        "java.base/jdk.internal.reflect",
-        "java.base/jdk.internal.math",
-        "java.base/jdk.internal.module",
-        "java.base/jdk.internal.util.jar",
-        "jdk.management/com.sun.management.internal",
-        "java.base/sun.nio.ch",
-        "java.base/java.io",
-        "java.base/java.lang.reflect",
-        "jdk.compiler/com.sun.tools.javac",
-        "java.base/java.lang",
-        "java.base/java.util",
-    ] {
-        cmd.arg("--add-opens").arg(format!("{open}=ALL-UNNAMED"));
-    }
+    open_modules(&mut cmd);
     cmd.args([
         "-Dio.netty.tryReflectionSetAccessible=true",
         "-Dio.netty.allocator.useCacheForAllThreads=true",
@@ -111,6 +81,41 @@ pub(super) fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, c
     .arg(dist.classpath()?)
     .arg("org.apache.cassandra.service.CassandraDaemon");
     Ok(cmd)
+}
+
+/// What Cassandra 5.0's jvm17-server.options exports and opens to its code on Java 17.
+fn open_modules(cmd: &mut Command) {
+    for export in [
+        "java.base/jdk.internal.misc",
+        "java.management.rmi/com.sun.jmx.remote.internal.rmi",
+        "java.rmi/sun.rmi.registry",
+        "java.rmi/sun.rmi.server",
+        "java.sql/java.sql",
+        "java.base/java.lang.ref",
+        "jdk.unsupported/sun.misc",
+        "jdk.compiler/com.sun.tools.javac.file",
+        "jdk.attach/sun.tools.attach",
+    ] {
+        cmd.arg("--add-exports").arg(format!("{export}=ALL-UNNAMED"));
+    }
+    for open in [
+        "java.base/java.lang.module",
+        "java.base/jdk.internal.loader",
+        "java.base/jdk.internal.ref",
+        "java.base/jdk.internal.reflect",
+        "java.base/jdk.internal.math",
+        "java.base/jdk.internal.module",
+        "java.base/jdk.internal.util.jar",
+        "jdk.management/com.sun.management.internal",
+        "java.base/sun.nio.ch",
+        "java.base/java.io",
+        "java.base/java.lang.reflect",
+        "jdk.compiler/com.sun.tools.javac",
+        "java.base/java.lang",
+        "java.base/java.util",
+    ] {
+        cmd.arg("--add-opens").arg(format!("{open}=ALL-UNNAMED"));
+    }
 }
 
 /// Class-data sharing: use the archive if there is one, else make one at this node's exit.
