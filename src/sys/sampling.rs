@@ -79,15 +79,26 @@ impl PerfRecord {
     pub fn machine(data: &Path, per_second: u32) -> Result<PerfRecord> {
         let mut cmd = Command::new("perf");
         // Without build ids, their cache and BPF's side band: each cost perf a second or a tenth
-        // of a CPU-second at its start or end, whatever the window.
-        cmd.args(["record", "--all-cpus", "--no-buildid", "--no-buildid-cache", "--no-bpf-event", "--quiet"])
-            .args(["--clockid", "monotonic", "--event", "cpu-clock", "--call-graph", "fp", "--freq"])
-            .arg(per_second.to_string())
-            .arg("--output")
-            .arg(data)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        // of a CPU-second at its start or end, whatever the window. Without the maps of the
+        // processes already running, too (`--synth=no`: perf would read every one's from /proc
+        // before it samples): the sandbox's processes start after it, and their maps are
+        // recorded as they are made.
+        cmd.args([
+            "record",
+            "--all-cpus",
+            "--no-buildid",
+            "--no-buildid-cache",
+            "--no-bpf-event",
+            "--quiet",
+            "--synth=no",
+        ])
+        .args(["--clockid", "monotonic", "--event", "cpu-clock", "--call-graph", "fp", "--freq"])
+        .arg(per_second.to_string())
+        .arg("--output")
+        .arg(data)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
         // Its control FIFOs: perf answers a ping once it samples, which takes it a tenth of a
         // second or more (it first lists every process's mappings), a start not to miss.
         let fifos = [data.with_extension("ctl"), data.with_extension("ack")];
@@ -178,18 +189,24 @@ impl Recorded {
         // The sandbox's processes only: the symbols of every other program on the machine are
         // what makes perf script slow (seconds, between one run and the next).
         let pids: Vec<String> = pids.iter().map(i32::to_string).collect();
-        let script = Command::new("perf")
-            .args(["script", "--fields", "comm,pid,tid,time,period,ip,sym,dso", "--pid", &pids.join(","), "--input"])
-            .arg(&self.data)
-            .stdin(Stdio::null())
-            .output()
-            .context("running perf script")?;
+        let kept = std::env::var_os("ISOBENCH_KEEP_SAMPLES");
+        let mut script = Command::new("perf");
+        script.args(["script", "--fields", "comm,pid,tid,time,period,ip,sym,dso", "--pid", &pids.join(","), "--input"]);
+        script.arg(&self.data);
+        // The parts need a kernel frame's object, never its function, and gVisor's functions,
+        // whose Go names are not mangled: the kernel's names (/proc/kallsyms) and demangled C++
+        // and Rust names cost perf 0.07-0.1 s each in every run, as much as the rest of the
+        // script, so they are read only for whoever keeps the samples to look at them.
+        if kept.is_none() {
+            script.arg("--kallsyms").arg(NO_KERNEL_SYMBOLS).arg("--no-demangle");
+        }
+        let script = script.stdin(Stdio::null()).output().context("running perf script")?;
         if !script.status.success() {
             bail!("perf script failed ({}): {}", script.status, String::from_utf8_lossy(&script.stderr).trim());
         }
         // For whoever checks or extends the parts: `ISOBENCH_KEEP_SAMPLES=DIR` keeps each run's
         // samples as perf script printed them (docs/development.md).
-        if let Some(dir) = std::env::var_os("ISOBENCH_KEEP_SAMPLES") {
+        if let Some(dir) = kept {
             let name =
                 format!("{}-{}.txt", std::process::id(), KEPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
             std::fs::write(Path::new(&dir).join(name), &script.stdout).context("keeping the samples")?;
@@ -201,6 +218,9 @@ impl Recorded {
         Ok(samples)
     }
 }
+
+/// An empty symbol table for the kernel: its frames keep their object, `[kernel.kallsyms]`.
+const NO_KERNEL_SYMBOLS: &str = "/dev/null";
 
 static KEPT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
