@@ -8,8 +8,8 @@
 #   bench/build-time.sh
 #   PROFILES="fat:fat:1 thin:thin:16" ROWS=200000 RUNS=3 bench/build-time.sh
 #
-# A profile is NAME:LTO:CODEGEN_UNITS (cargo's [profile.release] lto and codegen-units, set
-# through CARGO_PROFILE_RELEASE_*). Defaults: fat LTO with one codegen unit, thin LTO with 16,
+# A profile is NAME:LTO:CODEGEN_UNITS[:OPT_LEVEL] (cargo's [profile.release] lto, codegen-units
+# and opt-level, 3 unless given, set through CARGO_PROFILE_RELEASE_*). Defaults: fat LTO with one codegen unit, thin LTO with 16,
 # and no LTO with 16; 200k rows and 3 runs a side for the CPU per operation. CPU=0 skips the
 # CPU comparison. Each build's cargo-timing.html is kept in RESULTS (default
 # /var/tmp/isobench-build-time-DATE). Needs a set-up machine (scripts/setup.sh demo); about 40
@@ -27,12 +27,13 @@ trap 'exit 130' INT TERM
 cargo fetch --locked --quiet
 summary=()
 for profile in $PROFILES; do
-  IFS=: read -r name lto units <<<"$profile"
+  IFS=: read -r name lto units opt <<<"$profile"
+  opt=${opt:-3}
   started=$SECONDS
   CARGO_TARGET_DIR="$work/$name" CARGO_PROFILE_RELEASE_LTO=$lto CARGO_PROFILE_RELEASE_CODEGEN_UNITS=$units \
-    cargo build --release --locked --quiet --timings
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=$opt cargo build --release --locked --quiet --timings
   seconds=$((SECONDS - started))
-  summary+=("$(printf '%-6s lto=%-5s codegen-units=%-3s %4d s' "$name" "$lto" "$units" "$seconds")")
+  summary+=("$(printf '%-6s lto=%-5s codegen-units=%-3s opt-level=%s %4d s' "$name" "$lto" "$units" "$opt" "$seconds")")
   echo "== $name: $seconds s; the units that took longest:"
   # cargo-timing.html carries the units as `const UNIT_DATA = [...]`.
   cp "$work/$name/cargo-timings/cargo-timing.html" "$results/$name.html"

@@ -146,6 +146,7 @@ niced_started=
 start_niced() {
   [ -z "$niced_started" ] || return 0
   niced_started=1
+  local name src exe args
   while IFS=$'\t' read -r _ name src exe args; do
     (renice -n 19 "$BASHPID" >/dev/null && run_job "$name" "$src" "$exe" "$args") &
   done < <(grep -P '^niced\t' "$work/queue")
