@@ -118,10 +118,17 @@ pub fn prepare(cmd: &mut Command, token: Option<&str>) {
         cmd.env(TOKEN_VAR, token);
     }
     cmd.process_group(0);
-    // SAFETY: prctl is async-signal-safe and touches only the calling (child) process.
+    let isobench = std::process::id() as libc::pid_t;
+    // SAFETY: prctl, getppid and raise are async-signal-safe and touch only the calling (child)
+    // process.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // Killed between the fork and the prctl, isobench sends no signal: a `perf record`
+            // started as a SIGKILL came outlived the run and its cleanup (tests/network_volumes.rs).
+            if libc::getppid() != isobench {
+                libc::raise(libc::SIGKILL);
+            }
             Ok(())
         });
     }
