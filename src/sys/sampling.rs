@@ -100,7 +100,7 @@ impl PerfRecord {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
         // Its control FIFOs: perf answers a ping once it samples, which takes it a tenth of a
-        // second or more (it first lists every process's mappings), a start not to miss.
+        // second or more (it first reads the kernel's symbols), a start not to miss.
         let fifos = [data.with_extension("ctl"), data.with_extension("ack")];
         for fifo in &fifos {
             let _ = std::fs::remove_file(fifo);
