@@ -7,6 +7,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::{Missing, Scratch, need_program, need_root, ok, run_record, samples, text};
+use isobench::sys::{Check, Wait};
 
 fn suite(volumes: &str, workload: &str, extra: &str) -> String {
     format!(
@@ -630,11 +631,11 @@ time = "50ms"
     assert!(unbiased < biased / 2.0, "shuffled, the victim's median is its own: {unbiased:+.2} against {biased:+.2}");
     // The last burner's loops outlive its run by up to 2 s: the alone job after this one
     // (verdicts' A/A check) measured them in its first round and failed its 12-point bar.
-    let loops = || Command::new("pgrep").args(["-f", "while :; do :; done"]).output().unwrap().stdout;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !loops().is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    assert!(loops().is_empty(), "the planted busy loops outlived their 2 s");
+    Wait::new("the planted busy loops to end", Duration::from_secs(10))
+        .until(|| {
+            let left = Command::new("pgrep").args(["-f", "while :; do :; done"]).output()?.stdout;
+            Ok(if left.is_empty() { Check::Done(()) } else { Check::NotYet(String::from_utf8_lossy(&left).into()) })
+        })
+        .unwrap();
     sb.assert_nothing_left();
 }

@@ -299,13 +299,13 @@ impl TreeSampler {
     fn start(group: CpuGroup) -> TreeSampler {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
-            let mut last = HashMap::new();
+            let (mut last, mut done) = (HashMap::new(), false);
             loop {
                 last.extend(group.processes().into_iter().map(|p| (p.pid, p)));
-                if let Err(std::sync::mpsc::RecvTimeoutError::Disconnected) = stopped.recv_timeout(TREE_EVERY) {
-                    last.extend(group.processes().into_iter().map(|p| (p.pid, p)));
+                if done {
                     return last;
                 }
+                done = matches!(stopped.recv_timeout(TREE_EVERY), Err(std::sync::mpsc::RecvTimeoutError::Disconnected));
             }
         });
         TreeSampler { stop: Some(stop), thread: Some(thread) }
