@@ -301,7 +301,11 @@ impl TreeSampler {
         let thread = std::thread::spawn(move || {
             let (mut last, mut done) = (HashMap::new(), false);
             loop {
-                last.extend(group.processes().into_iter().map(|p| (p.pid, p)));
+                for process in group.processes() {
+                    let pid = process.pid;
+                    let process = process.after(last.get(&pid));
+                    last.insert(pid, process);
+                }
                 if done {
                     return last;
                 }
@@ -420,7 +424,9 @@ mod tests {
         ];
         let seen = tree
             .iter()
-            .map(|&(pid, parent, cpu_s, name)| (pid, ProcessCpu { pid, parent, cpu_s, name: name.into() }))
+            .map(|&(pid, parent, cpu_s, name)| {
+                (pid, ProcessCpu { pid, parent, cpu_s, name: name.into(), named_by_comm: false })
+            })
             .collect();
         let split = split_at(&seen, 2);
         assert!((split.workload - 1.4).abs() < 1e-9);

@@ -75,6 +75,22 @@ pub struct ProcessCpu {
     /// The file name of its argv[0] (gVisor's `runsc-sandbox`, `runsc-gofer`), not its comm,
     /// which runsc's processes all leave as `exe`.
     pub name: String,
+    /// Its command line was empty, and `name` is its comm: a zombie, or a process on its way
+    /// out (a Go program's first thread, gone while the others still exit, has no memory left).
+    pub named_by_comm: bool,
+}
+
+impl ProcessCpu {
+    /// This later reading of the process, with the name an earlier one read from its command
+    /// line, if this one could not: a sentry read on its way out is `exe`, not `runsc-sandbox`,
+    /// and its samples would be taken for the workload's.
+    pub fn after(mut self, earlier: Option<&ProcessCpu>) -> ProcessCpu {
+        if let Some(earlier) = earlier.filter(|e| self.named_by_comm && !e.named_by_comm) {
+            self.name.clone_from(&earlier.name);
+            self.named_by_comm = false;
+        }
+        self
+    }
 }
 
 /// The process's parent and CPU from /proc/PID/stat, its name from its command line.
@@ -85,13 +101,14 @@ pub fn process_cpu(pid: i32, ticks: f64) -> Option<ProcessCpu> {
     let mut name = argv0.rsplit('/').next().unwrap_or_default().to_string();
     // An empty command line (a zombie, a process that cleared it) named nothing in the why
     // ("runsc-sandbox 50%,  50%"): its comm then (`exe` for gVisor's re-executed runsc).
-    if name.is_empty() {
+    let named_by_comm = name.is_empty();
+    if named_by_comm {
         name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string();
     }
     if name.is_empty() {
         name = format!("pid {pid}");
     }
-    Some(ProcessCpu { pid, parent: stat.parent()?, cpu_s: stat.cpu_ticks()? as f64 / ticks, name })
+    Some(ProcessCpu { pid, parent: stat.parent()?, cpu_s: stat.cpu_ticks()? as f64 / ticks, name, named_by_comm })
 }
 
 /// The kernel's clock ticks per second, the unit of /proc/PID/stat's times.
@@ -214,6 +231,31 @@ mod tests {
         assert_eq!(me.parent, nix::unistd::getppid().as_raw());
         assert!(me.cpu_s >= 0.0);
         assert!(!me.name.is_empty() && !me.name.contains('/'), "{}", me.name);
+    }
+
+    #[test]
+    fn a_process_read_on_its_way_out_keeps_the_name_it_ran_as() {
+        let mut child = std::process::Command::new("sleep").arg("0").spawn().unwrap();
+        let pid = child.id() as i32;
+        let running = ProcessCpu { pid, parent: 1, cpu_s: 0.0, name: "runsc-sandbox".into(), named_by_comm: false };
+        // Exited and not yet waited for: a zombie, whose command line is gone.
+        let zombie = crate::sys::Wait::new("sleep 0 to exit", std::time::Duration::from_secs(10))
+            .until(|| {
+                let read = process_cpu(pid, 100.0).unwrap();
+                Ok(if read.named_by_comm {
+                    crate::sys::Check::Done(read)
+                } else {
+                    crate::sys::Check::NotYet(String::new())
+                })
+            })
+            .unwrap();
+        child.wait().unwrap();
+        assert_eq!(zombie.name, "sleep");
+        let later = zombie.clone().after(Some(&running));
+        assert_eq!((later.name.as_str(), later.named_by_comm, later.cpu_s), ("runsc-sandbox", false, zombie.cpu_s));
+        assert_eq!(zombie.clone().after(None).name, "sleep");
+        let execed = ProcessCpu { name: "runsc-gofer".into(), ..running.clone() };
+        assert_eq!(execed.after(Some(&running)).name, "runsc-gofer", "a command line read later wins");
     }
 
     #[test]

@@ -356,7 +356,9 @@ mod tests {
 
     #[test]
     fn processes_have_roles_and_their_samples_parts() {
-        let process = |pid, parent, name: &str| (pid, ProcessCpu { pid, parent, cpu_s: 0.0, name: name.into() });
+        let process = |pid, parent, name: &str| {
+            (pid, ProcessCpu { pid, parent, cpu_s: 0.0, name: name.into(), named_by_comm: false })
+        };
         // runsc (1) started the gofer (2) and the sentry (3), which forked stubs (4, and 5 below it).
         let tree = HashMap::from([
             process(1, 0, "runsc"),
