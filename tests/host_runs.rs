@@ -524,10 +524,12 @@ fn a_carry_over_is_named_under_a_fixed_order_and_a_shuffled_one_is_not_biased_by
     let _alone = common::alone();
     let mut sb = Scratch::new();
     sb.settle_machine = true;
+    // The burner moves itself to the root of each cgroup hierarchy there is: on a hybrid machine
+    // /sys/fs/cgroup itself is a tmpfs, where a write to a cgroup.procs not there makes a file.
     let burner = sb.write(
         "burn.sh",
         "#!/bin/bash\ncd /\nfor fd in /proc/$$/fd/*; do n=${fd##*/}; [ \"$n\" -gt 2 ] 2>/dev/null && eval \"exec $n>&-\"; done\n\
-         for procs in /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/cgroup.procs; do echo $$ >\"$procs\"; done 2>/dev/null\n\
+         for procs in /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/cgroup.procs; do [ -f \"$procs\" ] && echo $$ >\"$procs\"; done 2>/dev/null\n\
          env -u ISOBENCH_TOKEN setsid sh -c 'for i in 1 2; do timeout 2 sh -c \"while :; do :; done\" & done; wait' </dev/null >/dev/null 2>&1 &\n",
     );
     std::fs::set_permissions(&burner, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
