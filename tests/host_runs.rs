@@ -526,11 +526,15 @@ fn a_carry_over_is_named_under_a_fixed_order_and_a_shuffled_one_is_not_biased_by
     sb.settle_machine = true;
     // The burner moves itself to the root of each cgroup hierarchy there is: on a hybrid machine
     // /sys/fs/cgroup itself is a tmpfs, where a write to a cgroup.procs not there makes a file.
+    // Its loops' text is what the test looks for at its end, to wait until they are gone.
+    const BUSY_LOOP: &str = "while :; do :; done";
     let burner = sb.write(
         "burn.sh",
-        "#!/bin/bash\ncd /\nfor fd in /proc/$$/fd/*; do n=${fd##*/}; [ \"$n\" -gt 2 ] 2>/dev/null && eval \"exec $n>&-\"; done\n\
-         for procs in /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/cgroup.procs; do [ -f \"$procs\" ] && echo $$ >\"$procs\"; done 2>/dev/null\n\
-         env -u ISOBENCH_TOKEN setsid sh -c 'for i in 1 2; do timeout 2 sh -c \"while :; do :; done\" & done; wait' </dev/null >/dev/null 2>&1 &\n",
+        &format!(
+            "#!/bin/bash\ncd /\nfor fd in /proc/$$/fd/*; do n=${{fd##*/}}; [ \"$n\" -gt 2 ] 2>/dev/null && eval \"exec $n>&-\"; done\n\
+             for procs in /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/cgroup.procs; do [ -f \"$procs\" ] && echo $$ >\"$procs\"; done 2>/dev/null\n\
+             env -u ISOBENCH_TOKEN setsid sh -c 'for i in 1 2; do timeout 2 sh -c \"{BUSY_LOOP}\" & done; wait' </dev/null >/dev/null 2>&1 &\n"
+        ),
     );
     std::fs::set_permissions(&burner, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let suite = format!(
@@ -635,7 +639,7 @@ time = "50ms"
     // (verdicts' A/A check) measured them in its first round and failed its 12-point bar.
     Wait::new("the planted busy loops to end", Duration::from_secs(10))
         .until(|| {
-            let left = Command::new("pgrep").args(["-f", "while :; do :; done"]).output()?.stdout;
+            let left = Command::new("pgrep").args(["-f", BUSY_LOOP]).output()?.stdout;
             Ok(if left.is_empty() { Check::Done(()) } else { Check::NotYet(String::from_utf8_lossy(&left).into()) })
         })
         .unwrap();
