@@ -3,8 +3,8 @@
 //! in a network namespace of its own (built from the Go module proxy by scripts/setup.sh, started
 //! by scripts/k8s-local.sh). fio runs in real pods of the runtime classes runc and gvisor on
 //! `local` volumes pinned to their nodes; Cassandra runs in runc and gvisor pods of a StatefulSet
-//! (one pod; a ring of two with its loader required on the third node; a ring of three spread
-//! over the three nodes that loses a machine mid-run), and a database "an operator made" is found
+//! (one pod, its loaders required off its machine; a ring of three spread over the three nodes
+//! that loses a machine mid-run), and a database "an operator made" is found
 //! by its labels and loaded by an Indexed Job of 4 loader pods through its Service; placements
 //! the nodes cannot give fail in seconds; runs killed with SIGKILL leave objects (and a stopped
 //! machine) that `isobench cleanup` deletes (and starts), a StatefulSet's claims included.
@@ -268,7 +268,6 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
         // of each: ×1.45 in a fresh clone's `make test` on 2026-11-28, 945 against 651 µs).
         assert!(gvisor > runc * 1.25, "CPU per read: gvisor {gvisor:.0} µs, runc {runc:.0} µs");
     }
-    timed("a ring of two, its loader apart", || a_ring_of_two_has_its_loader_on_the_third_node(&sb, &cluster));
     timed("a ring of three losing a machine", || {
         a_ring_of_three_on_three_nodes_serves_through_a_lost_machine(&sb, &cluster)
     });
@@ -700,6 +699,12 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
         // Reads long enough that the kubelet's CPU figures, read every second, span them.
         "load = \"write n=3000 no-warmup -rate threads=4\"\nargs = \"read duration=6s no-warmup -pop dist=uniform(1..3000) -rate threads=4\"",
     );
+    // runc's two loaders are required off the database's machine: one on each other node, so
+    // that the three kubelets' CPU figures all come through the node proxy.
+    let (suite, apart) = match runtime_class {
+        "runc" => (with_env_keys(suite, "loaders_apart = \"required\""), "required"),
+        _ => (suite, "preferred"),
+    };
     let mut run = spawn_suite(sb, &suite, &out);
     // Once the loaders are done, the run is held still while a client of another make counts
     // the rows in the pod, and every object but the Secret is searched for the password.
@@ -733,7 +738,7 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
     // The local cluster's volumes are `local` ones, each pinned to its node: the pod's.
     assert!(setup["db.pod1.node"].as_str().unwrap().starts_with("node-"), "{setup}");
     assert_eq!(setup["db.pod1.volume_node"], setup["db.pod1.node"]);
-    assert_eq!(setup["k8s.loaders_apart"], "preferred");
+    assert_eq!(setup["k8s.loaders_apart"], apart);
     assert!(setup["k8s.node_runtime"].as_str().unwrap_or_default().starts_with("containerd://"), "{setup}");
     assert!(setup["db.pod1.pv"].as_str().unwrap().starts_with(storage_class), "{setup}");
     assert!(setup["db.pod1.image_id"].as_str().unwrap().starts_with("sha256:"), "{setup}");
@@ -751,6 +756,17 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
     let counted_by = setup["sys.cpu_counted_by"].as_str().unwrap_or_default();
     assert!(counted_by.contains("kubelet stats summary, through the API server's node proxy"), "{setup}");
     assert!(!counted_by.contains("127.0.0.1") && counted_by.contains(" on node-"), "{counted_by}");
+    if apart == "required" {
+        let database = setup["db.pod1.node"].as_str().unwrap();
+        let loaders: Vec<&str> = setup["loader.nodes"].as_str().unwrap_or_default().split(',').collect();
+        eprintln!("a {runtime_class} database on {database}, its loaders required apart: on {loaders:?}");
+        assert_eq!(loaders.len(), 2, "one loader on each node the database leaves free: {setup}");
+        assert!(loaders.iter().all(|n| n.starts_with("node-") && *n != database), "{setup}");
+        for node in loaders.iter().chain([&database]) {
+            let kubelet = format!("{node}'s kubelet stats summary, through the API server's node proxy");
+            assert!(counted_by.contains(&kubelet), "{counted_by}");
+        }
+    }
     let (database, loaders) = (value(&record, "sys.cpu_measured"), value(&record, "sys.cpu_loaders"));
     let phase = value(&record, "ops") / value(&record, "op_rate");
     let cores = std::thread::available_parallelism().unwrap().get() as f64;
@@ -791,34 +807,6 @@ fn ring(cluster: &LocalCluster, nodes: usize, part: &str, fault: &str, load: &st
             None
         }
     }
-}
-
-/// A ring of two with its loader required off the database's machines: the loader runs on the
-/// third node, and the kubelets' CPU figures of all three come through the node proxy.
-fn a_ring_of_two_has_its_loader_on_the_third_node(sb: &Scratch, cluster: &LocalCluster) {
-    let load = "args = \"write duration=6s no-warmup -schema replication(factor=2) -rate threads=4\"";
-    let Some(suite) = ring(cluster, 2, "a ring of two", "", load) else { return };
-    let suite = suite.replace("loaders = 2\n", "loaders = 1\n");
-    let suite = with_env_keys(suite, "spread = \"required\"\nloaders_apart = \"required\"");
-    let record = database_run(sb, &suite);
-    let setup = &record["setup"];
-    let db_nodes: Vec<&str> = (1..=2).map(|k| setup[format!("db.pod{k}.node")].as_str().unwrap()).collect();
-    let loader = setup["loader.nodes"].as_str().unwrap_or_default();
-    eprintln!("a ring of two, loaders apart: database on {db_nodes:?}, loader on {loader}");
-    assert_ne!(db_nodes[0], db_nodes[1], "{setup}");
-    assert!(loader.starts_with("node-") && !db_nodes.iter().any(|n| loader.contains(n)), "{setup}");
-    for k in 1..=2 {
-        assert_eq!(setup[format!("db.pod{k}.volume_node")], setup[format!("db.pod{k}.node")], "{setup}");
-    }
-    let counted_by = setup["sys.cpu_counted_by"].as_str().unwrap_or_default();
-    for node in db_nodes.iter().chain([&loader]) {
-        assert!(
-            counted_by.contains(&format!("{node}'s kubelet stats summary, through the API server's node proxy")),
-            "{counted_by}"
-        );
-    }
-    assert!(value(&record, "sys.cpu_loaders") > 0.0 && value(&record, "sys.cpu_measured") > 0.0, "{record}");
-    assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
 }
 
 /// How many PersistentVolumes of `class` are Available.
