@@ -20,6 +20,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
+use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 
@@ -138,10 +139,8 @@ impl Db<'_> {
         let formed = crate::sys::Wait::new(what, timeout)
             .every(Duration::from_secs(1))
             .until_async(|| async {
-                let mut views = Vec::new();
-                for k in 0..self.pods.len() {
-                    views.push(self.call(client, k, &["nodetool", "status"]).await);
-                }
+                // Each view is a JVM started in its pod: side by side, not one after another.
+                let views = join_all((0..self.pods.len()).map(|k| self.call(client, k, &["nodetool", "status"]))).await;
                 if views.iter().all(|v| v.as_ref().is_ok_and(|text| crate::server::cluster::all_up(text, addresses))) {
                     return Ok(crate::sys::Check::Done(()));
                 }
@@ -360,13 +359,24 @@ async fn after_load(db: &Db<'_>, load: &Cql, facts: &[PodFacts], report: &mut Ag
     let settings = load.phase(&load.args)?;
     let keyspace = settings.schema.keyspace.clone();
     let table = crate::cql::schema::table(settings.command.ops[0].0).to_string();
+    // Three nodetool JVMs a pod, one after another (the flush before the sizes), and the pods
+    // side by side: a ring of three's took 11 s one pod after another.
+    let tables = format!("{keyspace}.{table}");
+    let per_pod = join_all((0..db.pods.len()).map(|k| {
+        let (keyspace, table, tables) = (&keyspace, &table, &tables);
+        async move {
+            let flushed = db.call(client, k, &["nodetool", "flush", keyspace, table]).await;
+            let stats = db.call(client, k, &["nodetool", "tablestats", tables]).await;
+            let histograms = db.call(client, k, &["nodetool", "tablehistograms", keyspace, table]).await;
+            (flushed, stats, histograms)
+        }
+    }))
+    .await;
     let mut figures = Vec::new();
-    for k in 0..db.pods.len() {
-        if let Err(e) = db.call(client, k, &["nodetool", "flush", &keyspace, &table]).await {
+    for (k, (flushed, stats, histograms)) in per_pod.into_iter().enumerate() {
+        if let Err(e) = flushed {
             report.notes.push(format!("server: node {}: nodetool flush: {e:#}", k + 1));
         }
-        let stats = db.call(client, k, &["nodetool", "tablestats", &format!("{keyspace}.{table}")]).await;
-        let histograms = db.call(client, k, &["nodetool", "tablehistograms", &keyspace, &table]).await;
         for (what, text) in [("tablestats", &stats), ("tablehistograms", &histograms)] {
             match text {
                 Ok(text) => report
