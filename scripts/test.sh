@@ -75,7 +75,7 @@ EOF
 # `alone()` (tests/common) run first, when nothing else runs. The fuzz targets' build and runs,
 # which keep a core busy throughout, run at the lowest CPU priority (nice 19), so that they take
 # only the cores the tests leave idle; their executions per second say what they got. They start
-# beside the Kubernetes tests' alone job, the longest (10 min), whose pods wait on JVM starts,
+# beside the Kubernetes tests' alone job, the longest (8 min), whose pods wait on JVM starts,
 # grace periods and timeouts with a core often idle, and which bounds no latency; it runs last of
 # the alone jobs, so that the fuzzing goes on beside the lanes if it is not done by then. Not
 # beside the other alone jobs: even niced, it took the Cassandra capacity search's p99 to
