@@ -3,8 +3,8 @@
 //! in a network namespace of its own (built from the Go module proxy by scripts/setup.sh, started
 //! by scripts/k8s-local.sh). fio runs in real pods of the runtime classes runc and gvisor on
 //! `local` volumes pinned to their nodes; Cassandra runs in runc and gvisor pods of a StatefulSet
-//! (one pod, its loaders required off its machine; a ring of three spread over the three nodes
-//! that loses a machine mid-run), and a database "an operator made" is found
+//! (one pod, runc's loaders required off its machine; a ring of three spread over the three
+//! nodes that loses a machine mid-run), and a database "an operator made" is found
 //! by its labels and loaded by an Indexed Job of 4 loader pods through its Service; placements
 //! the nodes cannot give fail in seconds; runs killed with SIGKILL leave objects (and a stopped
 //! machine) that `isobench cleanup` deletes (and starts), a StatefulSet's claims included.
