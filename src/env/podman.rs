@@ -90,6 +90,11 @@ impl Engine {
                 if !flags.iter().any(|f| f.starts_with("overlay")) {
                     flags.push("overlay2=none".into());
                 }
+                // runsc keeps an empty network namespace mounted in its state directory: in
+                // the run's, it is unmounted with it rather than left in runsc's /run/runsc.
+                if !flags.iter().any(|f| f.split('=').next() == Some("root")) {
+                    flags.push(format!("root={}", runroot(run_dir).join("runsc").display()));
+                }
             }
             // docker takes runtime flags from its daemon's configuration, not per container.
             if self.program == "podman" {
