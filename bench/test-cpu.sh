@@ -2,8 +2,9 @@
 # Where a command's CPU goes, by program: the command (default `CI=true make test`) run under the
 # kernel's process accounting, then every process of the machine's that ended meanwhile (so run
 # it on a quiet machine) summed by its name (user and system CPU-seconds, how many, the largest
-# one), with the wall time and how busy the cores were. A program that outlives the command is not counted; gVisor's sentries and gofers are
-# runsc started again as `exe`, and a gVisor sandbox's own processes are inside them.
+# one), with the wall time and how busy the cores were. A program that outlives the command is
+# not counted; gVisor's sentries and gofers are runsc started again as `exe`, and a gVisor
+# sandbox's own processes are inside them.
 #
 #   bench/test-cpu.sh                                   # CI=true make test
 #   bench/test-cpu.sh scripts/test.sh --test history    # any command
