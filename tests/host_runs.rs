@@ -401,14 +401,6 @@ fn bad_suite_gives_one_clear_error_and_exit_1() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read the suite file"), "{}", text(&o));
 }
 
-/// Mount points in runsc's default state directory (/var/run/runsc), where no run of isobench's
-/// may leave one.
-fn runsc_root_mounts() -> std::collections::BTreeSet<String> {
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let targets = mounts.lines().filter_map(|l| l.split(' ').nth(4));
-    targets.filter(|m| m.starts_with("/run/runsc/")).map(str::to_string).collect()
-}
-
 #[test]
 fn dry_run_lists_the_matrix_and_doctor_lists_the_machine() {
     let sb = Scratch::new();
@@ -418,12 +410,14 @@ fn dry_run_lists_the_matrix_and_doctor_lists_the_machine() {
     let t = text(&o);
     assert!(t.contains("2 cells × 2 repetitions: 4 runs") && t.contains("host.tmpfs.fio.rw=randread"), "{t}");
     let began = Instant::now();
-    let in_runsc_root = runsc_root_mounts();
+    // runsc's default state directory (/var/run/runsc), where no run of isobench's may leave a mount.
+    let runsc_root = || common::mounts_under("/run/runsc/");
+    let in_runsc_root = runsc_root();
     let o = sb.run(&["doctor"]);
     eprintln!("doctor took {:?}", began.elapsed());
     // podman's runsc keeps an empty network namespace mounted in its state directory: the
     // run's, gone with it, not runsc's own root, where it would stay mounted.
-    let left: Vec<_> = runsc_root_mounts().difference(&in_runsc_root).cloned().collect();
+    let left: Vec<_> = runsc_root().into_iter().filter(|m| !in_runsc_root.contains(m)).collect();
     assert!(left.is_empty(), "mounted in runsc's own root by the doctor: {left:?}");
     sb.assert_nothing_left();
     let t = text(&o);

@@ -50,6 +50,18 @@ pub fn need_root(what: &str) -> Option<Missing> {
     (!is_root()).then(|| missing("root", format!("needs root ({what})")))
 }
 
+/// Mount points in this process's mount namespace whose path starts with `prefix`, in the
+/// order they were mounted.
+pub fn mounts_under(prefix: &str) -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
 /// A program on PATH, from `package` (which scripts/setup.sh installs).
 pub fn need_program(program: &'static str, package: &str) -> Option<Missing> {
     (!have(program))
@@ -184,14 +196,7 @@ impl Scratch {
 
     /// Mounts under this sandbox that are still there.
     pub fn mounts_left(&self) -> Vec<String> {
-        let prefix = self.path().to_string_lossy().into_owned();
-        std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap()
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|m| m.starts_with(&prefix))
-            .map(str::to_string)
-            .collect()
+        mounts_under(&self.path().to_string_lossy())
     }
 
     /// Loop devices whose backing file is under this sandbox.
