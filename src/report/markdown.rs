@@ -35,11 +35,10 @@ fn header(report: &Report) -> String {
     let plan = &analysis.plan;
     let mut out = format!("# isobench report: {}\n\n", plan.suite);
     out.push_str(&format!(
-        "Baseline: {}. Every figure is the median of a cell's runs with a 95 % \
-         bootstrap confidence interval; \"% difference\" is (cell − baseline) / baseline of the medians, \
-         its CI from resampling both sides; {}. \
+        "Baseline: {}. Method: {}; {}. \
          Repetitions: {}.\n\n",
         plan.baseline.describe(),
+        super::METHOD,
         super::MARKS,
         plan.repeat
     ));

@@ -60,7 +60,7 @@ fn setting_tables(report: &Report) -> String {
 /// What the marks mean, then the capacity, money, cost and density tables where the runs have them.
 fn capacity_cost_and_density(report: &Report) -> String {
     let mut out = String::new();
-    out.push_str(&format!("\n(figures: the geometric mean of the runs; % = against the baseline; {})\n", super::MARKS));
+    out.push_str(&format!("\n({}; {})\n", super::METHOD, super::MARKS));
     if let Some(table) = super::capacity::table(report) {
         out.push_str("\ncapacity (the highest offered rate each cell sustained within its latency bound):\n");
         out.push_str(&table.to_text("  "));

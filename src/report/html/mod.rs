@@ -31,10 +31,11 @@ pub fn render(report: &Report) -> String {
     let _ = write!(
         out,
         "<h1>isobench report: {}</h1><p class=\"meta\">Baseline: {} · repetitions: {} · \
-         medians with 95&nbsp;% bootstrap CIs; % difference = (cell − baseline) / baseline; {}</p>",
+         {}; {}</p>",
         h(&plan.suite),
         h(&plan.baseline.describe()),
         h(&plan.repeat.to_string()),
+        h(super::METHOD),
         h(super::MARKS)
     );
     let host: Vec<String> = ["os", "kernel.release", "cpu.model", "cpus", "isobench.version", "isobench.git"]
