@@ -24,6 +24,10 @@ fn parse(f: &mut Fields) -> Result<Box<dyn Environment>, SuiteError> {
 }
 
 impl Environment for Host {
+    fn takes_slices(&self) -> bool {
+        true
+    }
+
     fn unavailable(&self) -> Option<String> {
         None
     }
@@ -61,6 +65,7 @@ impl Environment for Host {
     }
 
     fn run_agent(&self, launch: Launch) -> Result<crate::store::AgentReport> {
+        super::rootfs::scratch_in_memory(launch.ledger, &launch.request.scratch_dir)?;
         let token = launch.ledger.new_process_token();
         run_agent_process(Command::new(agent_binary()?).args(["agent", "--request", "-"]), launch, &token)
     }

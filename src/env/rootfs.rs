@@ -34,6 +34,21 @@ pub fn overlay_of_host_root(ledger: &Ledger, run_dir: &Path) -> Result<PathBuf> 
     Ok(root)
 }
 
+/// Mounts a tmpfs at `dir` (recorded first), for an agent's temporary files on the host: every
+/// sandbox keeps its own in memory (this overlay's upper layer, a guest's RAM), and on the host's
+/// root disk they would share its journal with a loop volume's backing file, whose every
+/// fsync would then commit them too (the host's fsynced writes measured 5 % under runc's).
+pub fn scratch_in_memory(ledger: &Ledger, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    ledger.record(Resource::Mount { target: dir.to_path_buf() })?;
+    sys::command_output(
+        "mount",
+        &["-t", "tmpfs", "-o", "size=256m,mode=755", "isobench-scratch", &dir.to_string_lossy()],
+    )
+    .context("mounting a tmpfs for the agent's temporary files")?;
+    Ok(())
+}
+
 /// Where the agent binary and the volume appear inside a container.
 pub const AGENT_PATH: &str = "/.isobench/isobench";
 pub const DATA_PATH: &str = "/data";
