@@ -306,6 +306,20 @@ impl Orderer {
         chosen
     }
 
+    /// The cycles of a block run in slices: each of its `sandboxes` once per cycle, in an order
+    /// drawn afresh each cycle (as given, for a fixed order).
+    pub fn slice_cycles(&mut self, sandboxes: usize, cycles: u32) -> Vec<Vec<usize>> {
+        (0..cycles)
+            .map(|_| {
+                let mut cycle: Vec<usize> = (0..sandboxes).collect();
+                if self.order == Order::Shuffled {
+                    self.rng.shuffle(&mut cycle);
+                }
+                cycle
+            })
+            .collect()
+    }
+
     /// Each cell of `order` with the cell before it (the last round's last for the first).
     fn pairs<'a>(&self, order: &'a [usize]) -> impl Iterator<Item = (Option<usize>, usize)> + 'a {
         let last = self.last;

@@ -364,6 +364,8 @@ pub struct SandboxRecord {
 pub const SETTLE_METRIC: &str = "sys.settle_s";
 /// In a run's setup: what had not settled within its limit when the run began.
 pub const UNSETTLED_SETUP: &str = "settle.unsettled";
+/// In a run's setup: how its block ran in slices, where it did.
+pub const SLICES_SETUP: &str = "slices";
 
 /// The order of the cells within each round of runs (the suite's `order`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

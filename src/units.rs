@@ -50,6 +50,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("\"{text}\" is not a valid duration"))
 }
 
+/// A duration as a suite writes it: "5s" where it is whole seconds, else "500ms".
+pub fn duration_text(d: Duration) -> String {
+    match d.subsec_millis() {
+        0 => format!("{}s", d.as_secs()),
+        _ => format!("{}ms", d.as_millis()),
+    }
+}
+
 /// A measured or estimated number of seconds as a Duration: negative or NaN is none, too long
 /// for a Duration is the longest (Duration::from_secs_f64 panics on both).
 pub fn seconds(seconds: f64) -> Duration {

@@ -753,3 +753,41 @@ fn the_order_and_the_settle_are_checked() {
     let e = error_with("repeat = 2\n", "repeat = 2\nsettle = { wait = \"1s\" }\n");
     assert!(e.contains("key \"wait\": unknown key; allowed keys are: cpu_busy, timeout"), "{e}");
 }
+
+/// `slice`: a run cut into slices that alternate between a block's environments. A slice fio
+/// cannot measure, a run that holds fewer than two, or slicing what cannot be sliced is refused
+/// at the key, saying the fix.
+#[test]
+fn slices_fio_cannot_measure_or_cut_are_refused_at_the_key() {
+    let sliced = |slice: &str| error_with("runtime = \"10s\"", &format!("runtime = \"10s\"\nslice = \"{slice}\""));
+    let e = sliced("100ms");
+    assert!(e.contains("key \"slice\"") && e.contains("too short for fio to measure") && e.contains("500ms"), "{e}");
+    let e = sliced("6s");
+    assert!(e.contains("key \"slice\"") && e.contains("fewer than two slices") && e.contains("raise runtime"), "{e}");
+    let e = error_with("runtime = \"10s\"", "runtime = \"10s\"\nslice = \"1s\"\nramp_time = \"1s\"");
+    assert!(e.contains("key \"ramp_time\"") && e.contains("remove ramp_time"), "{e}");
+    let e = error_with("runtime = \"10s\"", "runtime = \"10s\"\nslice = \"1s\"\ndensity = 2");
+    assert!(e.contains("key \"slice\"") && e.contains("remove slice or density"), "{e}");
+    let ok = load(&BASE.replacen("runtime = \"10s\"", "runtime = \"10s\"\nslice = \"1s\"", 1)).unwrap();
+    let sliced = ok.workloads[0].variants[0].spec.sliced().expect("runs in slices");
+    assert_eq!((sliced.count, sliced.length), (10, std::time::Duration::from_secs(1)));
+}
+
+/// An environment whose sandbox cannot stay up between slices at isobench's word is refused
+/// for a sliced workload before any run, naming the workload, the env and the fix.
+#[test]
+fn slices_in_an_environment_that_cannot_stay_up_are_refused_before_any_run() {
+    let text = BASE.replacen("runtime = \"10s\"", "runtime = \"10s\"\nslice = \"1s\"", 1).replacen(
+        "[[volume]]",
+        "[[env]]\nname = \"vm\"\nkind = \"vm\"\nmemory = \"2G\"\n\n[[volume]]",
+        1,
+    );
+    let s = load(&text).unwrap();
+    let plan = Plan::new(&s, &[], 0).unwrap();
+    let refused = isobench::runner::refusals(&s, &plan);
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    let (why, cells) = &refused[0];
+    assert!(why.contains("workload \"fio\" runs in slices") && why.contains("env \"vm\""), "{why}");
+    assert!(why.contains("remove slice") && why.contains("host, oci or podman"), "{why}");
+    assert!(cells.iter().all(|c| c.starts_with("vm.")), "only the vm's cells: {cells:?}");
+}

@@ -222,15 +222,17 @@ impl StartLine {
 
     /// What a loader's stdin gets once every loader has arrived: "go", or nothing when one of
     /// them ended instead.
-    fn go(&self) -> Box<dyn FnOnce() -> Option<Vec<u8>> + Send> {
+    fn go(&self) -> crate::sys::StdinFeed {
         let state = Arc::clone(&self.state);
-        Box::new(move || {
+        Box::new(move |stdin| {
             let (lock, changed) = &*state;
             let mut arrivals = lock.lock().unwrap_or_else(|p| p.into_inner());
             while arrivals.ready + arrivals.gone < arrivals.expected {
                 arrivals = changed.wait(arrivals).unwrap_or_else(|p| p.into_inner());
             }
-            (arrivals.gone == 0).then(|| b"go\n".to_vec())
+            if arrivals.gone == 0 {
+                let _ = stdin.write_all(b"go\n");
+            }
         })
     }
 }
@@ -455,18 +457,25 @@ mod tests {
     #[test]
     fn loaders_go_once_all_are_ready_and_are_called_off_when_one_ended_first() {
         let line = StartLine::new(2);
-        let go = line.go();
-        let waiting = std::thread::spawn(go);
+        let feed = |line: &StartLine| {
+            let go = line.go();
+            move || {
+                let mut written = Vec::new();
+                go(&mut written);
+                written
+            }
+        };
+        let waiting = std::thread::spawn(feed(&line));
         line.update(|a| a.ready += 1);
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert!(!waiting.is_finished(), "one of two is ready: no go yet");
         line.update(|a| a.ready += 1);
-        assert_eq!(waiting.join().unwrap(), Some(b"go\n".to_vec()));
+        assert_eq!(waiting.join().unwrap(), b"go\n");
 
         let line = StartLine::new(2);
         line.update(|a| a.ready += 1);
         line.update(|a| a.gone += 1);
-        assert_eq!(line.go()(), None, "the one ready is called off, not kept waiting");
+        assert!(feed(&line)().is_empty(), "the one ready is called off, not kept waiting");
     }
 
     #[test]

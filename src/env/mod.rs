@@ -19,13 +19,17 @@ use crate::ledger::Ledger;
 use crate::syntax::{Fields, SuiteError};
 use crate::volume::{Provisioned, RawTarget};
 
-/// A sandbox started together with others (density): the environment tells it when the
-/// sandbox's first process spawned and each line it printed, and feeds the sandbox's stdin what
-/// `go` gives once all are up.
+/// A sandbox started together with others (density, or a block run in slices): the environment
+/// tells it when the sandbox's first process spawned and each line it printed, and feeds the
+/// sandbox's stdin what `go` writes (a "go" once all are up; one per slice).
 pub trait StartGate: Sync {
     fn spawned(&self, pid: u32);
     fn saw_line(&self, line: &str);
-    fn go(&self) -> Box<dyn FnOnce() -> Option<Vec<u8>> + Send>;
+    fn go(&self) -> crate::sys::StdinFeed;
+    /// How many slices the sandbox runs its workload in, each at its own "go" (0: at once).
+    fn slices(&self) -> u32 {
+        0
+    }
 }
 
 /// Everything an environment needs to run the agent once.
@@ -106,6 +110,11 @@ pub trait Environment: Send + Sync {
             Some(export) => RawTarget::Nbd(export.clone()),
             None => RawTarget::Device(volume.path.clone()),
         }
+    }
+    /// Whether its sandbox can stay up through a block and run its workload in slices, one at
+    /// each "go" from the runner (the agent's stdin and stderr reach the runner while it runs).
+    fn takes_slices(&self) -> bool {
+        false
     }
     /// Whether the workload reaches an NBD export itself here (fio's nbd engine on the host,
     /// QEMU's client for a VM's disk), so that a raw network volume needs no device.

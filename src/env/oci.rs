@@ -413,6 +413,10 @@ fn default_platform(flags: &str) -> Option<String> {
 }
 
 impl Environment for Oci {
+    fn takes_slices(&self) -> bool {
+        true
+    }
+
     fn unavailable(&self) -> Option<String> {
         crate::sys::needs_root().or_else(|| self.runtime.missing())
     }

@@ -211,6 +211,10 @@ fn hard_limit(resource: nix::sys::resource::Resource, default: u64) -> u64 {
 }
 
 impl Environment for Engine {
+    fn takes_slices(&self) -> bool {
+        true
+    }
+
     fn cpu_count(&self) -> super::CpuCount {
         // conmon leaves the engine's process tree and waits for the container itself: only a
         // cgroup holds the container's processes, where the engine can nest its own in it.

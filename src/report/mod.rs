@@ -188,6 +188,28 @@ pub fn verdict(analysis: &Analysis) -> (Vec<VerdictLine>, String) {
     (lines, against)
 }
 
+/// How the judged cells' blocks ran where they ran in slices: which workloads, and the design,
+/// so that a reader knows a run's figure is its slices' and the interval one over blocks.
+fn slices_note(judged: &[&CellResult]) -> Option<String> {
+    let mut sliced: Vec<(String, String)> = Vec::new();
+    for cell in judged {
+        let Some(design) = cell.setup.get(crate::store::SLICES_SETUP) else { continue };
+        let workload = cell.record.labels.workload.clone();
+        if !sliced.iter().any(|(w, _)| *w == workload) {
+            sliced.push((workload, design.clone()));
+        }
+    }
+    let unsliced = judged.iter().any(|c| !c.setup.contains_key(crate::store::SLICES_SETUP));
+    (!sliced.is_empty()).then(|| {
+        let each: Vec<String> = sliced.iter().map(|(w, design)| format!("{w}: {design}")).collect();
+        format!(
+            "Interleaved in slices, each run's figure the geometric mean of its slices and each block one pair ({}){}.",
+            each.join("; "),
+            if unsliced { "; the other workloads ran each cell's run at once, back to back in its block" } else { "" }
+        )
+    })
+}
+
 /// What the verdict rests on, in sentences every format prints under it: how the differences
 /// were estimated (paired by round, or not and why), the precision each reached against the
 /// suite's goal, and how many false verdicts the A/A check gave.
@@ -226,6 +248,7 @@ pub fn verdict_notes(analysis: &Analysis) -> Vec<String> {
             text.push_str(&format!("; unpaired (the two sides' runs as independent samples): {}", unpaired.join("; ")));
         }
         notes.push(text + ".");
+        notes.extend(slices_note(&judged.iter().map(|(c, _, _)| *c).collect::<Vec<_>>()));
     }
     if let Some(goal) = &analysis.plan.precision {
         let standings = compare::precision::standings(analysis, goal.half_width);
@@ -375,6 +398,12 @@ pub fn diff_text(d: &compare::Diff) -> String {
 }
 
 /// What the marks mean, as every format says it.
+/// What every figure and difference is, as `compare` and `stats` make them: every format opens
+/// with these words (a test holds them to the method).
+pub const METHOD: &str = "each figure is the geometric mean of a cell's runs with a 95% t interval on their logarithms; \
+     % difference = (cell − baseline) / baseline, its 95% t interval from each run's ratio to the baseline's run of its \
+     block (paired), or from the two sides' runs apart (Welch) where a run lost its partner";
+
 pub const MARKS: &str = "~ = within the noise: the 95% CI of the difference includes 0; ? = too few runs for a verdict (fewer than 3 on a side)";
 
 /// "52.8k op/s (-24%)": the cell's figure and its difference from the baseline.
@@ -695,5 +724,61 @@ pub(crate) mod fixture {
         };
         let runs: Vec<RunRecord> = (1..=3).flat_map(|rep| pairs.iter().map(move |p| run(*p, rep))).collect();
         (compare::analyze(&plan, &runs), runs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::Sample;
+
+    /// A host and a runc cell whose runs give op/s `host` and `runc` per repetition, each run's
+    /// setup `setup`.
+    fn report(setup: &[(&str, &str)]) -> super::Report {
+        let rates = |env: &str| if env == "host" { [100.0, 200.0, 400.0] } else { [90.0, 180.0, 360.0] };
+        let setup: std::collections::BTreeMap<String, String> =
+            setup.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let analysis = super::fixture::analysis(
+            |env, rep| vec![Sample::new("op_rate", rates(env)[rep as usize - 1], "op/s")],
+            |_| setup.clone(),
+        );
+        super::fixture::report("/nonexistent", analysis)
+    }
+
+    /// Every format says what the figures are as `compare` makes them: geometric means and t
+    /// intervals, differences paired by block; never the medians and bootstrap of an older method.
+    #[test]
+    fn every_format_names_the_method_the_figures_were_made_with() {
+        let report = report(&[]);
+        let host = report.analysis.cells.iter().find(|c| c.record.labels.env == "host").unwrap();
+        let center = host.metric("op_rate").unwrap().summary.center;
+        assert!((center - 200.0).abs() < 1e-6, "the figure is the geometric mean of 100, 200, 400, not {center}");
+        let runc = report.analysis.cells.iter().find(|c| c.record.labels.env == "runc").unwrap();
+        let d = runc.metric("op_rate").unwrap().vs_baseline.as_ref().unwrap();
+        assert_eq!(d.pairing, crate::stats::Pairing::Paired, "the method says paired by block");
+        assert!((d.pct + 10.0).abs() < 1e-6, "each run 10 % below its block's baseline: {}", d.pct);
+        let html_method = crate::chart::escape(super::METHOD);
+        for (format, text, method) in [
+            ("terminal", super::terminal::render(&report), super::METHOD.to_string()),
+            ("markdown", super::markdown::render(&report), super::METHOD.to_string()),
+            ("html", super::html::render(&report), html_method),
+        ] {
+            assert!(text.contains(&method), "{format} names the method");
+            for stale in ["bootstrap", "median of", "medians with"] {
+                assert!(!text.to_lowercase().contains(stale), "{format} says \"{stale}\"");
+            }
+        }
+    }
+
+    #[test]
+    fn runs_made_in_slices_are_said_to_be_so_in_every_format() {
+        let design = "6 slices of 1000 ms, alternating between host, runc";
+        let sliced = report(&[(crate::store::SLICES_SETUP, design)]);
+        let notes = super::verdict_notes(&sliced.analysis).join(" ");
+        assert!(notes.contains("Interleaved in slices") && notes.contains(design), "{notes}");
+        for text in [super::terminal::render(&sliced), super::markdown::render(&sliced)] {
+            assert!(text.contains("Interleaved in slices"), "{text}");
+        }
+        let plain = super::verdict_notes(&report(&[]).analysis).join(" ");
+        assert!(!plain.contains("slices"), "{plain}");
     }
 }

@@ -113,14 +113,16 @@ impl StartGate for Gate {
     }
 
     /// What the sandbox's stdin gets once every sandbox is up: "go", or nothing (called off).
-    fn go(&self) -> Box<dyn FnOnce() -> Option<Vec<u8>> + Send> {
+    fn go(&self) -> sys::StdinFeed {
         let barrier = Arc::clone(&self.barrier);
-        Box::new(move || {
+        Box::new(move |stdin| {
             let mut state = barrier.lock();
             while state.release.is_none() {
                 state = barrier.changed.wait(state).unwrap_or_else(|p| p.into_inner());
             }
-            (state.release == Some(true)).then(|| b"go\n".to_vec())
+            if state.release == Some(true) {
+                let _ = stdin.write_all(b"go\n");
+            }
         })
     }
 }

@@ -133,6 +133,7 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             scratch_dir: manifest::SCRATCH_DIR.into(),
             serve: None,
             barrier: false,
+            slices: 0,
             collect: false,
         };
         let served = matches!((&suite.server, &request.workload), (Some(ServerSpec::Managed(_)), Spec::Cql(_)));

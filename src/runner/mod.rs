@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 mod collect;
 pub mod density;
+mod interleave;
 pub mod k8s_render;
 pub mod k8s_server_cell;
 mod place;
@@ -82,9 +83,7 @@ impl<'a> Runner<'a> {
         // What a run says while it goes (a capacity search's steps), under the cell it is in.
         let progress = bar.clone();
         sys::progress::set_sink(move |line| say(&progress, format!("  {} · {line}", progress.message())));
-        for slot in self.plan.runs.clone() {
-            self.run_slot(slot, &bar)?;
-        }
+        self.run_slots(&self.plan.runs.clone(), &bar)?;
         loop {
             let (round, why) = self.next_round(clock.elapsed())?;
             if round.is_empty() {
@@ -95,29 +94,67 @@ impl<'a> Runner<'a> {
             }
             bar.inc_length(round.len() as u64);
             say(&bar, why.unwrap_or_default());
-            for slot in round {
-                self.run_slot(slot, &bar)?;
-            }
+            self.run_slots(&round, &bar)?;
         }
         bar.finish_and_clear();
         Ok(())
     }
 
-    fn run_slot(&mut self, slot: Slot, bar: &ProgressBar) -> Result<()> {
-        let cell = &self.plan.cells[slot.cell];
-        if self.set.has_run(&cell.id, slot.rep) {
+    /// Runs `slots` in order; the slots of a block whose workload runs in slices run together.
+    fn run_slots(&mut self, slots: &[Slot], bar: &ProgressBar) -> Result<()> {
+        let mut i = 0;
+        while i < slots.len() {
+            let first = slots[i];
+            let together = match self.sliced(first.cell) {
+                true => slots[i..]
+                    .iter()
+                    .take_while(|s| s.round == first.round && s.block == first.block && self.sliced(s.cell))
+                    .count(),
+                false => 1,
+            };
+            let slots = &slots[i..i + together];
+            let todo: Vec<Slot> = slots.iter().copied().filter(|s| !self.done(*s, bar)).collect();
+            if !todo.is_empty() && sys::interrupted() {
+                bar.abandon();
+                return Err(Interrupted.into());
+            }
+            match (self.sliced(first.cell), todo.as_slice()) {
+                (_, []) => {}
+                (true, _) => self.run_sliced(&todo, bar)?,
+                (false, [slot]) => {
+                    let cell = &self.plan.cells[slot.cell];
+                    bar.set_message(format!("{} #{}", cell.id, slot.rep));
+                    let (record, raw) = self.run_one(*slot)?;
+                    self.store(*slot, record, &raw, bar)?;
+                }
+                (false, _) => unreachable!("one slot at a time outside slices"),
+            }
+            i += together;
+        }
+        Ok(())
+    }
+
+    /// Whether `cell`'s workload runs in slices that alternate with its block's other cells'.
+    fn sliced(&self, cell: usize) -> bool {
+        let cell = &self.plan.cells[cell];
+        self.suite.workloads[cell.workload].variants[cell.variant].spec.sliced().is_some()
+    }
+
+    /// Whether the result set has `slot`'s run already (a resumed run): then it counts as done.
+    fn done(&self, slot: Slot, bar: &ProgressBar) -> bool {
+        let done = self.set.has_run(&self.plan.cells[slot.cell].id, slot.rep);
+        if done {
             bar.inc(1);
-            return Ok(());
         }
-        if sys::interrupted() {
-            bar.abandon();
-            return Err(Interrupted.into());
-        }
-        bar.set_message(format!("{} #{}", cell.id, slot.rep));
-        let (mut record, raw) = self.run_one(slot)?;
+        done
+    }
+
+    /// Writes `slot`'s run into the result set, in its block, and says it on the progress line.
+    fn store(&self, slot: Slot, mut record: RunRecord, raw: &[RawFile], bar: &ProgressBar) -> Result<()> {
+        let cell = &self.plan.cells[slot.cell];
         record.block =
             Some(BlockId { round: slot.round, block: slot.block as u32, session: self.ledger.token().into() });
-        self.set.write_run(&mut record, &raw)?;
+        self.set.write_run(&mut record, raw)?;
         let headline = self.suite.workloads[cell.workload].headline(cell.variant);
         say(bar, progress_line(bar.position() + 1, bar.length().unwrap_or(0), &record, &headline));
         bar.inc(1);
@@ -132,7 +169,7 @@ impl<'a> Runner<'a> {
         let round =
             runs.iter().filter_map(|r| r.block.as_ref().map(|b| b.round)).max().unwrap_or(0).max(self.suite.repeat.min)
                 + 1;
-        let (wanted, said) = match &self.suite.precision {
+        let (mut wanted, mut said) = match &self.suite.precision {
             Some(precision) => {
                 let wide = self.imprecise(&runs, precision.half_width);
                 let widest = wide.iter().map(|(_, w)| *w).fold(0.0, f64::max);
@@ -142,7 +179,7 @@ impl<'a> Runner<'a> {
                     precision.half_width,
                     units::sig3(widest)
                 );
-                (wide.into_iter().map(|(cell, _)| cell).collect::<Vec<usize>>(), said)
+                (wide, said)
             }
             None => {
                 let short = self.short_of_target(&runs);
@@ -151,12 +188,43 @@ impl<'a> Runner<'a> {
                     short.len(),
                     self.suite.repeat.target_ci_pct.unwrap_or_default()
                 );
-                (short, said)
+                (short.into_iter().map(|cell| (cell, 0.0)).collect(), said)
             }
         };
         if wanted.is_empty() {
             return Ok((Vec::new(), None));
         }
+        if let Some(precision) = &self.suite.precision {
+            let still = |what: String| {
+                format!("precision: {} comparison(s) still wider than ±{}%{what}", wanted.len(), precision.half_width)
+            };
+            if round > precision.max_rounds {
+                return Ok((Vec::new(), Some(still(format!(" after max_rounds = {}", precision.max_rounds)))));
+            }
+            if let Some(budget) = precision.budget_s {
+                let left = budget - elapsed.as_secs_f64();
+                let affordable = self.affordable(&runs, &wanted, precision.half_width, left);
+                if affordable.is_empty() {
+                    let cheapest = wanted.iter().map(|(c, _)| self.round_cost(&runs, *c, &[])).fold(f64::MAX, f64::min);
+                    return Ok((
+                        Vec::new(),
+                        Some(still(format!(
+                            "; another round of even the cheapest (about {cheapest:.0} s) would overrun the budget ({budget:.0} s, {:.0} s spent)",
+                            elapsed.as_secs_f64()
+                        ))),
+                    ));
+                }
+                if affordable.len() < wanted.len() {
+                    said += &format!(
+                        "; {} of them within the {left:.0} s the budget has left, those furthest from ±{}% per second of runs",
+                        affordable.len(),
+                        precision.half_width
+                    );
+                }
+                wanted.retain(|(c, _)| affordable.contains(c));
+            }
+        }
+        let wanted: Vec<usize> = wanted.into_iter().map(|(cell, _)| cell).collect();
         // Each wanted cell's block with the wanted cells and the block's baseline.
         let blocks: Vec<Vec<usize>> = self
             .plan
@@ -166,42 +234,48 @@ impl<'a> Runner<'a> {
                 if !block.iter().any(|c| wanted.contains(c)) {
                     return Vec::new();
                 }
-                let baseline = |c: &usize| self.suite.baseline.contains(&self.plan.cells[*c].labels);
-                block.iter().copied().filter(|c| wanted.contains(c) || baseline(c)).collect()
+                block.iter().copied().filter(|c| wanted.contains(c) || self.is_baseline(*c)).collect()
             })
             .collect();
         let rep = |cell: usize| {
             runs.iter().filter(|r| r.cell == self.plan.cells[cell].id).map(|r| r.rep).max().unwrap_or(0) + 1
         };
         let slots = self.orderer.round_slots(&blocks, round, rep);
-        if let Some(precision) = &self.suite.precision {
-            if round > precision.max_rounds {
-                return Ok((
-                    Vec::new(),
-                    Some(format!(
-                        "precision: {} comparison(s) still wider than ±{}% after max_rounds = {}",
-                        wanted.len(),
-                        precision.half_width,
-                        precision.max_rounds
-                    )),
-                ));
-            }
-            if let Some(budget) = precision.budget_s {
-                let expected = self.expected_seconds(&runs, &slots);
-                if elapsed.as_secs_f64() + expected > budget {
-                    return Ok((
-                        Vec::new(),
-                        Some(format!(
-                            "precision: {} comparison(s) still wider than ±{}%; another round (about {expected:.0} s) would overrun the budget ({budget:.0} s, {:.0} s spent)",
-                            wanted.len(),
-                            precision.half_width,
-                            elapsed.as_secs_f64()
-                        )),
-                    ));
-                }
+        Ok((slots, Some(format!("round {round}: {said}"))))
+    }
+
+    fn is_baseline(&self, cell: usize) -> bool {
+        self.suite.baseline.contains(&self.plan.cells[cell].labels)
+    }
+
+    /// Of the comparisons short of the goal (each cell with its half-width), those one more
+    /// round can afford within `left` seconds: taken in order of how far each is from the goal
+    /// per second of runs it costs, each while it still fits.
+    fn affordable(&self, runs: &[RunRecord], wide: &[(usize, f64)], goal: f64, left: f64) -> Vec<usize> {
+        let mut ranked: Vec<(usize, f64)> = wide
+            .iter()
+            .map(|(cell, half)| (*cell, (half - goal) / self.round_cost(runs, *cell, &[]).max(1e-3)))
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let (mut taken, mut spent) = (Vec::new(), 0.0);
+        for (cell, _) in ranked {
+            let cost = self.round_cost(runs, cell, &taken);
+            if spent + cost <= left {
+                spent += cost;
+                taken.push(cell);
             }
         }
-        Ok((slots, Some(format!("round {round}: {said}"))))
+        taken
+    }
+
+    /// What another run of `cell` costs in seconds: its own run, and its block's baseline's
+    /// unless a cell of that block among `taken` brings the baseline already.
+    fn round_cost(&self, runs: &[RunRecord], cell: usize, taken: &[usize]) -> f64 {
+        let block = self.plan.blocks.iter().find(|b| b.contains(&cell));
+        let shared = block.is_some_and(|b| b.iter().any(|c| taken.contains(c)));
+        let baseline = block.and_then(|b| b.iter().copied().find(|c| self.is_baseline(*c) && *c != cell));
+        let cells: Vec<usize> = std::iter::once(cell).chain(baseline.filter(|_| !shared)).collect();
+        self.expected_seconds(runs, &cells)
     }
 
     /// The cells whose comparison with the baseline is wider than ±`target` points, each with
@@ -250,15 +324,15 @@ impl<'a> Runner<'a> {
         short
     }
 
-    /// What `slots` should take, from what their cells' runs took so far (a cell with none
+    /// What a run of each of `cells` should take, from what their runs took so far (a cell with none
     /// counts as the mean run).
-    fn expected_seconds(&self, runs: &[RunRecord], slots: &[Slot]) -> f64 {
+    fn expected_seconds(&self, runs: &[RunRecord], cells: &[usize]) -> f64 {
         let mean = |it: Vec<f64>| (!it.is_empty()).then(|| it.iter().sum::<f64>() / it.len() as f64);
         let overall = mean(runs.iter().map(|r| r.seconds).collect()).unwrap_or(0.0);
-        slots
+        cells
             .iter()
-            .map(|s| {
-                let id = &self.plan.cells[s.cell].id;
+            .map(|c| {
+                let id = &self.plan.cells[*c].id;
                 mean(runs.iter().filter(|r| r.cell == *id).map(|r| r.seconds).collect()).unwrap_or(overall)
             })
             .sum()
@@ -266,16 +340,36 @@ impl<'a> Runner<'a> {
 
     /// One run. Errors only for an interrupt or a broken ledger; a failed run is a record.
     fn run_one(&mut self, slot: Slot) -> Result<(RunRecord, Vec<RawFile>)> {
+        let clock = Instant::now();
+        let mut record = self.new_record(slot);
+        let mut raw = Vec::new();
+        if !self.not_runnable(slot, &mut record)? {
+            let settled = self.settle.as_ref().map(|s| s.wait(self.ledger.token())).transpose()?;
+            let mark = self.ledger.mark();
+            let attempt = self.attempt(slot, &mut record);
+            let released = self.ledger.release_to(mark);
+            raw = self.take_report(slot, &mut record, attempt)?;
+            self.after_release(&mut record, settled.as_ref(), &released);
+        }
+        record.ended = utc_now();
+        record.seconds = clock.elapsed().as_secs_f64();
+        Ok((record, raw))
+    }
+
+    /// A record for `slot`'s run, starting now, with its environment's setup.
+    fn new_record(&self, slot: Slot) -> RunRecord {
+        let cell = &self.plan.cells[slot.cell];
+        let setup = self.suite.envs[cell.env].item.describe();
+        RunRecord { started: utc_now(), setup, ..RunRecord::new(cell.labels.clone(), slot.rep) }
+    }
+
+    /// Whether `slot`'s run cannot start (skipped on this machine, unfit, its environment's
+    /// preflight failed), said in `record`.
+    fn not_runnable(&mut self, slot: Slot, record: &mut RunRecord) -> Result<bool> {
         let cell = &self.plan.cells[slot.cell];
         let env = &self.suite.envs[cell.env];
         let volume = &self.suite.volumes[cell.volume];
-        let started = utc_now();
-        let clock = Instant::now();
-        let mut record =
-            RunRecord { started, setup: env.item.describe(), ..RunRecord::new(cell.labels.clone(), slot.rep) };
-        let mut raw = Vec::new();
-        let unavailable = skip_reason(env, volume);
-        if let Some(why) = unavailable {
+        if let Some(why) = skip_reason(env, volume) {
             record.status = Status::Skipped;
             record.error = Some(why);
         } else if let Some(why) = self.unfit.get(&slot.cell) {
@@ -285,58 +379,70 @@ impl<'a> Runner<'a> {
             record.status = Status::Failed;
             record.error = Some(format!("env \"{}\": {why}", env.name));
         } else {
-            let settled = self.settle.as_ref().map(|s| s.wait(self.ledger.token())).transpose()?;
-            let mark = self.ledger.mark();
-            let attempt = self.attempt(slot, &mut record);
-            let released = self.ledger.release_to(mark);
-            match attempt {
-                Ok(report) => {
-                    record.facts = report.facts;
-                    record.setup.extend(report.setup);
-                    record.notes.extend(report.notes);
-                    record.samples = report.samples;
-                    record.series = report.series;
-                    record.steps = report.steps;
-                    raw = report.raw;
-                    let sandbox_at_home =
-                        env.item.is_sandbox().then(|| proof::looks_like_host(&record.facts, &self.host_facts));
-                    if let Some(Some(why)) = sandbox_at_home {
-                        // A benchmark of the wrong runtime is worse than none.
-                        record.status = Status::Failed;
-                        record.error = Some(format!("env \"{}\" is a sandbox, but {why}", env.name));
-                    } else if let Some(e) = report.error {
-                        record.status = Status::Failed;
-                        if report.unfit {
-                            self.unfit.insert(slot.cell, e.clone());
-                        }
-                        record.error = Some(e);
-                    } else if record.samples.is_empty() {
-                        record.status = Status::Failed;
-                        record.error = Some("the workload reported no samples".into());
-                    }
-                }
-                Err(e) if e.downcast_ref::<Interrupted>().is_some() => return Err(e),
-                Err(e) => {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// What the agent reported, or why there is no report, into `record`: a sandbox that looks
+    /// like the host, an error or no samples fail the run. Returns its raw files.
+    fn take_report(
+        &mut self,
+        slot: Slot,
+        record: &mut RunRecord,
+        attempt: Result<crate::store::AgentReport>,
+    ) -> Result<Vec<RawFile>> {
+        let env = &self.suite.envs[self.plan.cells[slot.cell].env];
+        let mut raw = Vec::new();
+        match attempt {
+            Ok(report) => {
+                record.facts = report.facts;
+                record.setup.extend(report.setup);
+                record.notes.extend(report.notes);
+                record.samples = report.samples;
+                record.series = report.series;
+                record.steps = report.steps;
+                raw = report.raw;
+                let sandbox_at_home =
+                    env.item.is_sandbox().then(|| proof::looks_like_host(&record.facts, &self.host_facts));
+                if let Some(Some(why)) = sandbox_at_home {
+                    // A benchmark of the wrong runtime is worse than none.
                     record.status = Status::Failed;
-                    record.error = Some(format!("{e:#}"));
+                    record.error = Some(format!("env \"{}\" is a sandbox, but {why}", env.name));
+                } else if let Some(e) = report.error {
+                    record.status = Status::Failed;
+                    if report.unfit {
+                        self.unfit.insert(slot.cell, e.clone());
+                    }
+                    record.error = Some(e);
+                } else if record.samples.is_empty() {
+                    record.status = Status::Failed;
+                    record.error = Some("the workload reported no samples".into());
                 }
             }
-            if let Some(cpus) = record.facts.get("cpus") {
-                record.setup.insert("limit.cpus_seen".into(), cpus.clone());
-            }
-            if let (Some(settle), Some(settled)) = (&self.settle, settled) {
-                record_settle(&mut record, settle, &settled);
-            }
-            if let Err(e) = released {
-                // The numbers stand, but the machine is not clean: say so loudly.
-                let msg = format!("teardown failed: {e:#}; run `isobench cleanup`");
-                eprintln!("isobench: warning: {}", crate::secrets::scrub(&msg));
-                record.notes.push(msg);
+            Err(e) if e.downcast_ref::<Interrupted>().is_some() => return Err(e),
+            Err(e) => {
+                record.status = Status::Failed;
+                record.error = Some(format!("{e:#}"));
             }
         }
-        record.ended = utc_now();
-        record.seconds = clock.elapsed().as_secs_f64();
-        Ok((record, raw))
+        if let Some(cpus) = record.facts.get("cpus") {
+            record.setup.insert("limit.cpus_seen".into(), cpus.clone());
+        }
+        Ok(raw)
+    }
+
+    /// The settle before the run, and a teardown that failed, into `record`.
+    fn after_release(&self, record: &mut RunRecord, settled: Option<&sys::Settled>, released: &Result<()>) {
+        if let (Some(settle), Some(settled)) = (&self.settle, settled) {
+            record_settle(record, settle, settled);
+        }
+        if let Err(e) = released {
+            // The numbers stand, but the machine is not clean: say so loudly.
+            let msg = format!("teardown failed: {e:#}; run `isobench cleanup`");
+            eprintln!("isobench: warning: {}", crate::secrets::scrub(&msg));
+            record.notes.push(msg);
+        }
     }
 
     /// The environment's preflight (e.g. a runtime starting `/bin/true`), run once and
@@ -536,6 +642,23 @@ pub fn missing_here(suite: &Suite, plan: &Plan) -> Vec<(String, Vec<String>)> {
 /// machine): each reason with the cells it stops. A suite error, before any run.
 pub fn refusals(suite: &Suite, plan: &Plan) -> Vec<(String, Vec<String>)> {
     let mut refused: Vec<(String, Vec<String>)> = Vec::new();
+    let mut refuse = |why: String, cell: &str| match refused.iter_mut().find(|(r, _)| *r == why) {
+        Some((_, cells)) => cells.push(cell.to_string()),
+        None => refused.push((why, vec![cell.to_string()])),
+    };
+    for cell in &plan.cells {
+        let env = &suite.envs[cell.env];
+        let workload = &suite.workloads[cell.workload];
+        if workload.variants[cell.variant].spec.sliced().is_some() && !env.item.takes_slices() {
+            refuse(
+                format!(
+                    "workload \"{}\" runs in slices (slice = …), and env \"{}\" cannot stay up between them at isobench's word: remove slice, or run the workload in host, oci or podman environments only (cells = [...])",
+                    workload.name, env.name
+                ),
+                &cell.id,
+            );
+        }
+    }
     let Some(ServerSpec::Managed(managed)) = &suite.server else { return refused };
     for cell in &plan.cells {
         let Spec::Cql(cql) = &suite.workloads[cell.workload].variants[cell.variant].spec else { continue };
@@ -550,10 +673,7 @@ pub fn refusals(suite: &Suite, plan: &Plan) -> Vec<(String, Vec<String>)> {
             Ok(managed) => server_cell::refusal(env.item.as_ref(), &env.name, &managed),
         };
         if let Some(why) = why {
-            match refused.iter_mut().find(|(r, _)| *r == why) {
-                Some((_, cells)) => cells.push(cell.id.clone()),
-                None => refused.push((why, vec![cell.id.clone()])),
-            }
+            refuse(why, &cell.id);
         }
     }
     refused

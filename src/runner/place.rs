@@ -74,6 +74,7 @@ impl Place<'_> {
             scratch_dir: env.scratch_dir(run_dir),
             serve: None,
             barrier: gate.is_some(),
+            slices: gate.map_or(0, |g| g.slices()),
             collect: self.collect,
         };
         let mut timeout = spec.workload().timeout();

@@ -145,6 +145,7 @@ pub fn run(
             scratch_dir: env.scratch_dir(run_dir),
             serve: Some(serve),
             barrier: false,
+            slices: 0,
             collect: place.collect,
         })
         .collect();

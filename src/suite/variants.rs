@@ -62,6 +62,12 @@ pub(super) fn workload_entry(
             }
         }
         let spec = (kind.parse)(&mut f, ctx)?;
+        if density.is_some() && spec.sliced().is_some() {
+            return Err(f.error_at(
+                "slice",
+                "density runs its sandboxes at once and slices run them in turn; remove slice or density",
+            ));
+        }
         variants.push(Variant { params, spec, density });
     }
     Ok(WorkloadEntry { name: named_entry.name, kind: named_entry.kind, headline, variants, target })

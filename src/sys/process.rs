@@ -103,13 +103,17 @@ pub struct Options<'a> {
     pub on_stderr_line: Option<&'a mut (dyn FnMut(&str) + Send)>,
     /// Called with the child's pid as soon as it started.
     pub on_spawn: Option<&'a mut (dyn FnMut(u32) + Send)>,
-    /// Keeps stdin open after `stdin` was written, until this returns; what it returns is
-    /// written too, then stdin closes (sandboxes started together wait for their "go").
-    pub stdin_then: Option<Box<dyn FnOnce() -> Option<Vec<u8>> + Send>>,
+    /// Keeps stdin open after `stdin` was written, until this returns; what it writes meanwhile
+    /// reaches the child as it is written, then stdin closes (sandboxes started together wait
+    /// for their "go"; a sandbox that runs in slices waits for each slice's).
+    pub stdin_then: Option<StdinFeed>,
     /// Keep running when the user interrupts: for the short, bounded commands of teardown,
     /// which must finish precisely because the user interrupted.
     pub ignore_interrupt: bool,
 }
+
+/// Writes to a child's stdin while it runs; a failed write means the child is gone.
+pub type StdinFeed = Box<dyn FnOnce(&mut dyn Write) + Send>;
 
 /// Prepares `cmd` to start as a leader of its own process group, marked with `token`, and to be
 /// killed if isobench dies.
@@ -166,8 +170,8 @@ pub fn run(cmd: &mut Command, mut opts: Options) -> Result<Finished> {
             {
                 return;
             }
-            if let Some(more) = then.and_then(|f| f()) {
-                let _ = stdin.write_all(&more);
+            if let Some(feed) = then {
+                feed(&mut stdin);
             }
         });
     }

@@ -139,6 +139,30 @@ impl Spec {
             Spec::Syscall(w) => w,
         }
     }
+
+    /// Puts the volume in the state the workload's I/O will find it in through a block's slices
+    /// (fio's files written once); says what it did, if anything.
+    pub fn precondition(&self, ctx: &RunContext) -> Result<Option<String>> {
+        match self {
+            Spec::Fio(f) => f.precondition(ctx),
+            _ => Ok(None),
+        }
+    }
+
+    /// For a workload whose runs are cut in slices (fio's `slice`): how.
+    pub fn sliced(&self) -> Option<Sliced> {
+        match self {
+            Spec::Fio(f) => f.sliced().map(|(slice, count, length)| Sliced { slice: Spec::Fio(slice), count, length }),
+            _ => None,
+        }
+    }
+}
+
+/// A run cut in slices: the spec of one slice, how many make the run, and how long each is.
+pub struct Sliced {
+    pub slice: Spec,
+    pub count: u32,
+    pub length: Duration,
 }
 
 /// Where suite-relative paths (job files) are resolved.

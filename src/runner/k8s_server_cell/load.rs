@@ -99,6 +99,7 @@ fn loader_request(load: &Cql) -> agent::Request {
         scratch_dir: SCRATCH_DIR.into(),
         serve: None,
         barrier: false,
+        slices: 0,
         // The loaders' reports are combined from their HDR logs: what each pod used is not
         // the database's, and is not kept.
         collect: false,

@@ -73,7 +73,15 @@ pub struct Fio {
     /// the IOPS series that show one are left out of `iops` and `bw`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub keep_warmup: bool,
+    /// `slice = "1s"`: a run's `runtime` is cut into slices this long, which alternate with the
+    /// slices of the other environments of its block while every one of them stays up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice_ms: Option<u64>,
 }
+
+/// The shortest slice: fio starts, opens its file and reaches its rate within a few hundred
+/// milliseconds, which a shorter slice would measure more than the I/O.
+pub const MIN_SLICE: Duration = Duration::from_millis(500);
 
 /// fio's options that set or cap a rate: a capacity search sets the rate itself.
 const RATE_OPTIONS: &[&str] =
@@ -147,12 +155,62 @@ fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
         }
     }
     let keep_warmup = f.choice("warmup", &["cut", "keep"])?.as_deref() == Some("keep");
+    let slice = f.duration("slice")?;
     let job = match f.str("jobfile")? {
         Some(path) => parse_job_file(f, ctx, &path)?,
         None => Job::Options(parse_options(f)?),
     };
+    let slice_ms = match slice {
+        Some(slice) => Some(check_slice(f, slice, &job, capacity.is_some())?),
+        None => None,
+    };
     f.finish()?;
-    Ok(Spec::Fio(Fio { job, args, env, series, capacity, keep_warmup }))
+    Ok(Spec::Fio(Fio { job, args, env, series, capacity, keep_warmup, slice_ms }))
+}
+
+/// A slice fio can measure, within a run it can cut: at least `MIN_SLICE`, at least two of
+/// them in the runtime, and a run that is fio's options (whose runtime isobench sets).
+fn check_slice(f: &Fields, slice: Duration, job: &Job, capacity: bool) -> Result<u64, SuiteError> {
+    let o = match job {
+        Job::Options(o) if !capacity => o,
+        Job::Options(_) => {
+            return Err(f.error_at("slice", "a capacity search times its own steps; remove slice or capacity"));
+        }
+        Job::File { .. } => {
+            return Err(f.error_at(
+                "slice",
+                "a job file's runtime is its own; give fio's options (rw, bs, runtime …) to run in slices",
+            ));
+        }
+    };
+    if slice < MIN_SLICE {
+        return Err(f.error_at(
+            "slice",
+            format!(
+                "{} is too short for fio to measure (its start and first I/O would dominate it); use slice = \"{}ms\" or longer",
+                units::duration_text(slice),
+                MIN_SLICE.as_millis()
+            ),
+        ));
+    }
+    let slice_ms = slice.as_millis() as u64;
+    if o.runtime_ms < 2 * slice_ms {
+        return Err(f.error_at(
+            "slice",
+            format!(
+                "runtime = \"{}\" holds fewer than two slices of {}; raise runtime or shorten slice",
+                units::duration_text(Duration::from_millis(o.runtime_ms)),
+                units::duration_text(slice)
+            ),
+        ));
+    }
+    if o.ramp_time_ms > 0 {
+        return Err(f.error_at(
+            "ramp_time",
+            "slices run back to back in sandboxes that stay up, so a ramp before each would be wasted; remove ramp_time (the block's first slices warm the volume for all)",
+        ));
+    }
+    Ok(slice_ms)
 }
 
 fn parse_job_file(f: &mut Fields, ctx: &ParseContext, path: &str) -> Result<Job, SuiteError> {
@@ -280,6 +338,49 @@ enum Target<'a> {
     Nbd(&'a crate::volume::NbdExport),
 }
 
+impl Fio {
+    /// Writes every file the job will use once, end to end, and makes it durable: a block's
+    /// slices then all measure a file in the state its later I/O finds it in, not the first
+    /// writes into a fresh one, which are slower for seconds (ext4 converts each unwritten extent,
+    /// a sparse loop file allocates each block) and would rise under the first slices only.
+    /// Says what it wrote; nothing where the job's I/O is not files in a directory.
+    pub fn precondition(&self, ctx: &RunContext) -> Result<Option<String>> {
+        let Job::Options(o) = &self.job else { return Ok(None) };
+        if ctx.raw.is_some() || ctx.read_only {
+            return Ok(None);
+        }
+        let began = std::time::Instant::now();
+        let size = o.per_job_size();
+        let mut cmd = self.command(ctx);
+        cmd.args([
+            "--name=isobench".to_string(),
+            format!("--directory={}", ctx.data_dir.display()),
+            "--rw=write".into(),
+            "--bs=1M".into(),
+            format!("--numjobs={}", o.numjobs),
+            format!("--size={}", units::fio_size(size)),
+            "--end_fsync=1".into(),
+        ]);
+        let expected = Duration::from_secs(1 + o.size / (50 << 20));
+        self.run_fio(&mut cmd, &ctx.scratch_dir.join("precondition.json"), expected)
+            .context("writing the job's files once before the block's slices")?;
+        Ok(Some(format!(
+            "the job's {} written once before the block's first slice ({:.1} s)",
+            units::fio_size(o.size),
+            began.elapsed().as_secs_f64()
+        )))
+    }
+
+    /// One slice of a run cut in slices: this job for one slice's time, and how many slices make
+    /// the run.
+    pub fn sliced(&self) -> Option<(Fio, u32, Duration)> {
+        let (slice_ms, Job::Options(o)) = (self.slice_ms?, &self.job) else { return None };
+        let count = (o.runtime_ms / slice_ms) as u32;
+        let job = Job::Options(Options { runtime_ms: slice_ms, ..o.clone() });
+        Some((Fio { job, slice_ms: None, ..self.clone() }, count, Duration::from_millis(slice_ms)))
+    }
+}
+
 impl Workload for Fio {
     fn programs(&self) -> Vec<&'static str> {
         vec!["fio"]
@@ -315,6 +416,9 @@ impl Workload for Fio {
                 ]);
                 if let Some(n) = o.fsync {
                     setup.insert("fio.fsync".into(), n.to_string());
+                }
+                if let Some(ms) = self.slice_ms {
+                    setup.insert("fio.slice".into(), units::duration_text(Duration::from_millis(ms)));
                 }
                 if let Some(plan) = &self.capacity {
                     setup.insert("capacity.bound".into(), plan.bound.text());

@@ -15,6 +15,9 @@ use crate::store::{AgentReport, Sample};
 use crate::sys::Usage;
 use crate::workload::{self, Unfit};
 
+pub mod slices;
+pub use slices::SLICE_DONE;
+
 /// The line prefix that frames the report in whatever stream carries it back.
 pub const RESULT_PREFIX: &str = "ISOBENCH-RESULT ";
 
@@ -38,6 +41,10 @@ pub struct Request {
     /// for a "go" line on stdin before the workload starts.
     #[serde(default)]
     pub barrier: bool,
+    /// Run the workload in this many slices (0: at once): say `READY` on stderr once running,
+    /// then run one slice at each "go" line on stdin (see `slices`).
+    #[serde(default)]
+    pub slices: u32,
     /// Record what the workload's processes used (`sys.` samples; the suite's `collect`).
     #[serde(default = "collect_by_default")]
     pub collect: bool,
@@ -163,6 +170,12 @@ pub fn main(request_path: &str) -> Result<()> {
         std::fs::read_to_string(request_path).with_context(|| format!("reading {request_path}"))?
     };
     let request: Request = serde_json::from_str(&text).context("the agent request is not valid")?;
+    if request.slices > 0 {
+        eprintln!("{READY}");
+        let report = slices::run(&request, request.slices, &mut stdin.lock());
+        println!("{}", frame(&report)?);
+        return Ok(());
+    }
     if request.barrier {
         eprintln!("{READY}");
         let mut go = String::new();
