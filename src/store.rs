@@ -364,6 +364,9 @@ pub struct SandboxRecord {
 pub const SETTLE_METRIC: &str = "sys.settle_s";
 /// In a run's setup: what had not settled within its limit when the run began.
 pub const UNSETTLED_SETUP: &str = "settle.unsettled";
+/// The share (%) of a sandbox's CPU time on the CPUs that took its volume's disk interrupts
+/// (`sys::Placement`).
+pub const DISK_IRQ_CPU_SHARE: &str = "sys.cpu_on_disk_irq_cpus";
 /// In a run's setup: how its block ran in slices, where it did.
 pub const SLICES_SETUP: &str = "slices";
 

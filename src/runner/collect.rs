@@ -9,11 +9,12 @@ use anyhow::Result;
 
 use crate::env::CpuCount;
 use crate::ledger::{Ledger, Resource};
-use crate::store::{AgentReport, CPU_PART, IPC_UNIT, PERF, RUNTIME_BY, Sample, UNEXPLAINED};
+use crate::store::{AgentReport, CPU_PART, DISK_IRQ_CPU_SHARE, IPC_UNIT, PERF, RUNTIME_BY, Sample, UNEXPLAINED};
 use crate::sys::cpu_parts;
 use crate::sys::sampling::{PerfRecord, SAMPLES_PER_SECOND, StackSample, monotonic_now};
 use crate::sys::{
-    CpuGroup, DiskCounters, PerfStat, ProcessCpu, Usage, device_name, device_under, named_processes_cpu, remove_cgroup,
+    CpuGroup, DiskCounters, PerfStat, Placement, ProcessCpu, Usage, device_name, device_under, named_processes_cpu,
+    remove_cgroup,
 };
 use crate::volume::Provisioned;
 
@@ -47,6 +48,8 @@ pub struct HostCounters {
     parts_window: std::sync::Mutex<Option<PartsWindow>>,
     /// Why the CPU is not counted, for the run's notes.
     not_counted: Option<String>,
+    /// Where the sandbox ran against where the volume's disk interrupted (a cgroup only).
+    placement: Option<Placement>,
 }
 
 impl HostCounters {
@@ -76,6 +79,7 @@ impl HostCounters {
             parts: Default::default(),
             parts_window: Default::default(),
             not_counted: None,
+            placement: None,
         };
         match count {
             CpuCount::Group | CpuCount::GroupSplitByTree => match make_group(ledger) {
@@ -87,6 +91,7 @@ impl HostCounters {
                     if let Some(data) = parts.filter(|_| group.is_some()) {
                         counters.parts = std::sync::Mutex::new(Some(PerfRecord::machine(data, SAMPLES_PER_SECOND)));
                     }
+                    counters.placement = group.as_ref().and_then(|g| Placement::start(&volume.path, g));
                     counters.group = group;
                 }
                 Err(e) => counters.not_counted = Some(format!("the sandbox's CPU was not counted: {e:#}")),
@@ -145,6 +150,10 @@ impl HostCounters {
             Some(group) => group.cpu_s(),
             None => self.usage.map(|before| Usage::children().since(&before).cpu_s),
         };
+        if let (Some(group), Some(placement)) = (&self.group, self.placement) {
+            let share = placement.finish(group);
+            samples.extend(share.map(|share| Sample::new(DISK_IRQ_CPU_SHARE, share * 100.0, "%")));
+        }
         if let Some(group) = &self.group {
             // Left to the ledger if a process in it is still exiting.
             let _ = remove_cgroup(group.relative());

@@ -84,6 +84,21 @@ impl CpuGroup {
         }
     }
 
+    /// CPU seconds used so far on each CPU, as `cpu_s` counts them (cgroup v1's cpuacct only:
+    /// v2 keeps no count per CPU).
+    pub fn cpu_s_per_cpu(&self) -> Option<Vec<f64>> {
+        match self.version {
+            Version::V1 => Some(
+                read(&self.dir.join("cpuacct.usage_percpu"))?
+                    .split_whitespace()
+                    .map(|ns| ns.parse::<f64>().map(|ns| ns / 1e9))
+                    .collect::<Result<_, _>>()
+                    .ok()?,
+            ),
+            Version::V2 => None,
+        }
+    }
+
     /// CPU seconds used by everything that has run in it and below it, removed cgroups
     /// included; readable while its processes run.
     pub fn cpu_s(&self) -> Option<f64> {

@@ -195,10 +195,8 @@ pub fn device_name((major, minor): (u32, u32)) -> Option<String> {
     Some(link.file_name()?.to_string_lossy().into_owned())
 }
 
-/// The disk that finally holds `path`, through loop devices to their backing files' disks and
-/// from a partition to its disk: "vda (256 GiB, virtio_blk, not rotational)". None where no disk
-/// does (tmpfs, a network filesystem).
-pub fn disk_behind(path: &Path) -> Option<String> {
+/// The sysfs directory of the disk that finally holds `path` (see `disk_behind`).
+pub fn disk_dir_behind(path: &Path) -> Option<std::path::PathBuf> {
     let mut device = device_under(path)?;
     // A loop device's file is on another device, possibly another loop device's.
     for _ in 0..8 {
@@ -207,7 +205,14 @@ pub fn disk_behind(path: &Path) -> Option<String> {
         device = device_under(Path::new(backing.trim()))?;
     }
     let sys = std::fs::canonicalize(format!("/sys/dev/block/{}:{}", device.0, device.1)).ok()?;
-    let disk = if sys.join("partition").exists() { sys.parent()?.to_path_buf() } else { sys };
+    Some(if sys.join("partition").exists() { sys.parent()?.to_path_buf() } else { sys })
+}
+
+/// The disk that finally holds `path`, through loop devices to their backing files' disks and
+/// from a partition to its disk: "vda (256 GiB, virtio_blk, not rotational)". None where no disk
+/// does (tmpfs, a network filesystem).
+pub fn disk_behind(path: &Path) -> Option<String> {
+    let disk = disk_dir_behind(path)?;
     let read = |file: &str| std::fs::read_to_string(disk.join(file)).ok().map(|v| v.trim().to_string());
     let mut said = Vec::new();
     if let Some(sectors) = read("size").and_then(|s| s.parse::<u64>().ok()) {
