@@ -529,3 +529,60 @@ fn the_syscall_probes_time_what_each_sandbox_adds_to_an_operation() {
     }
     sb.assert_nothing_left();
 }
+
+/// A workload in slices: the host and runc stay up through each block on one volume, and their
+/// slices alternate: each cycle's slices one after another, never two at once, and every slice
+/// of a cycle ended before the next cycle's began. Each run's figure is its slices' geometric
+/// mean, and nothing is left behind.
+#[test]
+fn slices_alternate_between_the_environments_of_a_block() {
+    skip_if!(unable());
+    skip_if!(runtime("runc").is_none(), "runc", "runc is not installed (scripts/setup.sh installs it)");
+    let sb = Scratch::new();
+    let sliced = suite(&oci("runc", "runc", ""), "slice = \"500ms\"")
+        .replace("repeat = 1", "repeat = 2")
+        .replace("runtime = \"1s\"", "runtime = \"2s\"");
+    let (out, dir) = sb.run_suite(&sliced, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut slices: Vec<(u32, usize, f64, f64, String)> = Vec::new();
+    for (cell, env) in [("host.tmpfs.fio", "host"), ("runc.tmpfs.fio", "runc")] {
+        for rep in 1..=2 {
+            let run = run_record(&dir, cell, rep);
+            assert_eq!(run["status"], "ok", "{run}");
+            assert!(run["setup"]["slices"].as_str().unwrap().contains("4 slices of 500 ms"), "{}", run["setup"]);
+            assert!(run["setup"]["slices.precondition"].as_str().is_some(), "the file was written first");
+            let series = |m: &str| -> Vec<f64> {
+                let s = run["series"].as_array().unwrap().iter().find(|s| s["metric"] == m).unwrap();
+                s["points"].as_array().unwrap().iter().map(|p| p[1].as_f64().unwrap()).collect()
+            };
+            let rates = series("slices.iops");
+            assert_eq!(rates.len(), 4, "four slices of 500 ms in 2 s");
+            let mean = (rates.iter().map(|r| r.ln()).sum::<f64>() / 4.0).exp();
+            let iops = run["samples"].as_array().unwrap().iter().find(|s| s["metric"] == "iops").unwrap();
+            assert!(
+                (iops["value"].as_f64().unwrap() / mean - 1.0).abs() < 1e-9,
+                "the run's iops: its slices' geometric mean"
+            );
+            let round = run["block"]["round"].as_u64().unwrap() as u32;
+            for (i, (began, ended)) in series("slices.began").into_iter().zip(series("slices.ended")).enumerate() {
+                slices.push((round, i, began, ended, env.to_string()));
+            }
+        }
+    }
+    for round in 1..=2 {
+        let mut mine: Vec<&(u32, usize, f64, f64, String)> = slices.iter().filter(|s| s.0 == round).collect();
+        mine.sort_by(|a, b| a.2.total_cmp(&b.2));
+        for pair in mine.windows(2) {
+            assert!(pair[0].3 <= pair[1].2, "round {round}: a slice began before the one before it ended: {pair:?}");
+            assert!(
+                pair[0].1 <= pair[1].1,
+                "round {round}: cycle {} began before cycle {} ended",
+                pair[1].1,
+                pair[0].1
+            );
+        }
+        let envs: Vec<&str> = mine.iter().map(|s| s.4.as_str()).collect();
+        assert_eq!(envs.iter().filter(|e| **e == "host").count(), 4, "{envs:?}");
+    }
+    sb.assert_nothing_left();
+}

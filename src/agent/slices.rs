@@ -20,13 +20,15 @@ pub fn run(request: &Request, count: u32, stdin: &mut dyn BufRead) -> AgentRepor
     };
     let slice_s = sliced.length.as_secs_f64();
     let one = Request { workload: sliced.slice, slices: 0, barrier: false, ..request.clone() };
-    let mut reports = Vec::new();
+    let (mut reports, mut times) = (Vec::new(), Vec::new());
     while reports.len() < count as usize {
         let mut go = String::new();
         if !matches!(stdin.read_line(&mut go), Ok(n) if n > 0) || go.trim() != "go" {
             break;
         }
+        let began = unix_now();
         let report = super::execute_reporting_panics(&one);
+        times.push((began, unix_now()));
         eprintln!("{SLICE_DONE} {}", reports.len() + 1);
         let stop = report.error.is_some();
         reports.push(report);
@@ -34,7 +36,20 @@ pub fn run(request: &Request, count: u32, stdin: &mut dyn BufRead) -> AgentRepor
             break;
         }
     }
-    combine(reports, count, slice_s)
+    let mut run = combine(reports, count, slice_s);
+    // When each slice ran, on the host's clock (a container's is the host's; the runner's
+    // sandboxes that take slices are all containers or the host): the alternation, as it ran.
+    let series = |metric: &str, at: fn(&(f64, f64)) -> f64| Series {
+        metric: metric.into(),
+        unit: "s".into(),
+        points: times.iter().enumerate().map(|(i, t)| ((i + 1) as f64, at(t))).collect(),
+    };
+    run.series.extend([series("slices.began", |t| t.0), series("slices.ended", |t| t.1)]);
+    run
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 fn failed(why: &str) -> AgentReport {
