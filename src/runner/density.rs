@@ -70,16 +70,8 @@ impl Barrier {
 
     /// Waits until every sandbox is up or has ended, the timeout passes, or the user interrupts.
     fn wait_for_all(&self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.lock();
-        while !(0..state.done.len()).all(|i| state.done[i] || state.ready_after[i].is_some()) {
-            let now = Instant::now();
-            if now >= deadline || sys::interrupted() {
-                return;
-            }
-            let step = (deadline - now).min(Duration::from_millis(200));
-            state = self.changed.wait_timeout(state, step).unwrap_or_else(|p| p.into_inner()).0;
-        }
+        let all_up = |s: &State| (0..s.done.len()).all(|i| s.done[i] || s.ready_after[i].is_some());
+        sys::wait_on(&self.state, &self.changed, Instant::now() + timeout, all_up);
     }
 
     fn release(&self, go: bool) {

@@ -62,18 +62,8 @@ impl Turns {
         self.changed.notify_all();
     }
 
-    /// Waits until `until` holds, the deadline passes or the user interrupts; whether it held.
     fn wait(&self, deadline: Instant, until: impl Fn(&State) -> bool) -> bool {
-        let mut state = self.lock();
-        while !until(&state) {
-            let now = Instant::now();
-            if now >= deadline || sys::interrupted() {
-                return false;
-            }
-            let step = (deadline - now).min(Duration::from_millis(200));
-            state = self.changed.wait_timeout(state, step).unwrap_or_else(|p| p.into_inner()).0;
-        }
-        true
+        sys::wait_on(&self.state, &self.changed, deadline, until)
     }
 
     /// Runs the slices: every sandbox up (or ended), then each cycle's sandboxes one slice each,

@@ -10,6 +10,28 @@ use anyhow::Result;
 
 use super::{Interrupted, interrupted, sleep};
 
+/// Waits on `changed` until `until` holds of what `state` guards, `deadline` passes or the user
+/// interrupts; whether it held. For states that threads of isobench's own change and signal
+/// (sandboxes started together), where a poll would only add its period to every turn.
+pub fn wait_on<T>(
+    state: &std::sync::Mutex<T>,
+    changed: &std::sync::Condvar,
+    deadline: Instant,
+    until: impl Fn(&T) -> bool,
+) -> bool {
+    let mut guard = state.lock().unwrap_or_else(|p| p.into_inner());
+    while !until(&guard) {
+        let now = Instant::now();
+        if now >= deadline || interrupted() {
+            return false;
+        }
+        // Woken at least this often to see an interrupt, which signals no condition variable.
+        let step = (deadline - now).min(Duration::from_millis(200));
+        guard = changed.wait_timeout(guard, step).unwrap_or_else(|p| p.into_inner()).0;
+    }
+    true
+}
+
 /// What a check found.
 pub enum Check<T> {
     /// What was waited for, and what it gave.
