@@ -98,6 +98,9 @@ impl Turns {
     }
 }
 
+/// A block's volumes, each with its index among the suite's.
+type BlockVolumes = Vec<(usize, Provisioned)>;
+
 /// One sandbox's handle on the block's turns, passed to its environment as its start gate.
 struct SliceGate {
     turns: Arc<Turns>,
@@ -181,6 +184,37 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// Each volume of the block's slots, provisioned once (by its index in the suite) and its
+    /// files written once, with what that writing was.
+    fn provision_once(
+        &self,
+        slots: &[Slot],
+        spec: &crate::workload::Spec,
+        run_dir: &std::path::Path,
+    ) -> Result<(BlockVolumes, Option<String>)> {
+        let (mut volumes, mut preconditioned): (BlockVolumes, _) = (Vec::new(), None);
+        for slot in slots {
+            let index = self.plan.cells[slot.cell].volume;
+            if volumes.iter().any(|(v, _)| *v == index) {
+                continue;
+            }
+            let dir = run_dir.join(format!("volume-{index}"));
+            std::fs::create_dir_all(&dir)?;
+            let ctx = ProvisionContext { ledger: self.ledger, run_dir: &dir, block: false, speaks_nbd: false };
+            let volume = self.suite.volumes[index].item.provision(ctx)?;
+            let raw = volume.raw.then(|| crate::volume::RawTarget::Device(volume.path.clone()));
+            let ctx = crate::workload::RunContext {
+                data_dir: &volume.path,
+                raw: raw.as_ref(),
+                read_only: volume.read_only,
+                scratch_dir: &dir,
+            };
+            preconditioned = spec.precondition(&ctx)?.or(preconditioned);
+            volumes.push((index, volume));
+        }
+        Ok((volumes, preconditioned))
+    }
+
     /// Provisions each volume of the block once, starts every slot's sandbox on it, runs the
     /// slices and returns each sandbox's report, in the slots' order.
     fn attempt_sliced(&mut self, slots: &[Slot], records: &mut [RunRecord]) -> Result<Vec<Result<AgentReport>>> {
@@ -191,26 +225,7 @@ impl Runner<'_> {
         let first = &self.plan.cells[slots[0].cell];
         let block_spec = &self.suite.workloads[first.workload].variants[first.variant].spec;
         let sliced = block_spec.sliced().expect("a sliced block's workload runs in slices");
-        let mut volumes: Vec<(usize, Provisioned)> = Vec::new();
-        let mut preconditioned = None;
-        for slot in slots {
-            let index = self.plan.cells[slot.cell].volume;
-            if volumes.iter().all(|(v, _)| *v != index) {
-                let dir = run_dir.join(format!("volume-{index}"));
-                std::fs::create_dir_all(&dir)?;
-                let ctx = ProvisionContext { ledger: self.ledger, run_dir: &dir, block: false, speaks_nbd: false };
-                let volume = self.suite.volumes[index].item.provision(ctx)?;
-                let raw = volume.raw.then(|| crate::volume::RawTarget::Device(volume.path.clone()));
-                let ctx = crate::workload::RunContext {
-                    data_dir: &volume.path,
-                    raw: raw.as_ref(),
-                    read_only: volume.read_only,
-                    scratch_dir: &dir,
-                };
-                preconditioned = block_spec.precondition(&ctx)?.or(preconditioned);
-                volumes.push((index, volume));
-            }
-        }
+        let (volumes, preconditioned) = self.provision_once(slots, block_spec, &run_dir)?;
         let turns = Turns::new(slots.len());
         let cycles = self.orderer.slice_cycles(slots.len(), sliced.count);
         let envs: Vec<&str> =
