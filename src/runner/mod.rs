@@ -203,7 +203,8 @@ impl<'a> Runner<'a> {
             }
             if let Some(budget) = precision.budget_s {
                 let left = budget - elapsed.as_secs_f64();
-                let affordable = self.affordable(&runs, &wanted, precision.half_width, left);
+                let cost = |cell: usize, taken: &[usize]| self.round_cost(&runs, cell, taken);
+                let affordable = affordable(&wanted, precision.half_width, left, cost);
                 if affordable.is_empty() {
                     let cheapest = wanted.iter().map(|(c, _)| self.round_cost(&runs, *c, &[])).fold(f64::MAX, f64::min);
                     return Ok((
@@ -246,26 +247,6 @@ impl<'a> Runner<'a> {
 
     fn is_baseline(&self, cell: usize) -> bool {
         self.suite.baseline.contains(&self.plan.cells[cell].labels)
-    }
-
-    /// Of the comparisons short of the goal (each cell with its half-width), those one more
-    /// round can afford within `left` seconds: taken in order of how far each is from the goal
-    /// per second of runs it costs, each while it still fits.
-    fn affordable(&self, runs: &[RunRecord], wide: &[(usize, f64)], goal: f64, left: f64) -> Vec<usize> {
-        let mut ranked: Vec<(usize, f64)> = wide
-            .iter()
-            .map(|(cell, half)| (*cell, (half - goal) / self.round_cost(runs, *cell, &[]).max(1e-3)))
-            .collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let (mut taken, mut spent) = (Vec::new(), 0.0);
-        for (cell, _) in ranked {
-            let cost = self.round_cost(runs, cell, &taken);
-            if spent + cost <= left {
-                spent += cost;
-                taken.push(cell);
-            }
-        }
-        taken
     }
 
     /// What another run of `cell` costs in seconds: its own run, and its block's baseline's
@@ -553,6 +534,25 @@ impl<'a> Runner<'a> {
     }
 }
 
+/// Of the comparisons short of the goal (each cell with its half-width), those one more round
+/// can afford within `left` seconds: taken in order of how far each is from the goal per second
+/// of runs it costs, each while it still fits. `cost(cell, taken)`: what its runs cost, with the
+/// cells taken before it already in the round (which may bring its baseline).
+fn affordable(wide: &[(usize, f64)], goal: f64, left: f64, cost: impl Fn(usize, &[usize]) -> f64) -> Vec<usize> {
+    let mut ranked: Vec<(usize, f64)> =
+        wide.iter().map(|(cell, half)| (*cell, (half - goal) / cost(*cell, &[]).max(1e-3))).collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let (mut taken, mut spent) = (Vec::new(), 0.0);
+    for (cell, _) in ranked {
+        let cost = cost(cell, &taken);
+        if spent + cost <= left {
+            spent += cost;
+            taken.push(cell);
+        }
+    }
+    taken
+}
+
 /// The CPUs a run's sandbox and its load generator may use, in the host's numbering: those the
 /// cell pins them to, else all of isobench's.
 fn record_pins(record: &mut RunRecord, pins: &crate::suite::CpuPins, served: bool) {
@@ -725,5 +725,31 @@ fn progress_line(i: u64, total: u64, r: &RunRecord, headline: &[String]) -> Stri
         }
         Status::Failed => format!("{head}  FAILED: {}", crate::store::error_headline(r.error.as_deref().unwrap_or(""))),
         Status::Skipped => format!("{head}  skipped: {}", r.error.as_deref().unwrap_or("")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::affordable;
+
+    /// Cell 1 is 7 points from the goal for a 10-s run and its baseline's 5 s (0.47 a second),
+    /// cell 2 4 points for 2 s and 5 (0.57), cell 3 1 point for 20 s and 5; a cell taken before
+    /// brings the baseline of its block (cells 1 and 2 share one).
+    fn cost(cell: usize, taken: &[usize]) -> f64 {
+        let own = [0.0, 10.0, 2.0, 20.0][cell];
+        let shared = matches!(cell, 1 | 2) && taken.iter().any(|t| matches!(t, 1 | 2));
+        own + if shared { 0.0 } else { 5.0 }
+    }
+
+    #[test]
+    fn a_round_takes_the_comparisons_furthest_from_the_goal_per_second_that_fit() {
+        let wide = [(1, 12.0), (2, 9.0), (3, 6.0)];
+        // All fit: all are taken, the shared baseline counted once (7 + 10 + 25 s).
+        assert_eq!(affordable(&wide, 5.0, 100.0, cost), vec![2, 1, 3]);
+        // 20 s: cell 2 (7 s), then cell 1 for its own 10 s; cell 3's 25 s no longer fit.
+        assert_eq!(affordable(&wide, 5.0, 20.0, cost), vec![2, 1]);
+        // 8 s: cell 2 alone; cell 1 would bring the round to 17.
+        assert_eq!(affordable(&wide, 5.0, 8.0, cost), vec![2]);
+        assert!(affordable(&wide, 5.0, 5.0, cost).is_empty(), "not even the cheapest fits");
     }
 }
