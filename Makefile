@@ -5,7 +5,7 @@ export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
 
 BIN := target/release/isobench
 
-.PHONY: demo test build setup-demo setup-test lint layers clean
+.PHONY: demo test check build setup-demo setup-test lint layers clean
 
 demo: setup-demo build
 	$(BIN) server fetch cassandra
@@ -23,13 +23,20 @@ setup-demo:
 setup-test:
 	scripts/setup.sh test
 
-# Dependencies point one way, down the layers scripts/layers.py lists (docs/architecture.md).
+# The inner loop, on a built tree in under 3 minutes: format, lints, layers and sizes, the unit
+# tests (the scripted clusters among them) and the intervals' simulation; no root, no tools.
+check: lint layers
+	cargo test --profile ci -q --lib --test statistics
+
+# Dependencies point one way, down the layers scripts/layers.py lists (docs/architecture.md);
+# no file over 800 lines, no function over 100.
 layers:
 	python3 scripts/layers.py
+	python3 scripts/test_layers.py
 
 lint:
 	cargo fmt --all -- --check
-	cargo clippy --all-targets -- -D warnings
+	cargo clippy --profile ci --all-targets -- -D warnings
 
 clean:
 	cargo clean

@@ -260,6 +260,7 @@ struct RunArgs {
 }
 
 pub fn main() -> ExitCode {
+    crate::kinds::register();
     let cli = Cli::parse();
     match dispatch(cli) {
         Ok(code) => code,

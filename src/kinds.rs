@@ -1,12 +1,12 @@
 //! Every kind isobench knows, and the one place that names them all: a new environment, volume
 //! or workload kind is a file in its folder and a line here. The suite finds each section's kind
-//! here, and the ledger hands back here what a kind made, for that kind to release. (The two
+//! here, and [`register`] gives the ledger the release of what a kind made. (The two
 //! server kinds, a managed Cassandra and an external database, are the two arms of
 //! `server::ServerSpec`.)
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
-use crate::ledger::Resource;
+use crate::ledger::{self, Resource};
 use crate::{env, net, volume, workload};
 
 pub const ENVS: &[env::Kind] =
@@ -44,10 +44,15 @@ pub fn workload(name: &str) -> Option<&'static workload::Kind> {
     WORKLOADS.iter().find(|k| k.name == name)
 }
 
+/// Gives the ledger the kinds' release, before anything is made or cleaned up.
+pub fn register() {
+    ledger::register_kind_release(release);
+}
+
 /// Releases what a kind made (the ledger releases files, mounts, loop devices and processes
-/// itself); `None` for a resource that is the ledger's own.
-pub fn release(resource: &Resource) -> Option<Result<()>> {
-    Some(match resource {
+/// itself).
+fn release(resource: &Resource) -> Result<()> {
+    match resource {
         Resource::Container { delete } => env::oci::delete_container(delete),
         Resource::Kube { cluster, selector } => env::k8s::delete(cluster, selector),
         Resource::KubeMachine { cluster, machine, start } => env::k8s::machine::start_if_down(cluster, machine, start),
@@ -63,6 +68,6 @@ pub fn release(resource: &Resource) -> Option<Result<()>> {
         | Resource::Mount { .. }
         | Resource::LoopDevice { .. }
         | Resource::Processes { .. }
-        | Resource::Cgroup { .. } => return None,
-    })
+        | Resource::Cgroup { .. } => bail!("the {} is the ledger's own to release", resource.describe()),
+    }
 }

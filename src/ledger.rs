@@ -5,10 +5,10 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
 
 use crate::sys;
@@ -67,6 +67,17 @@ pub struct KubeCluster {
     pub namespace: String,
 }
 
+/// How the kinds release what they made. The ledger keeps resources as data and names no kind:
+/// the registry hands it this once (`kinds::register`), before anything is made.
+pub type KindRelease = fn(&Resource) -> Result<()>;
+
+static KIND_RELEASE: OnceLock<KindRelease> = OnceLock::new();
+
+/// Sets how the kinds' resources are released; the first call wins (it is the same function).
+pub fn register_kind_release(release: KindRelease) {
+    let _ = KIND_RELEASE.set(release);
+}
+
 impl Resource {
     /// Removes the resource; removing something already gone is not an error.
     pub fn release(&self) -> Result<()> {
@@ -85,7 +96,10 @@ impl Resource {
                 Ok(())
             }
             Resource::Cgroup { path } => sys::remove_cgroup(path),
-            kind_made => crate::kinds::release(kind_made).expect("every other resource is a kind's"),
+            kind_made => match KIND_RELEASE.get() {
+                Some(release) => release(kind_made),
+                None => Err(anyhow!("no kind's release is registered to remove the {}", kind_made.describe())),
+            },
         }
     }
 

@@ -130,6 +130,16 @@ fn stop_text(settings: &Settings, count: Option<u64>) -> String {
     }
 }
 
+/// Whether a run without a count is done by `elapsed` ns: its duration is over (by more than half
+/// an interval, so that the last interval is whole) or its uncertainty is reached.
+fn has_done_its_work(settings: &Settings, count: Option<u64>, elapsed: u64, interval: u64, u: &Uncertainty) -> bool {
+    match (&settings.command.stop, count) {
+        (Stop::Duration(d, _), None) => elapsed > d.as_nanos() as u64 + interval / 2,
+        (Stop::Uncertainty { target, min, max }, None) => u.reached(*target, *min, *max),
+        _ => false,
+    }
+}
+
 /// A run's intervals as they close: the one open, the run's totals, the HDR log. Closing one
 /// merges a second's histograms several times over, which takes milliseconds: it runs on a
 /// thread beside the load's, as on the load's own thread (one, at most 128 operations in
@@ -269,14 +279,6 @@ impl Context {
         }
         let interval = (settings.log.interval.as_nanos() as u64).max(1_000_000);
         let measured_from = start + settle.as_nanos() as u64;
-        let deadline = match (&settings.command.stop, count) {
-            (Stop::Duration(d, _), None) => Some(start + d.as_nanos() as u64),
-            _ => None,
-        };
-        let uncertainty_stop = match (&settings.command.stop, count) {
-            (Stop::Uncertainty { target, min, max }, None) => Some((*target, *min, *max)),
-            _ => None,
-        };
         let mut tally = Tally::new(threads, &settings, warmup, (start, measured_from), self.hdr.take());
         let (mut last, mut next) = (start, start + interval);
         let done = async {
@@ -318,10 +320,7 @@ impl Context {
                 break;
             }
             (last, next) = (next, next + interval);
-            if deadline.is_some_and(|d| next > d + interval / 2) {
-                load.stop();
-            }
-            if uncertainty_stop.is_some_and(|(target, min, max)| tally.r.uncertainty.reached(target, min, max)) {
+            if has_done_its_work(&settings, count, next - start, interval, &tally.r.uncertainty) {
                 load.stop();
             }
         }

@@ -153,14 +153,7 @@ impl Suite {
             top.error("the key \"baseline\" is required, e.g. baseline = { env = \"host\", volume = \"tmpfs\" }")
         })?;
         let env_tables = sections(&mut top, "env")?;
-        let envs = env_tables
-            .iter()
-            .map(|(t, origin)| {
-                named(file, "env", t, origin.clone(), kinds::ENVS.iter().map(|k| k.name).collect(), |kind, f| {
-                    (kinds::env(kind).expect("listed").parse)(f)
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let envs = parse_envs(file, &env_tables)?;
         let volumes = parse_volumes(&mut top)?;
         let ctx = ParseContext { suite_dir };
         let workload_tables = sections(&mut top, "workload")?;
@@ -175,12 +168,7 @@ impl Suite {
         let target = crate::workload::rate(&mut top, "target")?;
         let mut workloads = workloads;
         apply_target(&top, target, &mut workloads, &workload_tables)?;
-        let cells = top
-            .str_list("cells")?
-            .unwrap_or_default()
-            .iter()
-            .map(|text| Selector::parse(text).map_err(|e| top.error_at("cells", e)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let cells = parse_cells(&mut top)?;
         let bounds = optional_sections(&mut top, "bound")?
             .into_iter()
             .map(|(t, origin)| bound(file, t, origin))
@@ -621,6 +609,23 @@ fn check_name(f: &Fields, key: &str, name: &str) -> Result<(), SuiteError> {
 }
 
 /// The tables of a required `[[section]]` list.
+/// The `[[env]]` tables, each read by its kind.
+fn parse_envs(file: &str, tables: &[(&Table, Origin)]) -> Result<Vec<Named<Box<dyn Environment>>>, SuiteError> {
+    let kinds = || kinds::ENVS.iter().map(|k| k.name).collect();
+    tables
+        .iter()
+        .map(|(t, origin)| {
+            named(file, "env", t, origin.clone(), kinds(), |kind, f| (kinds::env(kind).expect("listed").parse)(f))
+        })
+        .collect()
+}
+
+/// `cells = ["env=runsc*,rw=randread", …]`: the selectors that keep part of the matrix.
+fn parse_cells(top: &mut Fields) -> Result<Vec<Selector>, SuiteError> {
+    let texts = top.str_list("cells")?.unwrap_or_default();
+    texts.iter().map(|text| Selector::parse(text).map_err(|e| top.error_at("cells", e))).collect()
+}
+
 fn sections<'a>(top: &mut Fields<'a>, key: &'static str) -> Result<Vec<(&'a Table, Origin)>, SuiteError> {
     let found = optional_sections(top, key)?;
     if found.is_empty() {

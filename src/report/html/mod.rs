@@ -9,7 +9,9 @@ mod charts;
 mod density;
 mod heatmap;
 
-use super::{Report, Table, diff_text, headline, metric_title, runs_text, settings, status_text, summary_tables};
+use super::{
+    Analysis, Report, Table, diff_text, headline, metric_title, runs_text, settings, status_text, summary_tables,
+};
 use crate::chart::style::STYLE;
 use crate::chart::{self, escape as h};
 use crate::compare::{self, CellResult};
@@ -19,6 +21,46 @@ use density::density;
 use heatmap::heatmaps;
 
 pub fn render(report: &Report) -> String {
+    let analysis = &report.analysis;
+    let mut out = header(report);
+    out.push_str(&verdict(analysis));
+    out.push_str(&why(analysis));
+    if let Some(table) = super::noise_table(report) {
+        let _ = write!(
+            out,
+            "<h2 id=\"noise\">Noise by source</h2><p class=\"meta\">{}</p>{}",
+            h(super::NOISE_NOTE),
+            plain_table(&table)
+        );
+    }
+    out.push_str(&warnings(report));
+    out.push_str(&summary(report));
+    out.push_str(&capacity(report));
+    out.push_str(&density(report));
+    out.push_str(&heatmaps(report));
+    out.push_str(&bounds(report));
+    out.push_str("<h2 id=\"settings\">Per workload setting</h2>");
+    for (setting, cells) in settings(analysis) {
+        let _ = write!(out, "<h3>{}</h3>", h(&setting));
+        out.push_str(&setting_charts(report, &cells));
+        out.push_str(&setting_table(report, &cells));
+    }
+    if !report.history.is_empty() {
+        let _ = write!(
+            out,
+            "<h2 id=\"history\">History</h2><p class=\"meta\">This result set's headline series as the history keeps them (`isobench history`).</p>{}",
+            report.history
+        );
+    }
+    out.push_str(&facts(report));
+    out.push_str(&cost(report));
+    out.push_str(&raw_links(report));
+    out.push_str("<p class=\"meta\">Written by isobench. Every number was measured; missing ones say why.</p></main></body></html>\n");
+    out
+}
+
+/// The page's head, title, method, machine and the links to its sections.
+fn header(report: &Report) -> String {
     let analysis = &report.analysis;
     let plan = &analysis.plan;
     let mut out = String::new();
@@ -51,6 +93,12 @@ pub fn render(report: &Report) -> String {
     out.push_str("<nav><a href=\"#summary\">summary</a>");
     out.push_str(capacity_link);
     out.push_str("<a href=\"#heatmap\">overheads</a><a href=\"#settings\">settings</a><a href=\"#facts\">environments</a><a href=\"#raw\">raw files</a></nav>");
+    out
+}
+
+/// Each setting's first headline metric against the baseline, and the notes on how it was judged.
+fn verdict(analysis: &Analysis) -> String {
+    let mut out = String::new();
     let (lines, against) = super::verdict(analysis);
     if !lines.is_empty() {
         let _ = write!(
@@ -69,6 +117,12 @@ pub fn render(report: &Report) -> String {
         }
         out.push_str("</section>");
     }
+    out
+}
+
+/// What the runs' system figures say for each cell outside the noise.
+fn why(analysis: &Analysis) -> String {
+    let mut out = String::new();
     let explanations = super::explain::explain(analysis);
     if !explanations.is_empty() {
         out.push_str("<h2 id=\"why\">Why</h2><p class=\"meta\">For each cell outside the noise, what its runs' <code>sys.</code> figures say against its baseline's.</p><ul>");
@@ -80,14 +134,11 @@ pub fn render(report: &Report) -> String {
         out.push_str(&cost_by_part(analysis));
         out.push_str(&sampled_by_part(analysis));
     }
-    if let Some(table) = super::noise_table(report) {
-        let _ = write!(
-            out,
-            "<h2 id=\"noise\">Noise by source</h2><p class=\"meta\">{}</p>{}",
-            h(super::NOISE_NOTE),
-            plain_table(&table)
-        );
-    }
+    out
+}
+
+fn warnings(report: &Report) -> String {
+    let mut out = String::new();
     if !report.warnings.is_empty() {
         let groups = super::grouped_warnings(&report.warnings);
         let _ = write!(out, "<h2 id=\"warnings\">Warnings ({})</h2>", report.warnings.len());
@@ -104,28 +155,6 @@ pub fn render(report: &Report) -> String {
             out.push_str("</div>");
         }
     }
-    out.push_str(&summary(report));
-    out.push_str(&capacity(report));
-    out.push_str(&density(report));
-    out.push_str(&heatmaps(report));
-    out.push_str(&bounds(report));
-    out.push_str("<h2 id=\"settings\">Per workload setting</h2>");
-    for (setting, cells) in settings(analysis) {
-        let _ = write!(out, "<h3>{}</h3>", h(&setting));
-        out.push_str(&setting_charts(report, &cells));
-        out.push_str(&setting_table(report, &cells));
-    }
-    if !report.history.is_empty() {
-        let _ = write!(
-            out,
-            "<h2 id=\"history\">History</h2><p class=\"meta\">This result set's headline series as the history keeps them (`isobench history`).</p>{}",
-            report.history
-        );
-    }
-    out.push_str(&facts(report));
-    out.push_str(&cost(report));
-    out.push_str(&raw_links(report));
-    out.push_str("<p class=\"meta\">Written by isobench. Every number was measured; missing ones say why.</p></main></body></html>\n");
     out
 }
 

@@ -12,14 +12,15 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::stats;
-use crate::sys::write_atomic;
-use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+
+mod clock;
+mod result_set;
+
+pub use clock::{utc_now, utc_stamp};
+pub use result_set::ResultSet;
 
 /// Selects cells by their labels: `env=runsc*,rw=randread` (every term must match; a term's
 /// value is a glob). Keys: env, volume, workload, cell, or a workload parameter.
@@ -546,126 +547,6 @@ impl CellRecord {
     }
 }
 
-pub struct ResultSet {
-    pub dir: PathBuf,
-}
-
-impl ResultSet {
-    /// Creates a new result set directory (it must not exist yet, or be empty).
-    pub fn create(dir: &Path) -> Result<ResultSet> {
-        if dir.exists() && fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false) {
-            anyhow::bail!(
-                "{} already exists and is not empty; choose another --out, or continue it with --resume {}",
-                dir.display(),
-                dir.display()
-            );
-        }
-        fs::create_dir_all(dir.join("runs")).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(ResultSet { dir: dir.to_path_buf() })
-    }
-
-    pub fn open(dir: &Path) -> Result<ResultSet> {
-        if !dir.join("runs").is_dir() {
-            anyhow::bail!("{} is not an isobench result set (it has no runs/ directory)", dir.display());
-        }
-        Ok(ResultSet { dir: dir.to_path_buf() })
-    }
-
-    /// Writes a file of the result set, secrets redacted (as every file of it is).
-    pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        write_atomic(&self.dir.join(name), &crate::secrets::scrub_bytes(bytes))
-    }
-
-    fn run_name(cell: &str, rep: u32) -> String {
-        format!("runs/{cell}/{rep}.json")
-    }
-
-    pub fn write_json(&self, name: &str, value: &impl Serialize) -> Result<()> {
-        self.write(name, &serde_json::to_vec_pretty(value)?)
-    }
-
-    pub fn read_json<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<T> {
-        let path = self.dir.join(name);
-        let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("{} is not valid", path.display()))
-    }
-
-    pub fn plan(&self) -> Result<PlanRecord> {
-        self.read_json("plan.json")
-    }
-
-    fn run_path(&self, cell: &str, rep: u32) -> PathBuf {
-        self.dir.join(Self::run_name(cell, rep))
-    }
-
-    pub fn has_run(&self, cell: &str, rep: u32) -> bool {
-        self.run_path(cell, rep).exists()
-    }
-
-    /// Stores the raw files under raw/<cell>/<rep>/, then the run record (which lists them),
-    /// then refreshes samples.csv.
-    pub fn write_run(&self, record: &mut RunRecord, raw: &[RawFile]) -> Result<()> {
-        for file in raw {
-            let safe: String = file.name.chars().map(|c| if c == '/' { '_' } else { c }).collect();
-            let rel = format!("raw/{}/{}/{safe}", record.cell, record.rep);
-            self.write(&rel, file.content.as_bytes())?;
-            record.raw.push(rel);
-        }
-        self.write(&Self::run_name(&record.cell, record.rep), &serde_json::to_vec_pretty(record)?)?;
-        self.write_samples_csv()
-    }
-
-    /// Every run record, ordered by cell and repetition.
-    pub fn runs(&self) -> Result<Vec<RunRecord>> {
-        let mut runs = Vec::new();
-        let runs_dir = self.dir.join("runs");
-        for cell in fs::read_dir(&runs_dir).with_context(|| format!("reading {}", runs_dir.display()))? {
-            let cell = cell?.path();
-            if !cell.is_dir() {
-                continue;
-            }
-            for file in fs::read_dir(&cell)? {
-                let path = file?.path();
-                if path.extension().is_some_and(|e| e == "json")
-                    && !path.file_name().unwrap().to_string_lossy().starts_with('.')
-                {
-                    let text = fs::read_to_string(&path)?;
-                    let run: RunRecord = serde_json::from_str(&text)
-                        .with_context(|| format!("{} is not a valid run record", path.display()))?;
-                    runs.push(run);
-                }
-            }
-        }
-        runs.sort_by(|a, b| (&a.cell, a.rep).cmp(&(&b.cell, b.rep)));
-        Ok(runs)
-    }
-
-    /// samples.csv: every sample of every successful run, then its capacity steps, one row per
-    /// figure (`step.3.offered`, `step.3.p99`, …).
-    pub fn write_samples_csv(&self) -> Result<()> {
-        let mut out = String::from("cell,env,volume,workload,params,rep,metric,value,unit\n");
-        for run in self.runs()?.iter().filter(|r| r.status == Status::Ok) {
-            let steps = run.steps.iter().enumerate().flat_map(|(i, step)| step_samples(i + 1, step));
-            for s in run.samples.iter().cloned().chain(steps) {
-                let fields = [
-                    run.cell.clone(),
-                    run.labels.env.clone(),
-                    run.labels.volume.clone(),
-                    run.labels.workload.clone(),
-                    run.labels.params_text(),
-                    run.rep.to_string(),
-                    s.metric,
-                    format_value(s.value),
-                    s.unit,
-                ];
-                out.push_str(&fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(","));
-                out.push('\n');
-            }
-        }
-        self.write("samples.csv", out.as_bytes())
-    }
-}
-
 /// A capacity step's figures as samples named by its place in the search.
 pub fn step_samples(n: usize, step: &crate::capacity::Step) -> Vec<Sample> {
     let name = |figure: &str| format!("step.{n}.{figure}");
@@ -712,43 +593,10 @@ pub fn csv_field(f: &str) -> String {
     if f.contains([',', '"', '\n', '\r']) { format!("\"{}\"", f.replace('"', "\"\"")) } else { f.to_string() }
 }
 
-/// Now, as an RFC 3339 UTC timestamp to the millisecond: "2026-11-21T00:31:05.042Z" (runs a
-/// second apart are told in order by it).
-pub fn utc_now() -> String {
-    let now = SystemTime::now();
-    let (date, time) = utc_parts(now);
-    let ms = now.duration_since(UNIX_EPOCH).map(|d| d.subsec_millis()).unwrap_or(0);
-    format!("{}-{:02}-{:02}T{:02}:{:02}:{:02}.{ms:03}Z", date.0, date.1, date.2, time.0, time.1, time.2)
-}
-
-/// Now, compact, for directory names: "20261121T003105Z".
-pub fn utc_stamp() -> String {
-    let (date, time) = utc_parts(SystemTime::now());
-    format!("{}{:02}{:02}T{:02}{:02}{:02}Z", date.0, date.1, date.2, time.0, time.1, time.2)
-}
-
-fn utc_parts(t: SystemTime) -> ((i64, u32, u32), (u32, u32, u32)) {
-    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400) as u32;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    ((year, month, day), (rem / 3600, rem / 60 % 60, rem % 60))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::stats::Rng;
-    use std::time::Duration;
 
     #[test]
     fn an_error_headline_reads_past_lines_that_introduce_what_follows() {
@@ -759,15 +607,6 @@ mod tests {
         );
         assert_eq!(error_headline("fio failed\nmore"), "fio failed");
         assert_eq!(error_headline(""), "");
-    }
-
-    #[test]
-    fn utc_dates_are_civil_dates() {
-        let t = UNIX_EPOCH + Duration::from_secs(1_795_221_065); // 2026-11-21 00:31:05 UTC (date -u -d ... +%s)
-        assert_eq!(utc_parts(t), ((2026, 11, 21), (0, 31, 5)));
-        assert_eq!(utc_parts(UNIX_EPOCH), ((1970, 1, 1), (0, 0, 0)));
-        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
-        assert_eq!(utc_parts(leap).0, (2000, 2, 29));
     }
 
     #[test]
