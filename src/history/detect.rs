@@ -9,7 +9,8 @@
 //! spreads of its median; the spread pooled from both sides' points about their own medians,
 //! never below what the points' own CIs give) — and the weakest that does not hold is dropped
 //! until all hold. A segment's level is thus its points' own, not one point's CI: a noisy segment
-//! keeps its full count of points.
+//! keeps its full count of points. Last, a change next to where a component changed moves there
+//! if it holds there too.
 
 use crate::stats;
 
@@ -155,14 +156,20 @@ const SPLITS_FREE: f64 = 4.0;
 /// The size of a change as `min_change` reads it.
 pub type Magnitude<'a> = &'a dyn Fn(&Change) -> f64;
 
-/// The change points of `series`, in order.
-pub fn change_points(series: &[Obs], options: &Options, magnitude: Magnitude<'_>) -> Vec<Change> {
+/// The change points of `series`, in order. `components_changed`: the indices where something of
+/// the machine or the software changed from the point before (`series::changed_facts`).
+pub fn change_points(
+    series: &[Obs],
+    options: &Options,
+    magnitude: Magnitude<'_>,
+    components_changed: &[usize],
+) -> Vec<Change> {
     let m = options.min_segment.max(1);
     let holds = |c: &Change| c.p_value <= options.max_p && magnitude(c).abs() >= options.min_change;
     let series = &despiked(series);
     let mut found = partition(series, m);
     // Each change against its final neighbours; the weakest that does not hold goes, until every
-    // one holds.
+    // one holds; then each moves to where a component changed, if one did next to it.
     loop {
         let changes = neighbours(series, &found, m);
         let weakest =
@@ -171,9 +178,42 @@ pub fn change_points(series: &[Obs], options: &Options, magnitude: Magnitude<'_>
             Some((i, _)) => {
                 found.remove(i);
             }
+            None if moved_to_components(series, &mut found, components_changed, m, &holds) => {}
             None => return changes,
         }
     }
+}
+
+/// How far (in points) a change may move to where a component changed.
+const TO_COMPONENT: usize = 2;
+
+/// Moves each change to the nearest index within `TO_COMPONENT` where a component changed, if
+/// the change holds there too; whether any moved. In a noisy series a step's place is uncertain
+/// by a point or two (one slow result set just before an upgrade draws the cut to it), and a step
+/// where the machine changed is the likelier story: the history's question is which change
+/// moved the figure. A change already at a component's change stays, so this ends.
+fn moved_to_components(
+    series: &[Obs],
+    found: &mut [usize],
+    components_changed: &[usize],
+    m: usize,
+    holds: &dyn Fn(&Change) -> bool,
+) -> bool {
+    let mut moved = false;
+    for i in 0..found.len() {
+        let start = if i == 0 { 0 } else { found[i - 1] };
+        let end = found.get(i + 1).copied().unwrap_or(series.len());
+        let nearest = components_changed
+            .iter()
+            .copied()
+            .filter(|&k| k >= start + m && k + m <= end && k.abs_diff(found[i]) <= TO_COMPONENT)
+            .min_by_key(|&k| k.abs_diff(found[i]));
+        if let Some(k) = nearest.filter(|&k| k != found[i] && holds(&change(series, start, k, end, m))) {
+            found[i] = k;
+            moved = true;
+        }
+    }
+    moved
 }
 
 fn neighbours(series: &[Obs], found: &[usize], m: usize) -> Vec<Change> {
@@ -340,7 +380,7 @@ mod tests {
                 let (mut hit, mut planted, mut false_ones, mut found_all) = (0, 0, 0, 0);
                 for _ in 0..trials {
                     let found: Vec<usize> =
-                        change_points(&series(&mut rng, 40, &*p.levels), &Options::default(), &relative)
+                        change_points(&series(&mut rng, 40, &*p.levels), &Options::default(), &relative, &[])
                             .iter()
                             .map(|c| c.index)
                             .collect();
@@ -407,12 +447,30 @@ mod tests {
                     if let Some(at) = outlier {
                         s[at].value += 0.4; // +50 %: ten σ
                     }
-                    !change_points(&s, &Options::default(), &relative).is_empty()
+                    !change_points(&s, &Options::default(), &relative, &[]).is_empty()
                 })
                 .count();
             eprintln!("flat, {n} points, outlier at {outlier:?}: a false change point in {false_changes} of {trials}");
             assert!(false_changes * 20 <= trials, "{false_changes} of {trials}");
         }
+    }
+
+    /// One slow result set just before a platform change draws the cut to it; where the component
+    /// changed, the change is placed there, if it holds there. A component two points further off,
+    /// or one where the change would not hold, moves nothing.
+    #[test]
+    fn a_change_next_to_where_a_component_changed_is_placed_there() {
+        let us = [6.1, 6.4, 5.9, 6.2, 70.0, 81.0, 84.0, 79.0, 82.0, 80.0];
+        let s: Vec<Obs> = us.iter().map(|v: &f64| Obs { value: v.ln(), se: 0.05 }).collect();
+        let at = |known: &[usize]| -> Vec<usize> {
+            change_points(&s, &Options::default(), &relative, known).iter().map(|c| c.index).collect()
+        };
+        assert_eq!(at(&[]), [4], "the level moved at the slow point");
+        assert_eq!(at(&[5]), [5], "where the platform changed, a point later");
+        assert_eq!(at(&[7]), [4], "three points off is another story");
+        let flat: Vec<Obs> = us[..4].iter().chain(&us[5..]).map(|v: &f64| Obs { value: v.ln(), se: 0.05 }).collect();
+        let found = change_points(&flat, &Options::default(), &relative, &[2]);
+        assert_eq!(found.iter().map(|c| c.index).collect::<Vec<_>>(), [4], "the min segment holds: {found:?}");
     }
 
     /// A segment whose points scatter (a bimodal platform) and a step many times its spread: the
@@ -421,7 +479,7 @@ mod tests {
     fn a_noisy_segment_does_not_hide_a_step_many_times_its_spread() {
         let ns = [7067.0, 7020.0, 16034.0, 5893.0, 61484.0, 61799.0, 61670.0];
         let s: Vec<Obs> = ns.iter().map(|v: &f64| Obs { value: v.ln(), se: 0.05 }).collect();
-        let found = change_points(&s, &Options::default(), &relative);
+        let found = change_points(&s, &Options::default(), &relative, &[]);
         assert_eq!(found.iter().map(|c| c.index).collect::<Vec<_>>(), [4], "{found:?}");
         let before = found[0].before.mean.exp();
         assert!(

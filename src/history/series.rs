@@ -202,7 +202,14 @@ pub fn change_points(
     acks: &BTreeMap<String, (String, String)>,
 ) -> Vec<ChangePoint> {
     let Observed { scale, points, obs } = series.observed(figure);
-    let changes = detect::change_points(&obs, options, &|c: &Change| scale.change(c.before.mean, c.after.mean));
+    let components_changed: Vec<usize> =
+        (1..points.len()).filter(|&i| !changed_facts(&points[i - 1..i], &points[i..=i]).is_empty()).collect();
+    let changes = detect::change_points(
+        &obs,
+        options,
+        &|c: &Change| scale.change(c.before.mean, c.after.mean),
+        &components_changed,
+    );
     let bounds: Vec<usize> = std::iter::once(0).chain(changes.iter().map(|c| c.index)).chain([obs.len()]).collect();
     changes
         .iter()
