@@ -27,6 +27,7 @@ setup-test:
 # tests (the scripted clusters among them) and the intervals' simulation; no root, no tools.
 check: lint layers
 	cargo test --profile ci -q --lib --test statistics
+	cargo test --profile ci -q -p cql-stress -p figures
 
 # Dependencies point one way, down the layers scripts/layers.py lists (docs/architecture.md);
 # no file over 800 lines, no function over 100.
@@ -36,7 +37,7 @@ layers:
 
 lint:
 	cargo fmt --all -- --check
-	cargo clippy --profile ci --all-targets -- -D warnings
+	cargo clippy --profile ci --workspace --all-targets -- -D warnings
 
 clean:
 	cargo clean

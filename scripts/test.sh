@@ -33,7 +33,10 @@ python3 scripts/layers.py || status=1
 # so that the library's two builds (with and without its unit tests) share the cores, and no
 # `cargo build`, which would build the library a third time (without the dev-dependencies,
 # some crates' features differ).
-cargo test --profile ci --no-run --message-format=json-render-diagnostics "${cargo_args[@]}" >"$work/build.json" \
+# Every crate of the workspace's, unless a selection names its own.
+build_args=("${cargo_args[@]}")
+[ ${#build_args[@]} -gt 0 ] || build_args=(--workspace)
+cargo test --profile ci --no-run --message-format=json-render-diagnostics "${build_args[@]}" >"$work/build.json" \
   || exit 1
 [ -x target/ci/isobench ] || cargo build --profile ci || exit 1
 target/ci/isobench server fetch cassandra || exit 1
@@ -95,6 +98,9 @@ jobs = []  # (where it runs, -expected seconds, name, source, executable, harnes
 for line in open(binaries):
     kind, src, exe = line.rstrip("\n").split("\t")
     name = src.split("/")[-1].removesuffix(".rs")
+    # A crate of crates/ names its binaries apart from isobench's own (each has a lib.rs).
+    if m := re.search(r"/crates/([^/]+)/", src):
+        name = f"{m.group(1)}-{name}"
     # A test is alone if its body (up to the next #[test]) calls alone().
     alone = [] if harness or kind != "test" else [
         m.group(1) for chunk in open(src).read().split("#[test]")[1:]
@@ -118,7 +124,9 @@ run_job() { # name src exe args: runs one job into its log, shows it and keeps i
     rc=$?
   else
     { echo; echo "     Running ${src#"$PWD"/} ($exe)"; } >"$log"
-    RUSTC_BOOTSTRAP=1 "$exe" --test-threads=2 -Z unstable-options --report-time "${args[@]}" "${harness_args[@]}" \
+    # From its package's root, as cargo test runs it.
+    (cd "${src%/*/*}" &&
+      RUSTC_BOOTSTRAP=1 "$exe" --test-threads=2 -Z unstable-options --report-time "${args[@]}" "${harness_args[@]}") \
       >>"$log" 2>&1
     rc=$?
     sed -i -E "s|^test (.+ \.\.\. )|test ${name%-alone}::\1|" "$log"

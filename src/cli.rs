@@ -261,6 +261,7 @@ struct RunArgs {
 
 pub fn main() -> ExitCode {
     crate::kinds::register();
+    crate::workload::cql::launch_loaders_as_isobench();
     let cli = Cli::parse();
     match dispatch(cli) {
         Ok(code) => code,
@@ -279,7 +280,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
     // The load generator and the agent need no state directory: they may run as any user, and
     // the agent inside a sandbox whose root is read-only.
     let command = match cli.command {
-        Command::Cql { args } => return Ok(ExitCode::from(crate::cql::main(&args) as u8)),
+        Command::Cql { args } => return Ok(ExitCode::from(cql_stress::main(&args) as u8)),
         Command::Agent { request } => {
             crate::agent::main(&request)?;
             return Ok(ExitCode::SUCCESS);
@@ -658,7 +659,7 @@ fn check(dir: &Path, junit: Option<&Path>, inconclusive: &str) -> Result<ExitCod
             c.cell,
             c.bound.metric,
             c.overhead_pct,
-            crate::units::percent_interval_words(c.overhead_ci),
+            figures::units::percent_interval_words(c.overhead_ci),
             c.bound.max_overhead_pct
         );
     }

@@ -2,11 +2,8 @@
 //! See DESIGN.md for the concepts and the data flow.
 
 pub mod agent;
-pub mod capacity;
-pub mod chart;
 pub mod cli;
 pub mod compare;
-pub mod cql;
 pub mod doctor;
 pub mod env;
 pub mod facts;
@@ -21,11 +18,9 @@ pub mod result_sets;
 pub mod runner;
 pub mod secrets;
 pub mod server;
-pub mod stats;
 pub mod store;
 pub mod suite;
 pub mod syntax;
 pub mod sys;
-pub mod units;
 pub mod volume;
 pub mod workload;

@@ -9,9 +9,9 @@
 
 use std::collections::HashMap;
 
-use crate::stats::Rng;
 use crate::store::{BoundRecord, CellRecord, Labels, Order, PlanRecord, Selector};
 use crate::suite::Suite;
+use figures::stats::Rng;
 
 /// One cell of the matrix, with indexes into the suite.
 #[derive(Clone, Debug)]

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use crate::compare::{self, Analysis};
 use crate::report::{Table, metric_title};
 use crate::store::{RawFile, ResultSet, RunRecord, Status};
-use crate::units;
+use figures::units;
 
 fn analysis(set: &ResultSet) -> Result<Analysis> {
     Ok(compare::analyze(&set.plan()?, &set.runs()?))

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::ser::{SerializeMap, SerializeSeq};
 
-use crate::units;
+use figures::units;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Origin {

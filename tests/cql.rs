@@ -129,7 +129,7 @@ fn a_stalled_server_delays_every_queued_operation_under_a_fixed_rate() {
     let stall = stalled_at.elapsed();
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
     assert!(child.wait().unwrap().success(), "{seen}{}", rest.join("\n"));
-    let histograms = isobench::cql::hdrlog::histograms(&hdr).unwrap();
+    let histograms = cql_stress::hdrlog::histograms(&hdr).unwrap();
     let rt = &histograms["WRITE-rt"].histogram;
     let slow = rt.count_between(500_000_000, rt.max());
     assert!(slow >= 400, "{slow} operations at >= 500 ms after a {stall:?} stall (max {} ms)", rt.max() / 1_000_000);
@@ -439,7 +439,7 @@ fn loaders_split_the_key_space_and_their_logs_merge_into_one_histogram() {
     let mut all = hdrhistogram::Histogram::<u64>::new(3).unwrap();
     let (mut per_loader_p99, mut starts) = (Vec::new(), Vec::new());
     for i in 1..=4 {
-        let logged = isobench::cql::hdrlog::histograms(&dir.path().join(format!("loader-{i}.hdr"))).unwrap();
+        let logged = cql_stress::hdrlog::histograms(&dir.path().join(format!("loader-{i}.hdr"))).unwrap();
         let h = &logged["WRITE-st"].histogram;
         assert!(h.len() >= 5000, "loader {i} logged {} operations", h.len());
         per_loader_p99.push(h.value_at_quantile(0.99) as f64 / 1e6);

@@ -634,7 +634,7 @@ time = "50ms"
         }
         out
     };
-    let median = |v: Vec<f64>| isobench::stats::median(&v);
+    let median = |v: Vec<f64>| figures::stats::median(&v);
     let slowed = times(&order, Some(true)).len();
     assert!(slowed * 2 < 6, "the shuffled rounds put the victim after the burner in {slowed} of 6");
     let own = median(times(&order, Some(false)));

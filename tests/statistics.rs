@@ -5,8 +5,8 @@
 //! interleaved within blocks through a drifting level.
 //! `cargo test --test statistics -- --nocapture` prints the table docs/statistics.md carries.
 
+use figures::stats::{self, Rng};
 use isobench::compare::{self, MetricResult, Verdict};
-use isobench::stats::{self, Rng};
 use isobench::store::{Baseline, BlockId, CellRecord, Labels, Order, PlanRecord, Repeat, RunRecord, Sample};
 
 /// Trials per row: the coverage's standard error is then 0.34 points, so 93 % and 95 % are

@@ -6,8 +6,8 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let args: Vec<String> = text.split_whitespace().map(str::to_string).collect();
-    let _ = isobench::cql::redacted(&args);
-    if let Ok(settings) = isobench::cql::settings::parse(&args) {
+    let _ = cql_stress::redacted(&args);
+    if let Ok(settings) = cql_stress::settings::parse(&args) {
         let _ = settings.dump();
     }
 });

@@ -4,5 +4,5 @@ use isobench_fuzz as _;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = isobench::cql::hdrlog::histograms_of("fuzz.hdr", data);
+    let _ = cql_stress::hdrlog::histograms_of("fuzz.hdr", data);
 });

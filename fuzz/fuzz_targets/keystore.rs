@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let path = std::path::Path::new("fuzz.store");
     for password in [Some("changeit"), None] {
-        let _ = isobench::cql::tls::certificates_in(data, password, path);
-        let _ = isobench::cql::tls::identity_in(data, password, path);
+        let _ = cql_stress::tls::certificates_in(data, password, path);
+        let _ = cql_stress::tls::identity_in(data, password, path);
     }
 });

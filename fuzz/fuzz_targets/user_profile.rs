@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    if let Ok(profile) = isobench::cql::profile::Profile::parse(std::path::Path::new("fuzz.yaml"), &text) {
+    if let Ok(profile) = cql_stress::profile::Profile::parse(std::path::Path::new("fuzz.yaml"), &text) {
         let _ = profile.dump();
     }
 });

@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use super::Warning;
-use crate::stats::{self, Rng};
 use crate::store::{RunRecord, Status, UNSETTLED_SETUP};
+use figures::stats::{self, Rng};
 
 /// A permutation p-value at or below this names a predecessor (the cells of a suite are many
 /// tests at once: a loose threshold would name one by chance in every large suite)…

@@ -9,10 +9,10 @@ mod warnings;
 
 use std::collections::BTreeMap;
 
-use crate::stats::{self, Pairing, Summary};
 use crate::store::Selector;
 use crate::store::{BlockId, BoundRecord, CellRecord, PlanRecord, RunRecord, Status};
-use crate::units;
+use figures::stats::{self, Pairing, Summary};
+use figures::units;
 pub use warnings::*;
 
 pub struct Analysis {

@@ -4,8 +4,8 @@
 //! its block, which pairing by round takes out of the difference.
 
 use super::{Analysis, CellResult, MetricResult, pairs};
-use crate::stats;
 use crate::store::{RunRecord, Series, Status};
+use figures::stats;
 
 /// One cell's headline metric, its noise by source, each a coefficient of variation in percent.
 pub struct Noise {

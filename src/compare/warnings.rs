@@ -71,7 +71,7 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>, runs: &[Ru
         if let Some(w) = page_cache_warning(cell) {
             warn("page-cache", w);
         }
-        if let Some(limit) = cell.notes.iter().find_map(|n| n.strip_prefix(crate::capacity::CLIENT_LIMIT_NOTE)) {
+        if let Some(limit) = cell.notes.iter().find_map(|n| n.strip_prefix(cql_stress::capacity::CLIENT_LIMIT_NOTE)) {
             warn("client-limit", format!("the capacity measures the load generator, not this environment: {limit}"));
         }
         if let Some(w) = absorbed_writes_warning(cell) {

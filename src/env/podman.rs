@@ -16,8 +16,8 @@ use crate::ledger::Resource;
 use crate::net::NetPath;
 use crate::syntax::{Fields, SuiteError};
 use crate::sys::{self, find_program};
-use crate::units;
 use crate::volume::Provisioned;
+use figures::units;
 
 pub const PODMAN: Kind = Kind { name: "podman", parse: parse_podman };
 pub const DOCKER: Kind = Kind { name: "docker", parse: parse_docker };

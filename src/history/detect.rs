@@ -12,7 +12,7 @@
 //! keeps its full count of points. Last, a change next to where a component changed moves there
 //! if it holds there too.
 
-use crate::stats;
+use figures::stats;
 
 /// One point of a series: its value and the standard error its CI gives it.
 #[derive(Clone, Copy, Debug)]
@@ -321,7 +321,7 @@ fn noise(series: &[Obs]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::Rng;
+    use figures::stats::Rng;
 
     fn relative(c: &Change) -> f64 {
         (c.after.mean - c.before.mean) * 100.0

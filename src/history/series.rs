@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::detect::{self, Change, Obs, Options};
 use super::entry::{Point, is_volatile};
 use crate::compare::higher_is_better;
-use crate::units;
+use figures::units;
 
 /// Which figures of a series: the overhead against the same result set's baseline (a machine's
 /// drift cancels out), or the cell's own value.

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use super::detect::Options;
 use super::series::{self, ChangePoint, Figure, Series};
-use crate::chart::{self, Band, Line, LineChart, Mark, escape as h};
+use figures::chart::{self, Band, Line, LineChart, Mark, escape as h};
 
 /// The figure a series is drawn by: its overhead where it has one.
 pub fn figure_of(s: &Series) -> Figure {

@@ -13,7 +13,7 @@
 use crate::compare::{Analysis, CellResult};
 use crate::store::{CPU_PART, GVISOR, UNEXPLAINED};
 use crate::sys::cpu_parts::Part as Sampled;
-use crate::units;
+use figures::units;
 
 /// One part of the increase.
 pub struct Part {

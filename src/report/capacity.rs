@@ -3,11 +3,11 @@
 //! nodes and dollars against the baseline), and the latency–throughput chart of the steps.
 
 use super::{Report, Table, diff_text};
-use crate::capacity::Step;
-use crate::chart::{self, Line, LineChart, Mark, Rule};
 use crate::compare::{CellResult, HOURS_PER_MONTH};
 use crate::store::{RunRecord, Status};
-use crate::units::{self, human};
+use cql_stress::capacity::Step;
+use figures::chart::{self, Line, LineChart, Mark, Rule};
+use figures::units::{self, human};
 
 /// "capacity at p99 ≤ 10 ms": the metric's title where the cell's bound is known.
 pub fn title(cell: &CellResult) -> Option<String> {
@@ -55,7 +55,7 @@ pub fn table(report: &Report) -> Option<Table> {
 /// the load rather than the environment.
 fn ended(cell: &CellResult) -> String {
     let mut said = Vec::new();
-    if cell.notes.iter().any(|n| n.starts_with(crate::capacity::CLIENT_LIMIT_NOTE)) {
+    if cell.notes.iter().any(|n| n.starts_with(cql_stress::capacity::CLIENT_LIMIT_NOTE)) {
         said.push("the load set the limit");
     }
     if cell.notes.iter().any(|n| n.contains("the capacity is at least")) {

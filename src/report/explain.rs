@@ -5,7 +5,7 @@
 
 use crate::compare::{self, Analysis, CellResult, Verdict};
 use crate::store::RUNTIME_BY;
-use crate::units;
+use figures::units;
 
 pub struct Explanation {
     pub cell: String,

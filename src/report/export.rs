@@ -121,7 +121,7 @@ pub fn junit(report: &Report, policy: InconclusivePolicy) -> String {
             "{} overhead {:+.1}% ({}) against a bound of {:.1}%",
             c.bound.metric,
             c.overhead_pct,
-            crate::units::percent_interval_words(c.overhead_ci),
+            figures::units::percent_interval_words(c.overhead_ci),
             c.bound.max_overhead_pct
         );
         let body = match (c.verdict, policy) {

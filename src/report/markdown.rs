@@ -5,7 +5,7 @@
 use super::{
     Report, Table, density_table, diff_text, headline, metric_title, runs_text, settings, status_text, summary_tables,
 };
-use crate::units::{self, human};
+use figures::units::{self, human};
 
 fn ci(ci: Option<(f64, f64)>, unit: &str) -> String {
     format!("[{}]", units::value_interval(ci, unit))

@@ -16,7 +16,7 @@ use anyhow::{Result, bail};
 
 use crate::compare::{self, Analysis, BoundCheck, BoundVerdict, CellResult, Verdict, Warning};
 use crate::store::{ResultSet, RunRecord};
-use crate::units;
+use figures::units;
 
 /// Everything a report shows, computed once.
 pub struct Report {
@@ -223,7 +223,7 @@ pub fn verdict_notes(analysis: &Analysis) -> Vec<String> {
         .collect();
     let unpaired: Vec<String> = judged
         .iter()
-        .filter(|(_, _, d)| d.pairing == crate::stats::Pairing::Unpaired)
+        .filter(|(_, _, d)| d.pairing == figures::stats::Pairing::Unpaired)
         .map(|(c, _, d)| format!("{} {} ({})", c.name(), c.record.labels.setting(), d.method_text()))
         .collect();
     let rounds = |ds: &mut dyn Iterator<Item = usize>| {
@@ -754,9 +754,9 @@ mod tests {
         assert!((center - 200.0).abs() < 1e-6, "the figure is the geometric mean of 100, 200, 400, not {center}");
         let runc = report.analysis.cells.iter().find(|c| c.record.labels.env == "runc").unwrap();
         let d = runc.metric("op_rate").unwrap().vs_baseline.as_ref().unwrap();
-        assert_eq!(d.pairing, crate::stats::Pairing::Paired, "the method says paired by block");
+        assert_eq!(d.pairing, figures::stats::Pairing::Paired, "the method says paired by block");
         assert!((d.pct + 10.0).abs() < 1e-6, "each run 10 % below its block's baseline: {}", d.pct);
-        let html_method = crate::chart::escape(super::METHOD);
+        let html_method = figures::chart::escape(super::METHOD);
         for (format, text, method) in [
             ("terminal", super::terminal::render(&report), super::METHOD.to_string()),
             ("markdown", super::markdown::render(&report), super::METHOD.to_string()),

@@ -4,7 +4,7 @@
 
 use super::{Report, Table, headline, metric_title, runs_text, settings, status_text, value_with_diff};
 use crate::compare::BoundVerdict;
-use crate::units;
+use figures::units;
 
 pub fn render(report: &Report) -> String {
     [

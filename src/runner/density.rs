@@ -20,9 +20,9 @@ use crate::plan::Plan;
 use crate::store::{RawFile, Sample, SandboxRecord, Status};
 use crate::suite::Suite;
 use crate::sys;
-use crate::units;
 use crate::volume::Provisioned;
 use crate::workload::{Spec, fio};
+use figures::units;
 
 /// How long sandboxes may take to come up before the ready ones start without the rest.
 pub const START_TIMEOUT: Duration = Duration::from_secs(600);

@@ -69,7 +69,7 @@ fn redact(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(redact),
         Value::String(text) if text.to_ascii_lowercase().contains("password") => {
-            *text = crate::cql::redacted(std::slice::from_ref(text));
+            *text = cql_stress::redacted(std::slice::from_ref(text));
         }
         _ => {}
     }

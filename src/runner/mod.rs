@@ -27,9 +27,9 @@ use crate::server::ServerSpec;
 use crate::store::{BlockId, RawFile, ResultSet, RunRecord, Status, utc_now};
 use crate::suite::Suite;
 use crate::sys::{self, Interrupted};
-use crate::units;
 use crate::volume::ProvisionContext;
 use crate::workload::{Spec, Workload};
+use figures::units;
 
 pub struct Runner<'a> {
     pub suite: &'a Suite,

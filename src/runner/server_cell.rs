@@ -186,7 +186,7 @@ fn serves(
     Ok((0..nodes)
         .map(|k| Serve {
             keyspace: measured.schema.keyspace.clone(),
-            table: crate::cql::schema::table(measured.command.ops[0].0).into(),
+            table: cql_stress::schema::table(measured.command.ops[0].0).into(),
             distribution: distribution.clone(),
             heap: managed.heap.clone(),
             quick_jit: managed.quick_jit,

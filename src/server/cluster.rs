@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 
 use super::cassandra::{Distribution, NodeConfig, RingSlot};
 use crate::sys;
-use crate::units;
+use figures::units;
 
 /// What one node needs beyond its heap, measured here: a 1 GiB-heap node's RSS after a write
 /// load is ~1.6 GiB (metaspace, code cache, thread stacks, Netty's direct buffers, memtables

@@ -388,7 +388,7 @@ impl Managed {
         }
         let kill = fault(f, nodes)?;
         let heap = f.str("heap")?.unwrap_or_else(|| "1G".into());
-        crate::units::parse_size(&heap).map_err(|e| f.error_at("heap", e))?;
+        figures::units::parse_size(&heap).map_err(|e| f.error_at("heap", e))?;
         Ok(Managed {
             version: f.str("version")?.unwrap_or_else(cassandra::default_version),
             heap,

@@ -287,7 +287,7 @@ impl Control {
         BufReader::new(&self.stream).read_line(&mut line).context("waiting for the server to start")?;
         match serde_json::from_str::<Message>(line.trim()) {
             Ok(Message::Ready { ready_after_s, release_version, .. }) => {
-                Ok(Ready { ready_after: crate::units::seconds(ready_after_s), release_version })
+                Ok(Ready { ready_after: figures::units::seconds(ready_after_s), release_version })
             }
             // The agent's report carries the same error with the node's log.
             Ok(Message::Failed(e)) => bail!("{e}"),

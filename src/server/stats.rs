@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::Result;
 use scylla::client::session::Session;
 
-use crate::cql::{engine, schema};
 use crate::store::Sample;
 use crate::workload::cql::Cql;
+use cql_stress::{engine, schema};
 
 /// Samples for the measured phase's table; empty when the server has no such tables.
 pub fn after_run(load: &Cql) -> Vec<Sample> {

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::stats;
+use figures::stats;
 use serde::{Deserialize, Serialize};
 
 mod clock;
@@ -134,7 +134,7 @@ pub struct AgentReport {
     pub unfit: bool,
     /// A capacity search's steps, in the order they ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub steps: Vec<crate::capacity::Step>,
+    pub steps: Vec<cql_stress::capacity::Step>,
 }
 
 /// The start of the metrics that give the CPU of one of a runtime's own processes, by its name
@@ -301,7 +301,7 @@ pub struct RunRecord {
     pub sandboxes: Vec<SandboxRecord>,
     /// A capacity search's steps (the run's `capacity` sample is the highest rate that passed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub steps: Vec<crate::capacity::Step>,
+    pub steps: Vec<cql_stress::capacity::Step>,
     /// The block it ran in: its pair is the baseline's run of the same block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block: Option<BlockId>,
@@ -548,7 +548,7 @@ impl CellRecord {
 }
 
 /// A capacity step's figures as samples named by its place in the search.
-pub fn step_samples(n: usize, step: &crate::capacity::Step) -> Vec<Sample> {
+pub fn step_samples(n: usize, step: &cql_stress::capacity::Step) -> Vec<Sample> {
     let name = |figure: &str| format!("step.{n}.{figure}");
     let mut samples = vec![
         Sample::new(name("offered"), step.offered, "op/s"),
@@ -596,7 +596,7 @@ pub fn csv_field(f: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::Rng;
+    use figures::stats::Rng;
 
     #[test]
     fn an_error_headline_reads_past_lines_that_introduce_what_follows() {

@@ -84,7 +84,7 @@ pub(super) fn redact(table: &mut Table, secrets: &[String]) {
                 *text = crate::secrets::scrub(text).into_owned();
                 // cassandra-stress command lines carry `-mode password=…`.
                 if text.to_ascii_lowercase().contains("password") {
-                    *text = crate::cql::redacted(std::slice::from_ref(text));
+                    *text = cql_stress::redacted(std::slice::from_ref(text));
                 }
             }
             _ => {}

@@ -18,7 +18,7 @@ use super::{BlockSource, Kind, ProvisionContext, Provisioned, Volume, mount_poin
 use crate::ledger::Resource;
 use crate::syntax::{Fields, SuiteError};
 use crate::sys::{self, find_program};
-use crate::units;
+use figures::units;
 
 pub const KIND: Kind = Kind { name: "block", parse };
 

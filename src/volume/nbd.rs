@@ -10,7 +10,7 @@ use anyhow::Result;
 use super::nbd_export::{self, Common, Where};
 use super::{Kind, ProvisionContext, Provisioned, Volume};
 use crate::syntax::{Fields, SuiteError};
-use crate::units;
+use figures::units;
 
 pub const KIND: Kind = Kind { name: "nbd", parse };
 

@@ -146,7 +146,7 @@ fn parse_bits(text: &str) -> Result<u64, String> {
         _ => (t, 1.0),
     };
     match number.trim().parse::<f64>() {
-        Ok(n) if n > 0.0 && n * scale <= crate::units::MAX_BITS_PER_SECOND => Ok((n * scale) as u64),
+        Ok(n) if n > 0.0 && n * scale <= figures::units::MAX_BITS_PER_SECOND => Ok((n * scale) as u64),
         _ => Err(format!("\"{text}\" is not a bandwidth; write bits per second like \"1Gbit\" or \"500Mbit\"")),
     }
 }

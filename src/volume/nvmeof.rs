@@ -16,7 +16,7 @@ use super::{Kind, ProvisionContext, Provisioned, Volume};
 use crate::ledger::Resource;
 use crate::syntax::{Fields, SuiteError};
 use crate::sys::{self, find_program};
-use crate::units;
+use figures::units;
 
 pub const KIND: Kind = Kind { name: "nvmeof", parse };
 

@@ -52,7 +52,7 @@ impl Volume for Pvc {
         let facts = BTreeMap::from([
             ("volume.kind".to_string(), "pvc".to_string()),
             ("volume.storage_class".into(), c.storage_class.clone()),
-            ("volume.size".into(), crate::units::fio_size(c.size)),
+            ("volume.size".into(), figures::units::fio_size(c.size)),
             ("volume.access_mode".into(), c.access_mode.clone()),
             ("volume.mode".into(), if c.block { "Block" } else { "Filesystem" }.into()),
         ]);

@@ -8,7 +8,7 @@ use anyhow::Result;
 use super::{Kind, ProvisionContext, Provisioned, Volume, mount_point};
 use crate::syntax::{Fields, SuiteError};
 use crate::sys;
-use crate::units;
+use figures::units;
 
 pub const KIND: Kind = Kind { name: "tmpfs", parse };
 

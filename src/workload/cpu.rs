@@ -99,7 +99,7 @@ impl Workload for Cpu {
         // A fixed amount of work: about 3,500 events/s per thread at max_prime 10000 on a
         // current core (sysbench's cost grows with max_prime); only for the ETA.
         let work = || self.events.unwrap_or(0) as f64 * self.max_prime as f64 / 3.5e7 / self.threads as f64;
-        crate::units::seconds(self.time_s.unwrap_or_else(work).max(1.0))
+        figures::units::seconds(self.time_s.unwrap_or_else(work).max(1.0))
     }
 
     fn timeout(&self) -> Duration {

@@ -10,13 +10,34 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 use super::{CapacityDefaults, Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload, parse_capacity};
-use crate::capacity::{Plan, Search, Step};
-use crate::cql::loaders;
-use crate::cql::{self, settings, settings::Settings, stress::RunResult};
 use crate::store::{RawFile, Sample, Series};
 use crate::syntax::{Fields, SuiteError};
+use crate::sys;
+use cql_stress::capacity::{Plan, Search, Step};
+use cql_stress::loaders;
+use cql_stress::process::{Finished, Launcher, StdinFeed};
+use cql_stress::{self as cql, settings, settings::Settings, stress::RunResult};
 
 pub const KIND: Kind = Kind { name: "cql", list_keys: &[], parse, capacity: true };
+
+/// Gives the load generator isobench's way of starting its loaders: as `isobench cql …`, each
+/// marked with the run's token for `cleanup` and stopped on an interrupt, as every process of a
+/// run is.
+pub fn launch_loaders_as_isobench() {
+    cql_stress::process::launched_by(Launcher { name: "isobench cql", subcommand: &["cql"], run: run_loader });
+}
+
+fn run_loader(
+    cmd: &mut std::process::Command,
+    on_line: &mut (dyn FnMut(&str) + Send),
+    feed: Option<StdinFeed>,
+) -> Result<Finished> {
+    let token = std::env::var(sys::TOKEN_VAR).ok();
+    let options =
+        sys::Options { token: token.as_deref(), on_stdout_line: Some(on_line), stdin_then: feed, ..Default::default() };
+    let finished = sys::run(cmd, options)?;
+    Ok(Finished { status: finished.status, stdout: finished.stdout, stderr: finished.stderr })
+}
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Cql {
@@ -442,7 +463,7 @@ impl Cql {
     /// the steps, each step's loaders being fresh processes.
     fn loaders_warm_up(&self, settings: &Settings, loaders: u32, dir: &std::path::Path) -> Result<()> {
         let mut tokens = self.loader_command(&self.args, dir)?;
-        let count = crate::cql::engine::warmup_iterations(settings).max(u64::from(loaders));
+        let count = cql_stress::engine::warmup_iterations(settings).max(u64::from(loaders));
         loaders::set(&mut tokens, None, "n=", &count.to_string());
         tokens.insert(1, "no-warmup".into());
         let commands = loaders::split(&tokens, loaders).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::{Kind, Output, ParseContext, RunContext, Spec, Workload, sysbench};
 use crate::store::Sample;
 use crate::syntax::{Fields, SuiteError};
-use crate::units;
+use figures::units;
 
 pub const KIND: Kind = Kind { name: "memory", list_keys: &[], parse, capacity: false };
 

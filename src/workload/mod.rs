@@ -16,9 +16,9 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::capacity::{Bound, CLIENT_LIMIT_NOTE, Plan, Search};
 use crate::store::{RawFile, Sample, Series};
 use crate::syntax::{Fields, SuiteError};
+use cql_stress::capacity::{Bound, CLIENT_LIMIT_NOTE, Plan, Search};
 
 /// What one run of a workload produced.
 #[derive(Default, Debug)]
@@ -28,7 +28,7 @@ pub struct Output {
     pub raw: Vec<RawFile>,
     pub notes: Vec<String>,
     /// A capacity search's steps.
-    pub steps: Vec<crate::capacity::Step>,
+    pub steps: Vec<cql_stress::capacity::Step>,
 }
 
 /// Where and with what a workload runs, as the agent sees it.
@@ -273,7 +273,7 @@ pub fn capacity_output(search: &Search, out: &mut Output) -> Result<()> {
     out.steps = steps.to_vec();
     out.samples.push(Sample::new("capacity_steps", steps.len() as f64, "steps"));
     let Some(capacity) = outcome.capacity else {
-        anyhow::bail!("{}", crate::capacity::failed_at_start(plan, steps));
+        anyhow::bail!("{}", cql_stress::capacity::failed_at_start(plan, steps));
     };
     out.samples.push(Sample::new("capacity", capacity, "op/s"));
     if let Some(at) = &outcome.at {
@@ -290,7 +290,7 @@ pub fn capacity_output(search: &Search, out: &mut Output) -> Result<()> {
 pub fn rate(f: &mut Fields, key: &'static str) -> Result<Option<f64>, SuiteError> {
     let parsed = match f.node(key).map(|n| &n.value) {
         None => return Ok(None),
-        Some(crate::syntax::Value::Str(text)) => crate::units::parse_rate(text),
+        Some(crate::syntax::Value::Str(text)) => figures::units::parse_rate(text),
         Some(_) => f.float(key)?.filter(|v| *v > 0.0).ok_or_else(|| "must be more than zero".to_string()),
     };
     match parsed {

@@ -70,7 +70,7 @@ fn valid_bitrate(text: &str) -> bool {
         _ => 1.0,
     };
     number.len() + 1 >= text.len()
-        && number.parse::<f64>().is_ok_and(|n| n > 0.0 && n * scale <= crate::units::MAX_BITS_PER_SECOND)
+        && number.parse::<f64>().is_ok_and(|n| n > 0.0 && n * scale <= figures::units::MAX_BITS_PER_SECOND)
 }
 
 impl Workload for Network {

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::{Kind, Output, ParseContext, RunContext, Spec, Workload};
 use crate::store::Sample;
 use crate::syntax::{Fields, SuiteError};
-use crate::units;
+use figures::units;
 
 pub const KIND: Kind = Kind { name: "syscall", list_keys: &["probes", "chunks"], parse, capacity: false };
 

@@ -25,10 +25,10 @@ use crate::agent;
 use crate::ledger::KubeCluster;
 use crate::ledger::{Ledger, Resource};
 use crate::syntax::{Fields, SuiteError};
-use crate::units;
 use crate::volume::{Provisioned, RawTarget};
 use crate::workload::Spec;
 use api::block_on;
+use figures::units;
 use manifest::{Apart, DATA_DIR, DEVICE_PATH, PodSettings, SCRATCH_DIR};
 
 pub const KIND: Kind = Kind { name: "k8s", parse };

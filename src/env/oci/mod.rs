@@ -15,8 +15,8 @@ use crate::ledger::{Ledger, Resource};
 use crate::net::NetPath;
 use crate::syntax::{Fields, SuiteError};
 use crate::sys::{self, find_program};
-use crate::units;
 use crate::volume::Provisioned;
+use figures::units;
 
 mod spec;
 

@@ -27,8 +27,8 @@ use crate::net::NetPath;
 use crate::store::{RawFile, Sample};
 use crate::syntax::{Fields, SuiteError};
 use crate::sys::{self, find_program};
-use crate::units;
 use crate::volume::{BlockSource, Provisioned};
+use figures::units;
 
 pub const KIND: Kind = Kind { name: "vm", parse };
 

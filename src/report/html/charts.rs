@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::chart::{self, BASELINE_COLOUR, Bar, BarChart, Line, LineChart, colour};
 use crate::compare::CellResult;
 use crate::report::{Report, diff_text, headline, metric_title};
-use crate::units::{self, human};
+use figures::chart::{self, BASELINE_COLOUR, Bar, BarChart, Line, LineChart, colour};
+use figures::units::{self, human};
 
 /// A cell's colour in every chart of its setting.
 fn cell_colour(cells: &[&CellResult], cell: &CellResult) -> &'static str {

@@ -4,9 +4,9 @@
 use std::fmt::Write;
 
 use super::plain_table;
-use crate::chart::{self, BASELINE_COLOUR, Bar, BarChart, Line, LineChart, escape as h};
 use crate::compare::CellResult;
 use crate::report::{Report, density_table, metric_title};
+use figures::chart::{self, BASELINE_COLOUR, Bar, BarChart, Line, LineChart, escape as h};
 
 /// The table, the failures by name, each metric against N per environment, and each cell's
 /// sandboxes side by side.

@@ -3,10 +3,10 @@
 
 use std::fmt::Write;
 
-use crate::chart::escape as h;
 use crate::compare::{self, CellResult, Verdict};
 use crate::report::{Report, diff_text, headline, metric_title, settings, status_text};
-use crate::units::{self, human};
+use figures::chart::escape as h;
+use figures::units::{self, human};
 
 /// Background for an overhead: white at 0, red when worse, blue when better, grey when the
 /// difference is within the noise.
@@ -136,7 +136,7 @@ mod tests {
             overhead_ci: Some((overhead_pct - 2.0, overhead_pct + 2.0)),
             p_value: 0.01,
             verdict,
-            pairing: crate::stats::Pairing::Paired,
+            pairing: figures::stats::Pairing::Paired,
             unpaired_because: None,
             n: 3,
         }

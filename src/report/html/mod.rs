@@ -12,12 +12,12 @@ mod heatmap;
 use super::{
     Analysis, Report, Table, diff_text, headline, metric_title, runs_text, settings, status_text, summary_tables,
 };
-use crate::chart::style::STYLE;
-use crate::chart::{self, escape as h};
 use crate::compare::{self, CellResult};
-use crate::units::{self, human};
 use charts::setting_charts;
 use density::density;
+use figures::chart::style::STYLE;
+use figures::chart::{self, escape as h};
+use figures::units::{self, human};
 use heatmap::heatmaps;
 
 pub fn render(report: &Report) -> String {

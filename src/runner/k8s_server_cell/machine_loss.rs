@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::fault::MachineLoss;
-use crate::cql::failover::{self, ClientRow};
-use crate::cql::output::total_rows;
 use crate::store::{AgentReport, Sample};
+use cql_stress::failover::{self, ClientRow};
+use cql_stress::output::total_rows;
 
 /// A second of the loss kept serving when its rate was at least this share of the rate before.
 pub(super) const KEPT: f64 = 0.30;
@@ -210,7 +210,7 @@ fn client_per_second<'a>(outputs: impl Iterator<Item = &'a str>) -> BTreeMap<i64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cql::failover::NodeCounts;
+    use cql_stress::failover::NodeCounts;
 
     fn row(time: f64, rate: f64, errors: u64) -> String {
         format!(

@@ -269,13 +269,13 @@ fn database_claim<'v>(
     if claim.block {
         return Err("volume_mode = \"Block\": a database needs a filesystem; use volume_mode = \"Filesystem\" (fio measures the raw device)".into());
     }
-    let heap = crate::units::parse_size(&managed.heap)?;
+    let heap = ::figures::units::parse_size(&managed.heap)?;
     if let Some(memory) = k8s.pod.memory.filter(|m| *m < heap + crate::server::cluster::OFF_HEAP) {
         return Err(format!(
             "resources.memory = {} is less than the node's heap ({}) and the {} it needs besides: give the pods more, or a smaller heap",
-            crate::units::human(memory as f64, "B"),
+            ::figures::units::human(memory as f64, "B"),
             managed.heap,
-            crate::units::human(crate::server::cluster::OFF_HEAP as f64, "B"),
+            ::figures::units::human(crate::server::cluster::OFF_HEAP as f64, "B"),
         ));
     }
     Ok(claim)
@@ -358,7 +358,7 @@ async fn after_load(db: &Db<'_>, load: &Cql, facts: &[PodFacts], report: &mut Ag
     let client = &api.client;
     let settings = load.phase(&load.args)?;
     let keyspace = settings.schema.keyspace.clone();
-    let table = crate::cql::schema::table(settings.command.ops[0].0).to_string();
+    let table = cql_stress::schema::table(settings.command.ops[0].0).to_string();
     // Three nodetool JVMs a pod, one after another (the flush before the sizes), and the pods
     // side by side: a ring of three's took 11 s one pod after another.
     let tables = format!("{keyspace}.{table}");

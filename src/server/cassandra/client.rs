@@ -29,7 +29,7 @@ pub(super) async fn session(
         builder = builder.user(user, password);
     }
     if let Some(certificate) = trust {
-        let transport = crate::cql::tls::Transport {
+        let transport = cql_stress::tls::Transport {
             truststore: Some(certificate.to_path_buf()),
             protocol: "TLS".into(),
             ..Default::default()

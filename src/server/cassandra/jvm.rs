@@ -202,7 +202,7 @@ fn row_overhead_file(dist: &Distribution) -> PathBuf {
 }
 
 fn default_layout(cfg: &NodeConfig) -> bool {
-    cfg.jvm_args.is_empty() && crate::units::parse_size(&cfg.heap).is_ok_and(|b| b < 31 << 30)
+    cfg.jvm_args.is_empty() && figures::units::parse_size(&cfg.heap).is_ok_and(|b| b < 31 << 30)
 }
 
 #[cfg(test)]

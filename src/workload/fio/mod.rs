@@ -12,12 +12,12 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 use super::{CapacityDefaults, Kind, Output, ParseContext, RunContext, Spec, Unfit, Workload, parse_capacity};
-use crate::capacity::{Plan, Search};
 use crate::store::{RawFile, Sample};
 use crate::syntax::{Fields, SuiteError};
 use crate::sys;
-use crate::units;
 use crate::volume::RawTarget;
+use cql_stress::capacity::{Plan, Search};
+use figures::units;
 
 mod output;
 
@@ -523,11 +523,11 @@ fn leave_out_warmup(samples: &mut Vec<Sample>, series: &[crate::store::Series]) 
         }
     }
     let points: Vec<(f64, f64)> = total.into_iter().map(|(t, v)| (f64::from_bits(t), v)).collect();
-    if points.len() < crate::stats::MIN_WINDOWS_FOR_WARMUP {
+    if points.len() < figures::stats::MIN_WINDOWS_FOR_WARMUP {
         return;
     }
     let rates: Vec<f64> = points.iter().map(|(_, v)| *v).collect();
-    let cut = crate::stats::warmup_windows(&rates);
+    let cut = figures::stats::warmup_windows(&rates);
     let warmup_s = if cut == 0 { 0.0 } else { points[cut - 1].0 };
     samples.push(Sample::new("warmup_s", warmup_s, "s"));
     if cut == 0 {

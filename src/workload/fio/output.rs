@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::capacity::Step;
 use crate::store::{Sample, Series};
+use cql_stress::capacity::Step;
 
 /// One direction (read, write, trim) summed over every job in fio's output.
 #[derive(Default)]

@@ -5,7 +5,6 @@
 
 pub mod rows;
 pub mod table;
-pub mod user;
 pub mod values;
 
 use std::collections::HashMap;
@@ -16,7 +15,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::dist::DistSpec;
-use super::settings::CONSISTENCY;
+use crate::consistency::CONSISTENCY;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -450,6 +449,15 @@ impl Default for Insert {
     fn default() -> Insert {
         Insert { partitions: DistSpec::Fixed(1), select: Ratio::all(), batch: BatchKind::Logged }
     }
+}
+
+/// An operation of `ops(…)`: its name as given and printed (`insert`, or `spec.insert` among
+/// several profiles), and the profile and operation it runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UserOp {
+    pub label: &'static str,
+    pub profile: usize,
+    pub name: &'static str,
 }
 
 #[cfg(test)]

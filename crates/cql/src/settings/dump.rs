@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use super::Settings;
 use super::command::Stop;
 use super::population::Population;
-use crate::cql::dist::DistSpec;
-use crate::units::group_digits;
+use crate::dist::DistSpec;
+use figures::units::group_digits;
 
 impl Settings {
     /// The settings dump cassandra-stress prints first (secrets as REDACTED).

@@ -6,7 +6,7 @@ use scylla::cluster::metadata::ColumnKind;
 use scylla::frame::response::result::ColumnType;
 
 use super::{Profile, stored_name, values};
-use crate::cql::dist::DistSpec;
+use crate::dist::DistSpec;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -56,8 +56,7 @@ impl Table {
     pub async fn describe(session: &Session, profile: &Profile) -> Result<Table, String> {
         session.refresh_metadata().await.map_err(|e| {
             let text = e.to_string();
-            super::user::unreadable_type(profile, &text)
-                .unwrap_or_else(|| format!("cannot read the cluster's schema: {text}"))
+            unreadable_type(profile, &text).unwrap_or_else(|| format!("cannot read the cluster's schema: {text}"))
         })?;
         let state = session.get_cluster_state();
         let (keyspace, name) = (stored_name(&profile.keyspace), stored_name(&profile.table));
@@ -75,7 +74,7 @@ impl Table {
             if let Some(why) = values::unsupported(&meta.typ) {
                 return Err(profile.error(
                     profile.column_line(name),
-                    &format!("column {name}: isobench cannot generate values of type {why}; change the column's type or leave it out of the table"),
+                    &format!("column {name}: the load generator cannot generate values of type {why}; change the column's type or leave it out of the table"),
                 ));
             }
             let spec = profile.column(name);
@@ -92,7 +91,7 @@ impl Table {
                     .and_then(|s| s.population.clone())
                     .unwrap_or(DistSpec::Uniform { min: 1, max: 100_000_000_000 }),
                 cluster: spec.and_then(|s| s.cluster.clone()).unwrap_or(DistSpec::Fixed(1)),
-                salt: crate::cql::random::murmur3_x64_128_first(format!("seed for stress{name}").as_bytes()),
+                salt: crate::random::murmur3_x64_128_first(format!("seed for stress{name}").as_bytes()),
                 typ: meta.typ.clone(),
             });
         }
@@ -123,4 +122,17 @@ impl Table {
     pub fn is_counter_table(&self) -> bool {
         self.columns.iter().any(Column::is_counter)
     }
+}
+
+/// A column type the driver cannot read (a custom type, named by its Java class): the error
+/// at the line of the table definition that names it.
+pub fn unreadable_type(profile: &Profile, error: &str) -> Option<String> {
+    let start = error.find("Failed to parse a CQL type")?;
+    let typ = error[start..].split("Type '").nth(1)?.split("', at position").next()?.trim_matches('\'');
+    let def = profile.table_definition.as_ref();
+    let line = def.and_then(|d| d.text.lines().position(|l| l.contains(typ)).map(|i| d.line + i as u64)).unwrap_or(1);
+    Some(profile.error(
+        line,
+        &format!("the load generator cannot generate values of type '{typ}' (its CQL driver cannot read custom types); give the column a CQL type, e.g. blob, and drop the table made with this one"),
+    ))
 }

@@ -1,6 +1,9 @@
 //! The CQL load generator: cassandra-stress's command lines, data and output, on the ScyllaDB
-//! Rust driver. `isobench cql <cassandra-stress arguments>` and `isobench cql merge a.hdr …`.
+//! Rust driver. `cql-stress <cassandra-stress arguments>` and `cql-stress merge a.hdr …` (as
+//! `isobench cql` inside isobench, which embeds it).
 
+pub mod capacity;
+pub mod consistency;
 pub mod data;
 pub mod dist;
 pub mod engine;
@@ -10,12 +13,15 @@ pub mod hdrlog;
 pub mod loaders;
 pub mod metrics;
 pub mod output;
+pub mod process;
 pub mod profile;
 pub mod random;
 pub mod schema;
 pub mod settings;
 pub mod stress;
 pub mod tls;
+pub mod users;
+pub mod vars;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,8 +33,8 @@ use self::settings::{ArgError, Settings};
 use self::stress::Report;
 
 const USAGE: &str = "\
-Usage: isobench cql <command> [options]      (cassandra-stress's syntax)
-       isobench cql merge <a.hdr> <b.hdr> …  (one summary of several loaders' HDR logs)
+Usage: PROGRAM <command> [options]      (cassandra-stress's syntax)
+       PROGRAM merge <a.hdr> <b.hdr> …  (one summary of several loaders' HDR logs)
 
 Commands: write (insert), read, mixed ratio(read=1,write=1), counter_write, counter_read,
           user profile=FILE.yaml[,FILE.yaml] ops(insert=1,QUERY=2 | SPEC.insert=1,…) [clustering=DIST];
@@ -47,8 +53,13 @@ Options:  -rate threads=N [throttle=R/s | fixed=R/s] | auto threads>=A threads<=
           -insert partitions=DIST batchtype=LOGGED|UNLOGGED|COUNTER select-ratio=DIST/N  (user)
           -loaders N [dir=PATH]   (N loader processes, -pop seq= and n= split into N slices;
                                  their HDR logs merged, kept in dir= if given)
-Example:  isobench cql write n=1M -rate threads=64 -node 127.0.0.1
+Example:  PROGRAM write n=1M -rate threads=64 -node 127.0.0.1
 ";
+
+/// How users call the load generator here: "cql-stress", or "isobench cql" within isobench.
+pub fn program() -> &'static str {
+    process::launcher().name
+}
 
 /// The command line as shown in reports and graphs: secrets replaced by REDACTED.
 pub fn redacted(args: &[String]) -> String {
@@ -84,7 +95,7 @@ pub fn redact_passwords(text: &str) -> String {
 pub fn main(args: &[String]) -> i32 {
     match args.first().map(String::as_str) {
         None | Some("help" | "-h" | "--help") => {
-            print!("{USAGE}");
+            print!("{}", USAGE.replace("PROGRAM", program()));
             return if args.is_empty() { 1 } else { 0 };
         }
         Some("merge") => {
@@ -95,7 +106,7 @@ pub fn main(args: &[String]) -> i32 {
                     0
                 }
                 Err(e) => {
-                    eprintln!("isobench cql merge: {e:#}");
+                    eprintln!("{} merge: {e:#}", program());
                     1
                 }
             };
@@ -118,7 +129,7 @@ pub fn main(args: &[String]) -> i32 {
         }
         Err(e) => {
             eprint!("{e}");
-            eprintln!("Run `isobench cql help` for the syntax.");
+            eprintln!("Run `{} help` for the syntax.", program());
             return 1;
         }
     };
@@ -151,12 +162,12 @@ fn run_loaders(tokens: &[String], how: &loaders::Loaders) -> i32 {
         }
     };
     for (i, command) in commands.iter().enumerate() {
-        println!("loader {}: isobench cql {}", i + 1, redacted(command));
+        println!("loader {}: {} {}", i + 1, program(), redacted(command));
     }
     let dir = how
         .dir
         .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("isobench-cql-loaders-{}", std::process::id())));
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("cql-stress-loaders-{}", std::process::id())));
     let outcome = loaders::run(&commands, &dir, &|| {}).and_then(|ran| {
         let hdrs: Vec<PathBuf> = ran.iter().filter(|l| l.hdr.exists()).map(|l| l.hdr.clone()).collect();
         if hdrs.is_empty()
@@ -184,7 +195,7 @@ fn run_loaders(tokens: &[String], how: &loaders::Loaders) -> i32 {
             }
             let failed: Vec<&loaders::Loader> = ran.iter().filter(|l| !l.success).collect();
             for l in &failed {
-                eprintln!("{}: {}", l.command, crate::sys::tail_lines(&l.output, 5));
+                eprintln!("{}: {}", l.command, process::tail_lines(&l.output, 5));
             }
             if how.dir.is_none() {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -192,7 +203,7 @@ fn run_loaders(tokens: &[String], how: &loaders::Loaders) -> i32 {
             i32::from(!failed.is_empty())
         }
         Err(e) => {
-            eprintln!("isobench cql -loaders: {e:#} (the loaders' logs are in {})", dir.display());
+            eprintln!("{} -loaders: {e:#} (the loaders' logs are in {})", program(), dir.display());
             1
         }
     }

@@ -2,7 +2,7 @@
 //! joined and split again, `-option` groups, and each group's parameters taken one by one.
 
 use super::ArgError;
-use crate::cql::dist::DistSpec;
+use crate::dist::DistSpec;
 
 /// cassandra-stress's tokenizer: the words joined, spaces before `,=()` and after `,=(`
 /// removed, split on spaces again.

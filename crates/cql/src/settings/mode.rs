@@ -71,9 +71,8 @@ pub(super) fn parse_mode(params: Option<Params>, warnings: &mut Vec<String>) -> 
     }
     mode.user = p.take("user=");
     // A loader started by `-loaders` gets its password in the environment, not on its command line.
-    mode.password = p
-        .take("password=")
-        .or_else(|| mode.user.as_ref().and_then(|_| std::env::var(crate::cql::loaders::PASSWORD_VAR).ok()));
+    mode.password =
+        p.take("password=").or_else(|| mode.user.as_ref().and_then(|_| std::env::var(crate::vars::PASSWORD_VAR).ok()));
     mode.compression = p.take("compression=").filter(|c| c != "none");
     if let Some(c) = mode.compression.as_deref()
         && c != "lz4"
@@ -125,7 +124,7 @@ pub(super) fn parse_mode(params: Option<Params>, warnings: &mut Vec<String>) -> 
 fn period(p: &Params, key: &str, text: &str) -> Result<Duration, ArgError> {
     let bare = !text.is_empty() && text.chars().all(|c| c.is_ascii_digit());
     let parsed =
-        if bare { Ok(Duration::from_millis(number(p, key, text)?)) } else { crate::units::parse_duration(text) };
+        if bare { Ok(Duration::from_millis(number(p, key, text)?)) } else { figures::units::parse_duration(text) };
     match parsed {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(p.invalid(&format!("{key}{text} is zero; give a time above zero, e.g. {key}2s{}", off_hint(key)))),

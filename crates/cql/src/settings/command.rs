@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::ArgError;
 use super::tokens::{Params, dist, number};
-use crate::cql::dist::{DistSpec, parse_count};
-use crate::cql::profile::Profile;
+use crate::dist::{DistSpec, parse_count};
+use crate::profile::{Profile, UserOp};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
@@ -91,15 +91,6 @@ pub struct Command {
     pub user_ops: Vec<UserOp>,
 }
 
-/// An operation of `ops(…)`: its name as given and printed (`insert`, or `spec.insert` among
-/// several profiles), and the profile and operation it runs.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct UserOp {
-    pub label: &'static str,
-    pub profile: usize,
-    pub name: &'static str,
-}
-
 impl Command {
     pub fn count(&self) -> Option<u64> {
         match self.stop {
@@ -133,20 +124,6 @@ impl Command {
     }
 }
 
-pub const CONSISTENCY: &[&str] = &[
-    "ONE",
-    "QUORUM",
-    "LOCAL_QUORUM",
-    "EACH_QUORUM",
-    "ALL",
-    "ANY",
-    "TWO",
-    "THREE",
-    "LOCAL_ONE",
-    "SERIAL",
-    "LOCAL_SERIAL",
-];
-
 pub(super) fn parse_command(
     word: &str,
     mut p: Params,
@@ -165,8 +142,8 @@ pub(super) fn parse_command(
     };
     let stop = parse_stop(&mut p)?;
     let consistency = p.take("cl=").map(|c| c.to_ascii_uppercase()).unwrap_or_else(|| "LOCAL_ONE".into());
-    if !CONSISTENCY.contains(&consistency.as_str()) {
-        return Err(p.invalid(&format!("cl={consistency}: use one of {}", CONSISTENCY.join("|"))));
+    if !crate::consistency::CONSISTENCY.contains(&consistency.as_str()) {
+        return Err(p.invalid(&format!("cl={consistency}: use one of {}", crate::consistency::CONSISTENCY.join("|"))));
     }
     let serial_consistency = p.take("serial-cl=").map(|c| c.to_ascii_uppercase()).unwrap_or_else(|| "SERIAL".into());
     let no_warmup = p.flag("no-warmup");

@@ -14,15 +14,9 @@ use anyhow::{Context, Result, anyhow};
 use super::failover::{self, ClientRow};
 use super::hdrlog;
 use super::settings::{self, ArgError, Population};
-use crate::sys;
+use crate::process::{self, StdinFeed};
+use crate::vars::{KEYSTORE_PASSWORD_VAR, PASSWORD_VAR, SEED_VAR, TRUSTSTORE_PASSWORD_VAR};
 
-/// The environment variable that seeds a loader's draws (instead of its process id).
-pub const SEED_VAR: &str = "ISOBENCH_CQL_SEED";
-/// The environment variable that hands a loader its password: command lines are visible to
-/// every user of the machine.
-pub const PASSWORD_VAR: &str = "ISOBENCH_CQL_PASSWORD";
-pub const TRUSTSTORE_PASSWORD_VAR: &str = "ISOBENCH_CQL_TRUSTSTORE_PASSWORD";
-pub const KEYSTORE_PASSWORD_VAR: &str = "ISOBENCH_CQL_KEYSTORE_PASSWORD";
 /// The command-line options a loader gets in its environment instead.
 const SECRETS: [(&str, &str); 3] = [
     ("password=", PASSWORD_VAR),
@@ -162,7 +156,7 @@ pub fn run_with(
     env: &[(&str, String)],
     running: &(dyn Fn() + Sync),
 ) -> Result<Vec<Loader>> {
-    let exe = std::env::current_exe().context("finding isobench's own binary")?;
+    let exe = std::env::current_exe().context("finding this program's own binary")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let line = StartLine::new(commands.len());
     let begun = AtomicUsize::new(0);
@@ -188,7 +182,7 @@ pub fn run_with(
 /// Runs loader number `index` (1-based: its seed) alone, in this process's place: one pod of an
 /// Indexed Job. `running` is called when it is past its set-up and has begun its load.
 pub fn run_single(index: usize, command: &[String], dir: &Path, running: &(dyn Fn() + Sync)) -> Result<Loader> {
-    let exe = std::env::current_exe().context("finding isobench's own binary")?;
+    let exe = std::env::current_exe().context("finding this program's own binary")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     run_one(&exe, index, command, dir, &[], None, running)
 }
@@ -222,7 +216,7 @@ impl StartLine {
 
     /// What a loader's stdin gets once every loader has arrived: "go", or nothing when one of
     /// them ended instead.
-    fn go(&self) -> crate::sys::StdinFeed {
+    fn go(&self) -> StdinFeed {
         let state = Arc::clone(&self.state);
         Box::new(move |stdin| {
             let (lock, changed) = &*state;
@@ -257,8 +251,8 @@ fn run_one(
         }
         None => true,
     });
-    cmd.arg("cql").args(&args).env(SEED_VAR, index.to_string()).envs(env.iter().map(|(k, v)| (k, v)));
-    let token = std::env::var(sys::TOKEN_VAR).ok();
+    let launcher = process::launcher();
+    cmd.args(launcher.subcommand).args(&args).env(SEED_VAR, index.to_string()).envs(env.iter().map(|(k, v)| (k, v)));
     if start_line.is_some() {
         cmd.env(START_TOGETHER_VAR, "1");
     }
@@ -274,15 +268,7 @@ fn run_one(
             running();
         }
     };
-    let finished = sys::run(
-        &mut cmd,
-        sys::Options {
-            token: token.as_deref(),
-            on_stdout_line: Some(&mut on_line),
-            stdin_then: start_line.map(StartLine::go),
-            ..Default::default()
-        },
-    );
+    let finished = (launcher.run)(&mut cmd, &mut on_line, start_line.map(StartLine::go));
     if let Some(line) = start_line
         && !said_ready
     {
@@ -298,7 +284,7 @@ impl Loader {
     /// Why a failed loader failed, in one line: its last (its error, when it could say one; its
     /// whole output is in its log).
     pub fn reason(&self) -> String {
-        sys::tail_lines(&self.output, 1).trim().to_string()
+        process::tail_lines(&self.output, 1).trim().to_string()
     }
 
     /// A loader's outcome from its HDR log and its output (here, or carried back from a pod).

@@ -85,9 +85,9 @@ pub fn truncate(keyspace: &str, table: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cql::settings::parse;
+    use crate::settings::parse;
 
-    fn settings(text: &str) -> crate::cql::settings::Settings {
+    fn settings(text: &str) -> crate::settings::Settings {
         parse(&text.split(' ').map(str::to_string).collect::<Vec<_>>()).unwrap()
     }
 

@@ -19,37 +19,21 @@ use scylla::serialize::SerializationError;
 use scylla::serialize::row::{RowSerializationContext, SerializeRow};
 use scylla::serialize::writers::RowWriter;
 use scylla::statement::prepared::PreparedStatement;
-use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{Counter, CqlValue};
 use tokio::time::Sleep;
 
+use super::consistency::{consistency, serial_consistency};
 use super::data::RowGenerator;
 use super::dist::Dist;
 use super::failover::{self, ClientEvents};
 use super::metrics::{Measurement, Nanos, Recorder};
-use super::profile::user::{self, Users, UsersWorker};
 use super::random::JavaRandom;
 use super::schema;
 use super::settings::{Op, Population, Settings};
+use super::users::{self, Users, UsersWorker};
 
 /// How long connecting may take before the run gives up with the nodes' names.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(8);
-
-pub fn consistency(name: &str) -> Consistency {
-    match name {
-        "ANY" => Consistency::Any,
-        "ONE" => Consistency::One,
-        "TWO" => Consistency::Two,
-        "THREE" => Consistency::Three,
-        "QUORUM" => Consistency::Quorum,
-        "ALL" => Consistency::All,
-        "LOCAL_QUORUM" => Consistency::LocalQuorum,
-        "EACH_QUORUM" => Consistency::EachQuorum,
-        "SERIAL" => Consistency::Serial,
-        "LOCAL_SERIAL" => Consistency::LocalSerial,
-        _ => Consistency::LocalOne,
-    }
-}
 
 /// Connects to the nodes of `-node` (on `-port native=`), within [`CONNECT_TIMEOUT`].
 pub async fn connect(settings: &Settings) -> Result<Session> {
@@ -129,7 +113,7 @@ pub async fn describe(session: &Session, settings: &Settings) -> String {
 pub async fn create_schema(session: &Session, settings: &Settings) -> Result<()> {
     if !settings.command.profiles.is_empty() {
         for profile in &settings.command.profiles {
-            user::create_schema(session, profile).await.map_err(anyhow::Error::msg)?;
+            users::create_schema(session, profile).await.map_err(anyhow::Error::msg)?;
         }
         return Ok(());
     }
@@ -184,7 +168,7 @@ pub async fn prepare_user(
     // A profile's CQL may leave its keyspace out, and the driver prepares a statement again in
     // the session's keyspace: each keyspace has a session of its own, the first one's the
     // session the run already has.
-    user::use_keyspace(session, first).await.map_err(anyhow::Error::msg)?;
+    users::use_keyspace(session, first).await.map_err(anyhow::Error::msg)?;
     let mut sessions: Vec<Arc<Session>> = Vec::new();
     for (i, profile) in profiles.iter().enumerate() {
         let same = profiles[..i].iter().position(|earlier| earlier.keyspace == profile.keyspace);
@@ -193,13 +177,13 @@ pub async fn prepare_user(
             None if i == 0 => session.clone(),
             None => {
                 let own = Arc::new(connect(settings).await?);
-                user::use_keyspace(&own, profile).await.map_err(anyhow::Error::msg)?;
+                users::use_keyspace(&own, profile).await.map_err(anyhow::Error::msg)?;
                 own
             }
         };
         sessions.push(own);
     }
-    let options = user::Options {
+    let options = users::Options {
         consistency: consistency(&settings.command.consistency),
         serial_consistency: serial_consistency(&settings.command.serial_consistency),
         profile: failover::execution_profile(session, &settings.mode, Some(settings.mode.request_timeout)),
@@ -209,10 +193,6 @@ pub async fn prepare_user(
         .await
         .map_err(anyhow::Error::msg)?;
     Ok(Some(Arc::new(users)))
-}
-
-pub fn serial_consistency(name: &str) -> SerialConsistency {
-    if name == "LOCAL_SERIAL" { SerialConsistency::LocalSerial } else { SerialConsistency::Serial }
 }
 
 /// The prepared statement of each operation of the command, in the command's order (none for
@@ -722,7 +702,7 @@ impl Load {
 /// A population's seeds for warm-up differ from the run's, as cassandra-stress's fresh generators
 /// do; loaders started together (`-loaders`) are told their own base seed, so their draws differ.
 pub fn task_seed(run: u64) -> i64 {
-    let base = std::env::var(super::loaders::SEED_VAR)
+    let base = std::env::var(crate::vars::SEED_VAR)
         .ok()
         .and_then(|v| v.parse::<i64>().ok())
         .map_or(std::process::id() as i64, |loader| loader.wrapping_mul(0x2545_F491_4F6C_DD1D));
@@ -741,7 +721,7 @@ pub fn warmup_iterations(settings: &Settings) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cql::settings::{self, CONSISTENCY};
+    use crate::settings;
 
     fn settings(line: &str) -> Settings {
         settings::parse(&line.split_whitespace().map(String::from).collect::<Vec<_>>()).unwrap()
@@ -752,16 +732,6 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let settings = settings(line);
         runtime.block_on(async { f(&mut Worker::new(0, &settings, None, seed), &settings) })
-    }
-
-    #[test]
-    fn every_consistency_the_command_line_accepts_reaches_the_driver_as_itself() {
-        for name in CONSISTENCY {
-            let level = consistency(name);
-            assert_eq!(format!("{level:?}").to_ascii_uppercase(), name.replace('_', ""), "cl={name}");
-        }
-        assert_eq!(serial_consistency("LOCAL_SERIAL"), SerialConsistency::LocalSerial);
-        assert_eq!(serial_consistency("SERIAL"), SerialConsistency::Serial);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::units;
+use figures::units;
 
 /// A step passes only when it achieved at least this share of the rate it was offered.
 pub const MIN_ACHIEVED: f64 = 0.95;

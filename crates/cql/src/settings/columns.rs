@@ -2,7 +2,7 @@
 
 use super::ArgError;
 use super::tokens::{Params, dist, number};
-use crate::cql::dist::DistSpec;
+use crate::dist::DistSpec;
 
 #[derive(Clone, Debug)]
 pub struct Columns {

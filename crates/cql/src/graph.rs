@@ -3,14 +3,15 @@
 //! line per revision, and a summary table. Each run adds a revision; the data of all revisions
 //! travel inside the page as JSON, so the next run can redraw them.
 
+use std::fmt::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::metrics::Figures;
-use crate::chart::style::STYLE;
-use crate::chart::{self, Line, LineChart};
+use figures::chart::style::STYLE;
+use figures::chart::{self, Line, LineChart};
 
 const DATA_OPEN: &str = r#"<script type="application/json" id="isobench-cql-graph">"#;
 const DATA_CLOSE: &str = "</script>";
@@ -60,7 +61,7 @@ impl Graph {
             graph.title = t.to_string();
         }
         if graph.title.is_empty() {
-            graph.title = format!("isobench cql - {}", revision.command);
+            graph.title = format!("{} - {}", crate::program(), revision.command);
         }
         graph.revisions.push(revision);
         let tmp = path.with_extension("html.tmp");
@@ -77,7 +78,11 @@ impl Graph {
             e(&self.title),
             e(&self.title)
         );
-        o.push_str("<p class=\"meta\">Written by <code>isobench cql -graph</code>; each run with the same file adds a revision.</p>");
+        let _ = write!(
+            o,
+            "<p class=\"meta\">Written by <code>{} -graph</code>; each run with the same file adds a revision.</p>",
+            crate::program()
+        );
         o.push_str("<h2>Over time</h2><div class=\"charts\">");
         type Pick = fn(&Figures) -> f64;
         let charts: [(&str, &str, Pick); 6] = [

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::ArgError;
 use super::command::Command;
 use super::tokens::{Params, dist};
-use crate::cql::profile::{BatchKind, Ratio};
+use crate::profile::{BatchKind, Ratio};
 
 /// `-insert` of a `user` command: what the profiles' `insert:` sections say (`partitions=`,
 /// `batchtype=`, `select-ratio=`), overridden for every profile of the run.

@@ -3,7 +3,7 @@
 use super::ArgError;
 use super::command::Command;
 use super::tokens::Params;
-use crate::cql::dist::{DistSpec, parse_count};
+use crate::dist::{DistSpec, parse_count};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Population {

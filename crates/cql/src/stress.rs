@@ -14,10 +14,9 @@ use super::failover::{self, ClientEvents, ClientRow};
 use super::hdrlog::HdrLog;
 use super::metrics::{ByOp, Figures, Interval, Nanos, Uncertainty, merge_and_empty};
 use super::output::{self, Out};
-use super::profile::user::Users;
 use super::settings::{Settings, Stop, Truncate};
+use super::users::Users;
 use crate::capacity::{Search, Step};
-use crate::sys::Usage;
 
 /// One run at one thread count.
 pub struct RunResult {
@@ -59,7 +58,7 @@ impl RunResult {
         let whole = Steady { warmup_s: 0.0, summary: self.summary() };
         let rates: Vec<f64> = self.intervals.iter().map(|f| f.op_rate).collect();
         let full = rates.len().saturating_sub(1);
-        let cut = crate::stats::warmup_windows(&rates[..full]).min(self.early.len());
+        let cut = figures::stats::warmup_windows(&rates[..full]).min(self.early.len());
         if cut == 0 {
             return whole;
         }
@@ -542,9 +541,9 @@ pub async fn capacity(
         step.rate.throttle = None;
         step.command.stop = Stop::Duration(run_for, "seconds");
         ctx.settings = Arc::new(step);
-        let before = (Usage::own(), Instant::now());
+        let before = (crate::process::own_cpu_seconds(), Instant::now());
         let r = ctx.run(threads, None, &mut out, false, plan.warmup).await?;
-        let cpu = Usage::own().since(&before.0).cpu_s / before.1.elapsed().as_secs_f64();
+        let cpu = (crate::process::own_cpu_seconds() - before.0) / before.1.elapsed().as_secs_f64();
         let t = &r.total;
         let achieved = if t.operations() == 0 { 0.0 } else { t.op_rate() };
         let step = step_of(t.latency(), &t.service, achieved, t.errors, plan.bound.percentile);

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::ArgError;
 use super::tokens::Params;
-use crate::cql::tls::Transport;
+use crate::tls::Transport;
 
 /// `-transport truststore= truststore-password= keystore= keystore-password= ssl-protocol=
 /// ssl-alg= store-type= ssl-ciphers=`. A loader started by `-loaders` gets the passwords in its
@@ -14,13 +14,9 @@ pub(super) fn parse_transport(params: Option<Params>) -> Result<Option<Transport
     let from_env = |var: &str| std::env::var(var).ok();
     let transport = Transport {
         truststore: p.take("truststore=").map(PathBuf::from),
-        truststore_password: p
-            .take("truststore-password=")
-            .or_else(|| from_env(crate::cql::loaders::TRUSTSTORE_PASSWORD_VAR)),
+        truststore_password: p.take("truststore-password=").or_else(|| from_env(crate::vars::TRUSTSTORE_PASSWORD_VAR)),
         keystore: p.take("keystore=").map(PathBuf::from),
-        keystore_password: p
-            .take("keystore-password=")
-            .or_else(|| from_env(crate::cql::loaders::KEYSTORE_PASSWORD_VAR)),
+        keystore_password: p.take("keystore-password=").or_else(|| from_env(crate::vars::KEYSTORE_PASSWORD_VAR)),
         protocol: p.take("ssl-protocol=").unwrap_or_else(|| "TLS".into()),
         ciphers: p
             .take("ssl-ciphers=")

@@ -13,15 +13,15 @@ use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row};
 
-use super::rows::{Partition, Rows};
-use super::table::{Kind, Table};
-use super::values::{normalized, shown};
-use super::{BatchKind, Fields, Profile, Query};
-use crate::cql::dist::Dist;
-use crate::cql::failover::ClientEvents;
-use crate::cql::random::JavaRandom;
-use crate::cql::schema::quote;
-use crate::cql::settings::UserOp;
+use crate::dist::Dist;
+use crate::failover::ClientEvents;
+use crate::profile::UserOp;
+use crate::profile::rows::{Partition, Rows};
+use crate::profile::table::{Kind, Table, unreadable_type};
+use crate::profile::values::{normalized, shown};
+use crate::profile::{BatchKind, Fields, Profile, Query};
+use crate::random::JavaRandom;
+use crate::schema::quote;
 
 /// A statement the server refused because what it creates is there already.
 fn already_exists(e: &ExecutionError) -> bool {
@@ -30,7 +30,7 @@ fn already_exists(e: &ExecutionError) -> bool {
 
 /// Makes the profile's keyspace, types, table and extra definitions (each unless it exists),
 /// and makes the keyspace the session's, so that the profile's CQL may leave it out.
-async fn define(session: &Session, profile: &Profile, what: &str, def: &super::Located) -> Result<(), String> {
+async fn define(session: &Session, profile: &Profile, what: &str, def: &crate::profile::Located) -> Result<(), String> {
     match session.query_unpaged(def.text.as_str(), ()).await {
         Ok(_) => {}
         Err(e) if already_exists(&e) => {}
@@ -55,7 +55,7 @@ pub async fn create_schema(session: &Session, profile: &Profile) -> Result<(), S
     }
     use_keyspace(session, profile).await?;
     // Types first: the table may use them, and cassandra-stress users list them in extra_definitions.
-    let is_type = |d: &&super::Located| {
+    let is_type = |d: &&crate::profile::Located| {
         d.text.to_ascii_uppercase().split_whitespace().take(2).collect::<Vec<_>>() == ["CREATE", "TYPE"]
     };
     for def in profile.extra_definitions.iter().filter(is_type) {
@@ -79,19 +79,6 @@ pub async fn use_keyspace(session: &Session, profile: &Profile) -> Result<(), St
             &format!("keyspace {keyspace}: {e}; give keyspace_definition: its CREATE KEYSPACE, or create it first"),
         )
     })
-}
-
-/// A column type the driver cannot read (a custom type, named by its Java class): the error
-/// at the line of the table definition that names it.
-pub fn unreadable_type(profile: &Profile, error: &str) -> Option<String> {
-    let start = error.find("Failed to parse a CQL type")?;
-    let typ = error[start..].split("Type '").nth(1)?.split("', at position").next()?.trim_matches('\'');
-    let def = profile.table_definition.as_ref();
-    let line = def.and_then(|d| d.text.lines().position(|l| l.contains(typ)).map(|i| d.line + i as u64)).unwrap_or(1);
-    Some(profile.error(
-        line,
-        &format!("isobench cannot generate values of type '{typ}' (its CQL driver cannot read custom types); give the column a CQL type, e.g. blob, and drop the table made with this one"),
-    ))
 }
 
 /// One operation of `ops(…)`, prepared.
@@ -197,7 +184,7 @@ impl User {
                 let q = profile.query(name).expect("ops(…) names only queries of the profile");
                 (q.cql.clone(), q.line, Some(q))
             };
-            let mut statement = crate::cql::failover::prepare(session, &cql).await.map_err(|e| match kind {
+            let mut statement = crate::failover::prepare(session, &cql).await.map_err(|e| match kind {
                 Some(q) => refused(&profile, q, &table, &e),
                 None => profile.error(line, &format!("the insert statement {cql} was refused: {e}")),
             })?;
@@ -220,11 +207,11 @@ impl User {
                 }
                 Some(q) => {
                     let consistency =
-                        q.consistency.as_deref().map_or(options.consistency, crate::cql::engine::consistency);
+                        q.consistency.as_deref().map_or(options.consistency, crate::consistency::consistency);
                     let serial = q
                         .serial_consistency
                         .as_deref()
-                        .map_or(options.serial_consistency, crate::cql::engine::serial_consistency);
+                        .map_or(options.serial_consistency, crate::consistency::serial_consistency);
                     set(&mut statement, consistency, serial, q.idempotent);
                     let validate = (validate_all || q.validate).then(|| {
                         let selected: Vec<Option<usize>> = statement
@@ -347,7 +334,7 @@ impl User {
                     b
                 });
                 for attempt in 1..=tries {
-                    crate::cql::failover::before_attempt(&self.events, attempt).await;
+                    crate::failover::before_attempt(&self.events, attempt).await;
                     let result = match &statement {
                         None => session.execute_unpaged(&operation.statement, &rows[0]).await.map(|_| ()),
                         Some(b) => session.batch(b, &rows).await.map(|_| ()),
@@ -368,7 +355,7 @@ impl User {
                 let p = &partitions[0];
                 let bound = self.bound_values(w, p, &operation.binds, *fields);
                 for attempt in 1..=tries {
-                    crate::cql::failover::before_attempt(&self.events, attempt).await;
+                    crate::failover::before_attempt(&self.events, attempt).await;
                     let result = match session.execute_unpaged(&operation.statement, &bound).await {
                         Ok(r) => r,
                         Err(e) if self.again(&operation.statement, &e, &mut last_error) => continue,
@@ -408,7 +395,7 @@ impl User {
         let timed_out = matches!(e, ExecutionError::RequestTimeout(_));
         let again;
         (*last_error, again) =
-            crate::cql::failover::after_failure(&self.events, &e.to_string(), timed_out, statement.get_is_idempotent());
+            crate::failover::after_failure(&self.events, &e.to_string(), timed_out, statement.get_is_idempotent());
         again
     }
 

@@ -11,7 +11,7 @@ use scylla::value::CqlValue;
 
 use super::table::{Kind, Table};
 use super::values::{self, mix};
-use crate::cql::dist::Dist;
+use crate::dist::Dist;
 
 pub struct Partition {
     pub seed: i64,
@@ -113,8 +113,8 @@ impl Rows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cql::dist::DistSpec;
-    use crate::cql::profile::table::Column;
+    use crate::dist::DistSpec;
+    use crate::profile::table::Column;
     use scylla::frame::response::result::{ColumnType, NativeType};
 
     fn column(name: &str, kind: Kind, typ: NativeType, cluster: i64) -> Column {
@@ -125,7 +125,7 @@ mod tests {
             size: DistSpec::Uniform { min: 4, max: 8 },
             population: DistSpec::Uniform { min: 1, max: 100_000_000_000 },
             cluster: DistSpec::Fixed(cluster),
-            salt: crate::cql::random::murmur3_x64_128_first(name.as_bytes()),
+            salt: crate::random::murmur3_x64_128_first(name.as_bytes()),
         }
     }
 

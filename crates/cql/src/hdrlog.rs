@@ -123,7 +123,7 @@ pub fn series(paths: &[PathBuf], series: &str) -> Result<Span> {
 /// latencies, so partition and row counts are not in it.
 pub fn merge(paths: &[PathBuf]) -> Result<String> {
     if paths.is_empty() {
-        bail!("isobench cql merge: name the HDR logs to merge (written with -log hdrfile=…)");
+        bail!("{} merge: name the HDR logs to merge (written with -log hdrfile=…)", crate::program());
     }
     let mut by_tag: BTreeMap<String, Span> = BTreeMap::new();
     let mut latency = None::<String>;
@@ -195,7 +195,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<String> {
         group_digits(total.histogram.len() as i64),
         bracket(&|m| group_digits(m.histogram.len() as i64))
     );
-    let seconds = crate::units::seconds(total.end - total.start).as_secs();
+    let seconds = figures::units::seconds(total.end - total.start).as_secs();
     o += &format!("Total operation time      : {:02}:{:02}:{:02}\n", seconds / 3600, seconds / 60 % 60, seconds % 60);
     Ok(o)
 }

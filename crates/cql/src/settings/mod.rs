@@ -17,10 +17,10 @@ mod schema;
 mod tokens;
 mod transport;
 
-pub use crate::units::group_digits;
 pub use columns::Columns;
-pub use command::{CONSISTENCY, Command, Op, Stop, Truncate, UserOp};
+pub use command::{Command, Op, Stop, Truncate};
 pub use errors::Errors;
+pub use figures::units::group_digits;
 pub use graph::Graph;
 pub use log::Log;
 pub use mode::Mode;
@@ -31,7 +31,7 @@ pub use tokens::tokens;
 
 use std::collections::BTreeMap;
 
-use crate::cql::tls::Transport;
+use crate::tls::Transport;
 use columns::parse_columns;
 use command::parse_command;
 use errors::parse_errors;
@@ -213,8 +213,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::cql::dist::DistSpec;
-    use crate::cql::profile::{BatchKind, Ratio};
+    use crate::dist::DistSpec;
+    use crate::profile::{BatchKind, Ratio};
 
     fn args(text: &str) -> Vec<String> {
         text.split(' ').map(str::to_string).collect()
