@@ -438,7 +438,11 @@ time = "200ms"
             sample(&run, "sys.cpu_runtime").unwrap(),
         );
         assert!(host >= workload * 0.9, "{env}: the host saw {host} s, the workload used {workload} s");
-        assert!(runtime < 0.25 * host.max(0.4), "{env}: nothing but the agent and runc host fio: {runtime} s");
+        // What is not fio's is the agent's and (in runc) the container's start: a fixed cost of
+        // 0.01 s (host) and 0.05 s (runc) alone, 0.13 s for runc beside the other lane, where fio
+        // used 0.3-0.4 s. A split that counted fio's own CPU as the runtime's would make the two
+        // alike.
+        assert!(runtime < 0.5 * workload, "{env}: the runtime's {runtime} s beside fio's own {workload} s");
         assert!(sample(&run, "sys.cpu_per_op").unwrap() > 0.0, "{env}: CPU per operation");
     }
     // gVisor's systrap stubs run the workload's code outside the processes isobench reaps;
