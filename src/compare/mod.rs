@@ -615,6 +615,27 @@ mod tests {
         assert!(beat(30.0, 40.0).contains("the cause is unknown"));
     }
 
+    /// A sandbox whose synced writes beat the host's is told where the time per write went:
+    /// the flushes or the system calls, from fio's own timings of each.
+    #[test]
+    fn a_sandbox_that_beat_the_host_is_told_whether_its_flushes_or_its_calls_were_quicker() {
+        let beat = |(host_sync, host_write): (f64, f64), (sync, write): (f64, f64)| -> String {
+            let mut all = runs(&[100.0, 100.5, 99.5], &[115.0, 116.0, 114.0]);
+            for r in all.iter_mut() {
+                let (s, w) = if r.labels.env == "host" { (host_sync, host_write) } else { (sync, write) };
+                r.samples.push(Sample::new(crate::store::SYNC_LATENCY, s, "us"));
+                r.samples.push(Sample::new("write_clat_mean", w, "us"));
+            }
+            let w = warnings(&analyze(&plan(10.0), &all), &BTreeMap::new(), &[]);
+            w.into_iter().find(|w| w.message.contains("should not beat the host")).unwrap().message
+        };
+        let flushes = beat((345.0, 8.6), (300.0, 8.4));
+        assert!(flushes.contains("its flushes (fsync) took 300 µs against the host's 345 µs"), "{flushes}");
+        assert!(flushes.contains("differs in the flushes the device completed"), "{flushes}");
+        assert!(beat((300.0, 30.0), (297.0, 10.0)).contains("differs in the write system calls"));
+        assert!(beat((300.0, 8.0), (299.0, 8.1)).contains("the cause is unknown"), "alike: nothing to name");
+    }
+
     #[test]
     fn too_few_runs_on_a_side_give_no_verdict() {
         let a = analyze(&plan(10.0), &runs(&[100.0, 101.0], &[150.0, 151.0, 149.0]));

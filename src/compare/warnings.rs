@@ -92,6 +92,25 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>, runs: &[Ru
 /// points from run to run on its own).
 const PLACEMENT_POINTS: f64 = 15.0;
 
+/// Where a synced write's time went, against the host's, where the runs timed the flushes apart
+/// from the writes' system calls (fio's `fsync`) and the two sides' differ by more than 5 %.
+fn time_per_write(cell: &CellResult, base: &CellResult) -> Option<String> {
+    let both = |metric: &str| cell.median(metric).zip(base.median(metric));
+    let (sync, host_sync) = both(crate::store::SYNC_LATENCY)?;
+    let (write, host_write) = both("write_clat_mean")?;
+    if (sync + write - host_sync - host_write).abs() < 0.05 * (host_sync + host_write) {
+        return None;
+    }
+    let part = if (host_sync - sync).abs() >= (host_write - write).abs() {
+        "the flushes the device completed, not the system calls"
+    } else {
+        "the write system calls, not the flushes"
+    };
+    Some(format!(
+        "its flushes (fsync) took {sync:.0} µs against the host's {host_sync:.0} µs, its writes {write:.1} µs against {host_write:.1} µs: the time per write differs in {part}"
+    ))
+}
+
 /// Why a sandbox beat the host, as far as the figures its runs and the host's recorded show it;
 /// where they show nothing, that the cause is unknown. `carry`: a carry-over was found on
 /// either side.
@@ -121,6 +140,9 @@ fn beats_host_cause(cell: &CellResult, base: &CellResult, carry: bool) -> String
             host * 100.0
         ));
     }
+    if let Some(split) = time_per_write(cell, base) {
+        seen.push(split);
+    }
     if carry {
         seen.push(
             "its runs or the host's carry what the cell run before left behind (see the carry-over warning)".into(),
@@ -141,7 +163,7 @@ fn beats_host_cause(cell: &CellResult, base: &CellResult, carry: bool) -> String
         seen.push(format!("the host's runs waited {host:.1} s for the machine to settle, this cell's {mine:.1} s"));
     }
     if seen.is_empty() {
-        return "the cause is unknown: the figures the runs recorded (the device's bytes, where the processes ran against the disk's interrupts, the wait to settle, the cells run before) show none".into();
+        return "the cause is unknown: the figures the runs recorded (the device's bytes, the time of a write's flush and of its system call, where the processes ran against the disk's interrupts, the wait to settle, the cells run before) show none".into();
     }
     format!("the figures the runs recorded show: {}", seen.join("; "))
 }

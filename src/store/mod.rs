@@ -368,6 +368,9 @@ pub const UNSETTLED_SETUP: &str = "settle.unsettled";
 /// The share (%) of a sandbox's CPU time on the CPUs that took its volume's disk interrupts
 /// (`sys::Placement`).
 pub const DISK_IRQ_CPU_SHARE: &str = "sys.cpu_on_disk_irq_cpus";
+/// The mean time of a run's fsync (or fdatasync) calls, µs: the flush that made its writes
+/// durable, which fio times apart from the write system calls (`write_clat_mean`).
+pub const SYNC_LATENCY: &str = "sync_lat_mean";
 /// In a run's setup: how its block ran in slices, where it did.
 pub const SLICES_SETUP: &str = "slices";
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::store::{Sample, Series};
+use crate::store::{SYNC_LATENCY, Sample, Series};
 use cql_stress::capacity::Step;
 
 /// One direction (read, write, trim) summed over every job in fio's output.
@@ -33,6 +33,8 @@ pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
     }
     let mut dirs: BTreeMap<&str, Direction> = BTreeMap::new();
     let (mut usr, mut sys) = (0.0, 0.0);
+    // fsync/fdatasync calls (`fsync = N`): fio times them apart from the writes they follow.
+    let (mut syncs, mut sync_sum_ns) = (0u64, 0.0);
     for job in jobs {
         let error = job["error"].as_i64().unwrap_or(0);
         if error != 0 {
@@ -44,6 +46,10 @@ pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
         }
         usr += job["usr_cpu"].as_f64().unwrap_or(0.0);
         sys += job["sys_cpu"].as_f64().unwrap_or(0.0);
+        let sync = &job["sync"]["lat_ns"];
+        let n = sync["N"].as_u64().unwrap_or(0);
+        syncs += n;
+        sync_sum_ns += sync["mean"].as_f64().unwrap_or(0.0) * n as f64;
         for name in ["read", "write", "trim"] {
             let d = &job[name];
             let ios = d["total_ios"].as_u64().unwrap_or(0);
@@ -102,6 +108,9 @@ pub fn samples_from_json(json: &str) -> Result<Vec<Sample>> {
     }
     samples.insert(0, Sample::new("bw", bw, "B/s"));
     samples.insert(0, Sample::new("iops", iops, "op/s"));
+    if syncs > 0 {
+        samples.push(Sample::new(SYNC_LATENCY, sync_sum_ns / syncs as f64 / 1000.0, "us"));
+    }
     samples.push(Sample::new("cpu_usr", usr, "%"));
     samples.push(Sample::new("cpu_sys", sys, "%"));
     samples.push(Sample::new("ops", ios as f64, "ops"));
@@ -224,6 +233,22 @@ mod tests {
 
     fn get(samples: &[Sample], metric: &str) -> f64 {
         samples.iter().find(|s| s.metric == metric).unwrap_or_else(|| panic!("no {metric}")).value
+    }
+
+    /// Two jobs' fsyncs pooled by their counts; a run without them records none.
+    #[test]
+    fn the_flushes_are_timed_apart_from_the_writes() {
+        let json = fixture("fio-randwrite-fsync-2jobs.json");
+        let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let (n, sum) = doc["jobs"].as_array().unwrap().iter().fold((0.0, 0.0), |(n, sum), job| {
+            let lat = &job["sync"]["lat_ns"];
+            (n + lat["N"].as_f64().unwrap(), sum + lat["N"].as_f64().unwrap() * lat["mean"].as_f64().unwrap())
+        });
+        let samples = samples_from_json(&json).unwrap();
+        assert!((get(&samples, SYNC_LATENCY) - sum / n / 1000.0).abs() < 1e-6);
+        assert!(get(&samples, SYNC_LATENCY) > get(&samples, "write_clat_mean"), "a flush outlasts a buffered write");
+        let unsynced = samples_from_json(&fixture("fio-randread-2jobs.json")).unwrap();
+        assert!(unsynced.iter().all(|s| s.metric != SYNC_LATENCY));
     }
 
     #[test]
