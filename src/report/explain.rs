@@ -19,26 +19,45 @@ const MOVED_BY: f64 = 2.0;
 /// hypervisor, cache-hostile copies).
 const IPC_MOVED_BY: f64 = 0.1;
 
+/// Said of a cell whose difference is shown with `?`: its why is what its runs recorded, not a
+/// verdict.
+pub const TOO_FEW_RUNS: &str = "(?: too few runs for a verdict)";
+
+/// The why of every cell whose difference is shown outside the noise, or shown with `?` (too few
+/// runs for a verdict, marked so): a why wherever a difference is shown.
 pub fn explain(analysis: &Analysis) -> Vec<Explanation> {
     analysis
         .cells
         .iter()
-        .filter(|c| !c.is_baseline && outside_the_noise(c))
+        .filter(|c| !c.is_baseline)
         .filter_map(|cell| {
-            let base = &analysis.cells[cell.baseline?];
-            let mut lines = lines(cell, base);
-            lines.extend(super::attribute::sampled_line(cell, base));
-            lines.extend(super::attribute::why_line(analysis, cell, base));
+            let verdict = headline_verdict(cell)?;
+            if verdict == Verdict::NoSignificantDifference {
+                return None;
+            }
+            let lines = why_lines(analysis, cell, &analysis.cells[cell.baseline?]);
             // Named with its setting: one sandbox runs several workloads' cells, and settings of each.
-            let name = format!("{} {}", cell.name(), cell.record.labels.setting());
+            let mut name = format!("{} {}", cell.name(), cell.record.labels.setting());
+            if verdict == Verdict::TooFewRuns {
+                name = format!("{name} {TOO_FEW_RUNS}");
+            }
             (!lines.is_empty()).then_some(Explanation { cell: name, lines })
         })
         .collect()
 }
 
-fn outside_the_noise(cell: &CellResult) -> bool {
+/// What a cell's runs' figures say against its baseline's, in words.
+pub fn why_lines(analysis: &Analysis, cell: &CellResult, base: &CellResult) -> Vec<String> {
+    let mut lines = lines(cell, base);
+    lines.extend(super::attribute::sampled_line(cell, base));
+    lines.extend(super::attribute::why_line(analysis, cell, base));
+    lines
+}
+
+/// The verdict on the cell's first headline metric against its baseline.
+fn headline_verdict(cell: &CellResult) -> Option<Verdict> {
     let first = cell.record.headline.iter().find_map(|m| cell.metric(m));
-    first.and_then(|m| m.vs_baseline.as_ref()).is_some_and(|d| matches!(d.verdict, Verdict::Faster | Verdict::Slower))
+    first.and_then(|m| m.vs_baseline.as_ref()).map(|d| d.verdict)
 }
 
 /// The runtime's processes' shares of its CPU, largest first: ` (runsc-sandbox 81%, runsc-gofer 15%)`.

@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::Report;
-use crate::compare::{BoundVerdict, MetricResult};
+use super::{Report, attribute, explain};
+use crate::compare::{Analysis, BoundVerdict, CellResult, MetricResult, Verdict};
 use crate::store::csv_field;
 
 fn pair(p: Option<(f64, f64)>) -> Value {
@@ -31,6 +31,31 @@ fn metric_json(m: &MetricResult) -> Value {
     })
 }
 
+/// A compared cell's why: its extra CPU per operation, the sampled parts' shares of it, and the
+/// why's lines in words. `functions` (each part by thread and function) is empty until the
+/// samples carry them.
+fn why_json(analysis: &Analysis, cell: &CellResult, base: &CellResult) -> Value {
+    let per_op = cell.median("sys.cpu_per_op").zip(base.median("sys.cpu_per_op"));
+    let extra = per_op.map(|(mine, theirs)| mine - theirs);
+    let parts = extra.filter(|e| *e > 0.0).and_then(|e| Some((e, attribute::sampled_growth(cell, base)?)));
+    let parts: Vec<Value> = parts
+        .into_iter()
+        .flat_map(|(extra, growth)| {
+            growth.into_iter().map(move |(part, us)| {
+                json!({ "part": part.map_or("unexplained", |p| p.name()), "us": finite(us), "share": finite(us / extra) })
+            })
+        })
+        .collect();
+    let verdict = cell.record.headline.iter().find_map(|m| cell.metric(m)?.vs_baseline.as_ref()).map(|d| d.verdict);
+    json!({
+        "extra_cpu_per_op_us": extra.map(finite),
+        "parts": parts,
+        "functions": Vec::<Value>::new(),
+        "lines": explain::why_lines(analysis, cell, base),
+        "too_few_runs": verdict == Some(Verdict::TooFewRuns),
+    })
+}
+
 pub fn json(report: &Report) -> String {
     let a = &report.analysis;
     let doc = json!({
@@ -46,6 +71,7 @@ pub fn json(report: &Report) -> String {
             "errors": c.errors, "notes": c.notes, "cost_per_hour": c.record.cost_per_hour,
             "target": c.record.target, "nodes": c.record.nodes,
             "metrics": c.metrics.iter().map(metric_json).collect::<Vec<_>>(),
+            "why": c.baseline.filter(|_| !c.is_baseline).map(|b| why_json(a, c, &a.cells[b])),
             "steps": report.runs.iter()
                 .filter(|r| r.cell == c.record.cell && !r.steps.is_empty())
                 .map(|r| json!({ "rep": r.rep, "steps": r.steps }))
@@ -154,4 +180,49 @@ pub fn junit(report: &Report, policy: InconclusivePolicy) -> String {
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"isobench\" tests=\"{n}\" failures=\"{failures}\" errors=\"{errors}\">\n  <testsuite name=\"{}\" tests=\"{n}\" failures=\"{failures}\" errors=\"{errors}\">\n{cases}  </testsuite>\n</testsuites>\n",
         xml(&report.analysis.plan.suite)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare;
+    use crate::report::fixture;
+    use crate::store::{CPU_PART, Sample, UNEXPLAINED};
+
+    /// With two runs a side (too few for a verdict) the why is still printed, marked so, and
+    /// report.json carries it: the extra CPU per operation and the sampled parts' shares of it.
+    #[test]
+    fn report_json_carries_the_why_and_too_few_runs_still_get_one() {
+        let (analysis, runs) = fixture::matrix(
+            &["host", "runsc"],
+            &["cassandra"],
+            |env, _, _| {
+                let part = |name: &str, s: f64| Sample::new(format!("{CPU_PART}{name}"), s, "s");
+                let (per_op, rate) = if env == "runsc" { (130.0, 400.0) } else { (50.0, 1000.0) };
+                let mut samples =
+                    vec![Sample::new("op_rate", rate, "op/s"), Sample::new("sys.cpu_per_op", per_op, "us")];
+                samples.extend(if env == "runsc" {
+                    [part("app", 4.0), part("network", 2.0), part("platform", 3.0), part(UNEXPLAINED, 1.0)]
+                } else {
+                    [part("app", 4.0), part("host_kernel", 1.0), part("network", 0.0), part(UNEXPLAINED, 0.0)]
+                });
+                samples
+            },
+            |_| Default::default(),
+        );
+        let runs: Vec<_> = runs.into_iter().filter(|r| r.rep < 3).collect();
+        let report = fixture::report("d", (compare::analyze(&analysis.plan, &runs), runs));
+        let doc: Value = serde_json::from_str(&json(&report)).unwrap();
+        assert!(doc["cells"][0]["why"].is_null(), "the baseline has none");
+        let why = &doc["cells"][1]["why"];
+        assert_eq!(why["extra_cpu_per_op_us"], 80.0);
+        assert_eq!(why["too_few_runs"], true);
+        let parts = why["parts"].as_array().unwrap();
+        assert_eq!(parts[0]["part"], "platform");
+        let shares: f64 = parts.iter().map(|p| p["share"].as_f64().unwrap()).sum();
+        assert!((shares - 1.0).abs() < 1e-9, "the parts and the rest make the whole increase: {parts:?}");
+        assert!(why["lines"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().starts_with("sampled by part")));
+        let printed = super::super::terminal::render(&report);
+        assert!(printed.contains(explain::TOO_FEW_RUNS), "{printed}");
+    }
 }

@@ -76,7 +76,7 @@ fn verdict_why_and_warnings(report: &Report) -> String {
     }
     let explanations = super::explain::explain(analysis);
     if !explanations.is_empty() {
-        out.push_str("\n## Why\n\nFor each cell outside the noise, what its runs' `sys.` figures say against its baseline's.\n\n");
+        out.push_str("\n## Why\n\nFor each cell outside the noise (and each with too few runs for a verdict, marked `?`), what its runs' `sys.` figures say against its baseline's.\n\n");
         for e in &explanations {
             out.push_str(&format!("- **{}**: {}\n", e.cell, e.lines.join("; ")));
         }

@@ -131,7 +131,7 @@ fn bounds(report: &Report) -> String {
     out
 }
 
-/// The why of each cell outside the noise.
+/// The why of each cell outside the noise, and of each with too few runs for a verdict.
 fn why(report: &Report) -> String {
     let analysis = &report.analysis;
     let mut out = String::new();

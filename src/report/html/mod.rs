@@ -125,7 +125,7 @@ fn why(analysis: &Analysis) -> String {
     let mut out = String::new();
     let explanations = super::explain::explain(analysis);
     if !explanations.is_empty() {
-        out.push_str("<h2 id=\"why\">Why</h2><p class=\"meta\">For each cell outside the noise, what its runs' <code>sys.</code> figures say against its baseline's.</p><ul>");
+        out.push_str("<h2 id=\"why\">Why</h2><p class=\"meta\">For each cell outside the noise (and each with too few runs for a verdict, marked ?), what its runs' <code>sys.</code> figures say against its baseline's.</p><ul>");
         for e in &explanations {
             let lines: Vec<String> = e.lines.iter().map(|l| h(l)).collect();
             let _ = write!(out, "<li><b>{}</b>: {}</li>", h(&e.cell), lines.join("; "));
