@@ -184,7 +184,7 @@ for tool in isobench latte_run; do
     # Of the longer run, per operation: each operation's task (our work and the driver call it
     # makes), the driver's request path inside it, and the connection's reader/writer task.
     txt="$WORK/callgrind.isobench.$(( 2 * PROFILE_OPS )).txt" ops=$(( 2 * PROFILE_OPS ))
-    task=$(inclusive "$txt" 'isobench::cql::engine::Load::task')
+    task=$(inclusive "$txt" 'cql_stress::engine::Load::task')
     request=$(inclusive "$txt" 'Session::execute_unpaged_nongeneric')
     router=$(inclusive "$txt" 'Connection::router')
     [ -n "$task" ] && [ -n "$request" ] && [ -n "$router" ] &&
