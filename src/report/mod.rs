@@ -250,37 +250,7 @@ pub fn verdict_notes(analysis: &Analysis) -> Vec<String> {
         notes.push(text + ".");
         notes.extend(slices_note(&judged.iter().map(|(c, _, _)| *c).collect::<Vec<_>>()));
     }
-    if let Some(goal) = &analysis.plan.precision {
-        let standings = compare::precision::standings(analysis, goal.half_width);
-        let each: Vec<String> = standings
-            .iter()
-            .map(|s| {
-                let c = &analysis.cells[s.cell];
-                let mut text = format!("{} {} ±{}", c.name(), c.record.labels.setting(), units::sig3(s.half_width));
-                text.push_str(&format!(" ({} rounds", s.rounds));
-                if !s.met {
-                    let why =
-                        if s.rounds as u32 >= goal.max_rounds { "max_rounds reached" } else { "the budget ran out" };
-                    text.push_str(&format!(
-                        "; missed by {} points: {why}",
-                        if s.half_width.is_finite() {
-                            units::sig3(s.half_width - goal.half_width)
-                        } else {
-                            "all".into()
-                        }
-                    ));
-                }
-                text + ")"
-            })
-            .collect();
-        let met = standings.iter().filter(|s| s.met).count();
-        notes.push(format!(
-            "Precision goal ±{}% (each difference's 95% CI half-width, in points): met by {met} of {}: {}.",
-            goal.half_width,
-            standings.len(),
-            each.join(", ")
-        ));
-    }
+    notes.extend(precision_note(analysis));
     let twins: Vec<&CellResult> = analysis.cells.iter().filter(|c| c.record.twin).collect();
     if !twins.is_empty() {
         let (mut called, mut compared) = (0, 0);
@@ -308,6 +278,41 @@ pub fn verdict_notes(analysis: &Analysis) -> Vec<String> {
         });
     }
     notes
+}
+
+/// What each comparison reached against the suite's precision goal, and what a missed one would take.
+fn precision_note(analysis: &Analysis) -> Option<String> {
+    let goal = analysis.plan.precision.as_ref()?;
+    let standings = compare::precision::standings(analysis, goal.half_width);
+    let each: Vec<String> = standings
+        .iter()
+        .map(|s| {
+            let c = &analysis.cells[s.cell];
+            let mut text = format!("{} {} ±{}", c.name(), c.record.labels.setting(), units::sig3(s.half_width));
+            text.push_str(&format!(" ({} rounds", s.rounds));
+            if !s.met {
+                let why = if s.rounds as u32 >= goal.max_rounds { "max_rounds reached" } else { "the budget ran out" };
+                text.push_str(&format!(
+                    "; missed by {} points: {why}",
+                    if s.half_width.is_finite() { units::sig3(s.half_width - goal.half_width) } else { "all".into() }
+                ));
+                let takes = compare::precision::rounds_to_reach(s.half_width, s.rounds, goal.half_width);
+                text.push_str(&match takes {
+                    Some(m) => format!("; at this noise about {m} rounds would reach it"),
+                    None if s.half_width.is_finite() => "; at this noise not within 1000 rounds".into(),
+                    None => String::new(),
+                });
+            }
+            text + ")"
+        })
+        .collect();
+    let met = standings.iter().filter(|s| s.met).count();
+    Some(format!(
+        "Precision goal ±{}% (each difference's 95% CI half-width, in points): met by {met} of {}: {}.",
+        goal.half_width,
+        standings.len(),
+        each.join(", ")
+    ))
 }
 
 /// Warnings with one cause said once: the first in full, then the other cells it was seen in.
