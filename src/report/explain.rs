@@ -31,7 +31,7 @@ pub fn explain(analysis: &Analysis) -> Vec<Explanation> {
         .iter()
         .filter(|c| !c.is_baseline)
         .filter_map(|cell| {
-            let verdict = headline_verdict(cell)?;
+            let verdict = compare::precision::verdict_diff(cell)?.1.verdict;
             if verdict == Verdict::NoSignificantDifference {
                 return None;
             }
@@ -52,12 +52,6 @@ pub fn why_lines(analysis: &Analysis, cell: &CellResult, base: &CellResult) -> V
     lines.extend(super::attribute::sampled_line(cell, base));
     lines.extend(super::attribute::why_line(analysis, cell, base));
     lines
-}
-
-/// The verdict on the cell's first headline metric against its baseline.
-fn headline_verdict(cell: &CellResult) -> Option<Verdict> {
-    let first = cell.record.headline.iter().find_map(|m| cell.metric(m));
-    first.and_then(|m| m.vs_baseline.as_ref()).map(|d| d.verdict)
 }
 
 /// The runtime's processes' shares of its CPU, largest first: ` (runsc-sandbox 81%, runsc-gofer 15%)`.

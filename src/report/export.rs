@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{Report, attribute, explain};
-use crate::compare::{Analysis, BoundVerdict, CellResult, MetricResult, Verdict};
+use crate::compare::{self, Analysis, BoundVerdict, CellResult, MetricResult, Verdict};
 use crate::store::csv_field;
 
 fn pair(p: Option<(f64, f64)>) -> Value {
@@ -46,7 +46,7 @@ fn why_json(analysis: &Analysis, cell: &CellResult, base: &CellResult) -> Value 
             })
         })
         .collect();
-    let verdict = cell.record.headline.iter().find_map(|m| cell.metric(m)?.vs_baseline.as_ref()).map(|d| d.verdict);
+    let verdict = compare::precision::verdict_diff(cell).map(|(_, d)| d.verdict);
     json!({
         "extra_cpu_per_op_us": extra.map(finite),
         "parts": parts,
