@@ -57,6 +57,16 @@ def code_only(text):
     return LITERAL_OR_COMMENT.sub(lambda m: "" if m.group(0).startswith("/") else '""', text)
 
 
+def closing_brace(text, brace):
+    """The index of the `}` that closes the `{` at `brace` (the text's end if none does)."""
+    depth = 0
+    for p in range(brace, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[p], 0)
+        if depth == 0:
+            return p
+    return len(text)
+
+
 def long_functions(code):
     """(name, lines) of each function in the code (comments gone) longer than MAX_FN_LINES."""
     found = []
@@ -64,12 +74,7 @@ def long_functions(code):
         brace, semi = code.find("{", m.end()), code.find(";", m.end())
         if brace < 0 or 0 <= semi < brace and ")" in code[m.end() : semi]:
             continue  # a declaration without a body
-        depth = 0
-        for p in range(brace, len(code)):
-            depth += {"{": 1, "}": -1}.get(code[p], 0)
-            if depth == 0:
-                break
-        lines = code[m.start() : p].count("\n") + 1
+        lines = code[m.start() : closing_brace(code, brace)].count("\n") + 1
         if lines > MAX_FN_LINES:
             found.append((m.group(1), lines))
     return found
@@ -84,12 +89,7 @@ def without_tests(text):
         if brace < 0 or 0 <= semi < brace:
             i = semi + 1
             continue
-        depth = 0
-        for p in range(brace, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[p], 0)
-            if depth == 0:
-                break
-        i = p + 1
+        i = closing_brace(text, brace) + 1
     return "".join(out) + text[i:]
 
 
@@ -100,12 +100,7 @@ def named_modules(text):
         if m.group(1) != "{":
             names.add(m.group(1))
             continue
-        depth, start = 0, m.end(1)
-        for p in range(m.start(1), len(text)):
-            depth += {"{": 1, "}": -1}.get(text[p], 0)
-            if depth == 0:
-                break
-        inner, depth, part = text[start:p], 0, ""
+        inner, depth, part = text[m.end(1) : closing_brace(text, m.start(1))], 0, ""
         for ch in inner + ",":
             depth += {"{": 1, "}": -1}.get(ch, 0)
             if ch == "," and depth == 0:
