@@ -357,9 +357,17 @@ fuzz_tools() {
 }
 
 # Cassandra runs on Java 17 (Debian 12's newest); Maven fetches it from Maven Central
-# (`isobench server fetch cassandra`, which the Makefile runs after the build).
+# (`isobench server fetch cassandra`, which the Makefile runs after the build). PostgreSQL,
+# MariaDB and Redis are Debian's, with the loads their users run (pgbench comes with
+# PostgreSQL, sysbench's OLTP scripts with sysbench); isobench starts each server itself, so the
+# packages' own services are stopped and kept from starting at boot.
 databases() {
-  apt_install openjdk-17-jre-headless maven
+  apt_install openjdk-17-jre-headless maven postgresql redis-server redis-tools mariadb-server mariadb-client sysbench
+  for service in postgresql redis-server mariadb; do
+    if command -v systemctl >/dev/null && systemctl is-enabled "$service" >/dev/null 2>&1; then
+      systemctl disable --now "$service" >/dev/null 2>&1 || true
+    fi
+  done
 }
 
 # The tests check what isobench wrote with a CQL client of another make: Python's. The history's

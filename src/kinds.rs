@@ -30,6 +30,7 @@ pub const WORKLOADS: &[workload::Kind] = &[
     workload::memory::KIND,
     workload::network::KIND,
     workload::syscall::KIND,
+    workload::pgbench::KIND,
 ];
 
 pub fn env(name: &str) -> Option<&'static env::Kind> {

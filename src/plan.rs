@@ -168,6 +168,12 @@ impl Plan {
                         }
                     }
                 }
+                (Some(crate::server::ServerSpec::Database(db)), spec) if spec.served_load().is_some() => {
+                    match (env, db.cost_per_hour) {
+                        (None, None) => None,
+                        (env, server) => Some(env.unwrap_or(0.0) + server.unwrap_or(0.0)),
+                    }
+                }
                 _ => env,
             }
         }

@@ -36,7 +36,7 @@ pub struct Request {
     pub scratch_dir: PathBuf,
     /// Run this database server (loaded from the host) instead of the workload.
     #[serde(default)]
-    pub serve: Option<crate::server::serve::Serve>,
+    pub serve: Option<crate::server::serve::Served>,
     /// Started together with other sandboxes: say `READY` on stderr once running, then wait
     /// for a "go" line on stdin before the workload starts.
     #[serde(default)]
@@ -82,7 +82,7 @@ pub fn execute(request: &Request) -> AgentReport {
     let result = std::fs::create_dir_all(&request.scratch_dir)
         .with_context(|| format!("creating {}", request.scratch_dir.display()))
         .and_then(|_| match &request.serve {
-            Some(serve) => crate::server::serve::serve(serve, &request.data_dir, &mut out),
+            Some(serve) => crate::server::serve::serve(serve, &request.data_dir, &request.scratch_dir, &mut out),
             None => request.workload.workload().run(&ctx, &mut out),
         });
     // A node that started on every CPU was moved to its own before it was measured: what it saw

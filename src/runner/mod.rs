@@ -10,10 +10,12 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
 mod collect;
+pub mod db_cell;
 pub mod density;
 mod interleave;
 pub mod k8s_render;
 pub mod k8s_server_cell;
+mod measured;
 mod place;
 mod served;
 pub mod server_cell;
@@ -495,7 +497,7 @@ impl<'a> Runner<'a> {
                     .into(),
             );
         }
-        let served = matches!((&self.suite.server, spec), (Some(ServerSpec::Managed(_)), Spec::Cql(_)));
+        let served = self.suite.serves(spec);
         if let Some(why) = unfit_volume(volume, spec.workload(), &volume_entry.name, served) {
             return Ok(crate::store::AgentReport { error: Some(why), unfit: true, ..Default::default() });
         }
@@ -507,6 +509,10 @@ impl<'a> Runner<'a> {
             let (report, sandboxes) = crate::runner::density::run(&place, &spec, &volumes, &run_dir)?;
             record.sandboxes = sandboxes;
             return Ok(report);
+        }
+        if let (Some(ServerSpec::Database(db)), Some(load)) = (&self.suite.server, spec.served_load()) {
+            let env_name = &self.suite.envs[cell.env].name;
+            return crate::runner::db_cell::run(&place, env_name, db, &spec, load, volume, &run_dir, record);
         }
         if let (Some(ServerSpec::Managed(managed)), Spec::Cql(cql)) = (&self.suite.server, &spec) {
             let managed = &match managed.with_nodes(cql.nodes) {
@@ -657,6 +663,22 @@ pub fn refusals(suite: &Suite, plan: &Plan) -> Vec<(String, Vec<String>)> {
                 ),
                 &cell.id,
             );
+        }
+    }
+    if let Some(ServerSpec::Database(_)) = &suite.server {
+        for cell in &plan.cells {
+            let spec = &suite.workloads[cell.workload].variants[cell.variant].spec;
+            let (env, volume) = (&suite.envs[cell.env], &suite.volumes[cell.volume]);
+            let why = match volume.item.raw() {
+                true => Some(format!(
+                    "volume \"{}\" is a raw device (fs = \"none\"); a database needs a filesystem",
+                    volume.name
+                )),
+                false => db_cell::refusal(env.item.as_ref(), &env.name),
+            };
+            if let (Some(why), true) = (why, spec.served_load().is_some()) {
+                refuse(why, &cell.id);
+            }
         }
     }
     let Some(ServerSpec::Managed(managed)) = &suite.server else { return refused };

@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, anyhow, bail};
 
 use super::collect::HostCounters;
+use super::measured::{Measured, Moved, Phase, RuntimeCounters};
 use super::{Place, served};
 use crate::agent;
 use crate::env::{Launch, Reach};
 use crate::server::cassandra::Distribution;
 use crate::server::cluster::{self, Layout};
-use crate::server::serve::{CONNECT_WINDOW, Control, Ready, Serve};
+use crate::server::serve::{CONNECT_WINDOW, Control, Ready, Serve, Served};
 use crate::server::{Kill, Managed, STOP_TIMEOUT};
 use crate::store::{AgentReport, RunRecord, Sample};
 use crate::volume::Provisioned;
@@ -143,7 +144,7 @@ pub fn run(
             raw: None,
             read_only: false,
             scratch_dir: env.scratch_dir(run_dir),
-            serve: Some(serve),
+            serve: Some(Served::Cassandra(Box::new(serve))),
             barrier: false,
             slices: 0,
             collect: place.collect,
@@ -222,95 +223,6 @@ fn node_dirs(run_dir: &std::path::Path, nodes: usize) -> Vec<std::path::PathBuf>
     (0..nodes)
         .map(|k| if nodes == 1 { run_dir.to_path_buf() } else { run_dir.join(format!("node{}", k + 1)) })
         .collect()
-}
-
-/// The runtime's own counters of the nodes' sandboxes (gVisor's), summed over the nodes.
-struct RuntimeCounters<'a> {
-    env: &'a dyn crate::env::Environment,
-    dirs: Vec<std::path::PathBuf>,
-}
-
-impl RuntimeCounters<'_> {
-    fn read(&self) -> Option<Result<BTreeMap<String, f64>>> {
-        let mut sum = BTreeMap::new();
-        for dir in &self.dirs {
-            match self.env.runtime_counters(dir)? {
-                Ok(counters) => counters.into_iter().for_each(|(name, n)| *sum.entry(name).or_default() += n),
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(sum))
-    }
-}
-
-/// `sys.gvisor.NAME` for each of the runtime's counters that moved in the measured phase.
-fn runtime_samples(
-    before: Result<BTreeMap<String, f64>>,
-    after: Option<Result<BTreeMap<String, f64>>>,
-    setup: &mut BTreeMap<String, String>,
-) -> Vec<Sample> {
-    let (before, after) = match (before, after) {
-        (Ok(before), Some(Ok(after))) => (before, after),
-        (Err(e), _) | (_, Some(Err(e))) => {
-            setup.insert("sys.gvisor_counted_by".into(), format!("not read: {e:#}"));
-            return Vec::new();
-        }
-        _ => return Vec::new(),
-    };
-    setup.insert("sys.gvisor_counted_by".into(), crate::store::GVISOR_COUNTED_BY.into());
-    after
-        .iter()
-        .filter_map(|(name, n)| {
-            let moved = n - before.get(name).copied().unwrap_or(0.0);
-            let name = name.strip_prefix("runsc_").unwrap_or(name);
-            (moved > 0.0).then(|| Sample::new(format!("{}{name}", crate::store::GVISOR), moved, "events"))
-        })
-        .collect()
-}
-
-/// A database that starts on every CPU and moves to its own when the measured phase begins: its
-/// start and the load phase before the measured one are not what a cell measures, and a JVM
-/// starts in half the time on two CPUs as on one. Where the sandbox's processes are not in a
-/// group of isobench's own, they cannot all be found to move, and it starts pinned instead.
-struct Moved<'a> {
-    set: &'a crate::sys::CpuSet,
-    group: &'a crate::sys::CpuGroup,
-    /// The threads moved, or why they could not be, once the measured phase began.
-    outcome: std::sync::Mutex<Option<Result<usize, String>>>,
-}
-
-impl<'a> Moved<'a> {
-    fn plan(place: &'a Place, counters: Option<&'a HostCounters>) -> Option<Moved<'a>> {
-        let set = place.pins.sandbox.as_ref()?;
-        let group = counters?.cpu_group()?;
-        Some(Moved { set, group, outcome: std::sync::Mutex::new(None) })
-    }
-
-    /// Moves every thread of the sandbox's processes now.
-    fn now(&self) {
-        let pids = || self.group.processes().iter().map(|p| p.pid).collect();
-        let outcome = self
-            .set
-            .move_threads(&pids)
-            .map_err(|e| format!("moving the database's threads to CPUs {}: {e}", self.set));
-        *self.outcome.lock().unwrap() = Some(outcome);
-    }
-
-    /// The run's `limit.cpuset_from`.
-    fn said(&self) -> String {
-        match self.outcome.lock().unwrap().as_ref() {
-            Some(Ok(threads)) => format!(
-                "the measured phase: the start and the load phase before it ran on every CPU, then {threads} threads of the sandbox's processes moved to CPUs {}",
-                self.set
-            ),
-            Some(Err(e)) => format!("not applied: {e}"),
-            None => "not applied: the measured phase never began".into(),
-        }
-    }
-
-    fn error(&self) -> Option<String> {
-        self.outcome.lock().unwrap().as_ref().and_then(|o| o.as_ref().err().cloned())
-    }
 }
 
 /// The nodes' agents, each in its sandbox, and the host's side on its own thread (pinned to
@@ -406,9 +318,6 @@ fn describe(setup: &mut BTreeMap<String, String>, managed: &Managed, nodes: &Nod
 /// fault's outcome, the load's samples and the CPU and system calls per operation.
 fn add_loaded(report: &mut AgentReport, record: &mut RunRecord, loaded: Loaded, managed: &Managed, layout: &Layout) {
     record.setup.insert("server.version".into(), loaded.ready[0].release_version.clone());
-    if let Some((from, to)) = &loaded.measured {
-        record.setup.insert("load.measured".into(), format!("{from} to {to}"));
-    }
     if let Some(ring) = loaded.ring_after {
         report.samples.push(Sample::new("server_ring", ring.as_secs_f64(), "s"));
     }
@@ -421,21 +330,7 @@ fn add_loaded(report: &mut AgentReport, record: &mut RunRecord, loaded: Loaded, 
         served::record_fault(&mut record.setup, &mut report.notes, kill, struck);
     }
     report.samples.extend(loaded.out.samples);
-    if let Some(cpu) = loaded.measured_cpu {
-        report.samples.extend(super::collect::per_op(cpu, &report.samples));
-    }
-    report.samples.extend(loaded.runtime_counted);
-    record.setup.extend(loaded.runtime_setup);
-    match loaded.calls {
-        Some(Ok(counts)) => {
-            report.samples.extend(super::collect::calls_per_op(&counts, &report.samples));
-            record.setup.insert("sys.calls_counted_by".into(), super::collect::CALLS_COUNTED_BY.into());
-        }
-        Some(Err(e)) => {
-            record.setup.insert("sys.calls_counted_by".into(), format!("not counted: {e:#}"));
-        }
-        None => {}
-    }
+    loaded.measured.add_to(report, &mut record.setup);
     report.series.extend(loaded.out.series);
     report.steps.extend(loaded.out.steps);
     report.notes.extend(loaded.out.notes);
@@ -485,19 +380,11 @@ fn combine(reports: Vec<Result<AgentReport>>) -> Result<AgentReport> {
 /// What the host's side of a served cell learned.
 struct Loaded {
     ready: Vec<Ready>,
-    /// CPU seconds the nodes' processes used during the measured phase, where they are counted
-    /// while they run.
-    measured_cpu: Option<f64>,
-    /// Their system calls and page faults in that phase, where they run in a group of their own.
-    calls: Option<Result<crate::sys::PerfCounts>>,
-    /// What the runtime's own counters (gVisor's) say happened in that phase, and how read.
-    runtime_counted: Vec<Sample>,
-    runtime_setup: BTreeMap<String, String>,
+    /// The system figures of the measured phase.
+    measured: Measured,
     ring_after: Option<Duration>,
     out: workload::Output,
     killed: Option<(Kill, Duration)>,
-    /// When the measured phase began and ended (UTC), where it began.
-    measured: Option<(String, String)>,
     /// The load's own failure: the nodes still report what they hold.
     error: Option<String>,
 }
@@ -511,7 +398,6 @@ fn drive(
     agents_done: &AtomicBool,
 ) -> Result<Loaded> {
     let HostSide { load, managed, ring, counters, moved, runtime } = host_side;
-    let cpu_now = || counters.and_then(HostCounters::cpu_now);
     let began = Instant::now();
     let mut connected = Vec::new();
     let mut ready = Vec::new();
@@ -552,11 +438,7 @@ fn drive(
     let mut out = workload::Output::default();
     let ctx = workload::RunContext { data_dir: scratch, raw: None, read_only: false, scratch_dir: scratch };
     let (cue, cued) = mpsc::channel();
-    let cpu_at_start = std::sync::Mutex::new(None);
-    let measured_from = std::sync::Mutex::new(None);
-    let calls = std::sync::Mutex::new(None);
-    let parts_from = std::sync::Mutex::new(None);
-    let runtime_before = std::sync::Mutex::new(None);
+    let phase = Phase::new(counters, moved, runtime);
     let (result, killed) = std::thread::scope(|scope| {
         let fault = managed.kill.as_ref().map(|kill| {
             let control = &connected[kill.node - 1];
@@ -564,39 +446,21 @@ fn drive(
         });
         let measured = cue.clone();
         let result = load.run_cued(&ctx, &mut out, &|| {
-            if let Some(moved) = moved {
-                moved.now();
-            }
-            *measured_from.lock().unwrap() = Some(crate::store::utc_now());
-            *cpu_at_start.lock().unwrap() = cpu_now();
-            *calls.lock().unwrap() = counters.and_then(HostCounters::count_calls);
-            *parts_from.lock().unwrap() = Some(crate::sys::sampling::monotonic_now());
-            *runtime_before.lock().unwrap() = runtime.read();
+            phase.begin();
             let _ = measured.send(Cue::Measured(Instant::now()));
         });
         let _ = cue.send(Cue::Done);
         (result, fault.and_then(|f| f.join().ok().flatten()))
     });
-    let measured_cpu = cpu_at_start.into_inner().unwrap().zip(cpu_now()).map(|(start, end)| end - start);
-    let calls = calls.into_inner().unwrap().map(|counting| counting.and_then(crate::sys::PerfStat::finish));
-    if let (Some(from), Some(counters)) = (parts_from.into_inner().unwrap(), counters) {
-        counters.end_parts_window(from, measured_cpu);
-    }
-    let mut runtime_setup = BTreeMap::new();
-    let runtime_counted = match runtime_before.into_inner().unwrap() {
-        Some(before) => runtime_samples(before, runtime.read(), &mut runtime_setup),
-        None => Vec::new(),
-    };
+    let measured = phase.end();
     if result.is_ok() && controls.len() == 1 {
         out.samples.extend(crate::server::stats::after_run(load));
     }
     for control in connected {
         control.stop();
     }
-    let measured_to = crate::store::utc_now();
-    let measured = measured_from.into_inner().unwrap().map(|from| (from, measured_to));
-    let error = result.err().map(|e| format!("{e:#}")).or_else(|| moved.and_then(Moved::error));
-    Ok(Loaded { ready, measured_cpu, calls, runtime_counted, runtime_setup, ring_after, out, killed, measured, error })
+    let error = result.err().map(|e| format!("{e:#}")).or_else(|| measured.moved_error.clone());
+    Ok(Loaded { ready, measured, ring_after, out, killed, error })
 }
 
 enum Cue {

@@ -4,6 +4,7 @@
 
 pub mod cassandra;
 pub mod cluster;
+pub mod database;
 pub mod in_pod;
 pub mod serve;
 pub mod stats;
@@ -44,7 +45,7 @@ fn state_file(workdir: &Path, port: u16) -> PathBuf {
 fn check_kind(kind: &str) -> Result<()> {
     if kind != "cassandra" {
         bail!(
-            "server kind \"{kind}\": isobench starts \"cassandra\"; name other databases as kind = \"external\" in a suite"
+            "server kind \"{kind}\": `isobench server` starts \"cassandra\"; a suite's [[server]] starts postgres, mariadb and redis inside its cells' environments"
         );
     }
     Ok(())
@@ -252,6 +253,8 @@ fn states(workdir: &Path, port: Option<u16>) -> Result<Vec<PathBuf>> {
 pub enum ServerSpec {
     Managed(Managed),
     External(External),
+    /// PostgreSQL, MariaDB or Redis, started inside each served cell's environment.
+    Database(database::Database),
 }
 
 /// Nodes someone else runs: addresses, or, in a k8s environment, the pods of a database an
@@ -322,7 +325,7 @@ pub enum Lost {
     },
 }
 
-pub const KINDS: &[&str] = &["cassandra", "external"];
+pub const KINDS: &[&str] = &["cassandra", "postgres", "mariadb", "redis", "external"];
 
 /// `user` and `password`: both or neither.
 fn login(f: &mut Fields) -> Result<Option<(String, String)>, SuiteError> {
@@ -410,6 +413,9 @@ impl ServerSpec {
         let kind = f.required_str("kind")?;
         let spec = match kind.as_str() {
             "cassandra" => ServerSpec::Managed(Managed::parse(f)?),
+            name if database::Kind::named(name).is_some() => {
+                ServerSpec::Database(database::Database::parse(database::Kind::named(name).expect("named"), f)?)
+            }
             "external" => {
                 let nodes = f.str_list("nodes")?.unwrap_or_default();
                 let service = f.str("service")?;

@@ -1,7 +1,7 @@
 //! A managed server inside a cell's environment, loaded from the host. The agent listens on a
 //! control port in the sandbox; the host connects there over the environment's network and says
 //! "start" (a cluster's nodes start in turn; "off" calls a node off), and the agent starts
-//! Cassandra with its data on the volume under test. The host learns when the node answers CQL
+//! Cassandra, or one of the databases of `database`, with its data on the volume under test. The host learns when the node answers CQL
 //! (or why it never will), runs the load, may say "kill" (a fault: SIGKILL), and says "stop".
 //! The agent then stops the node, measures what it left on the volume, and reports the usual way.
 
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::STOP_TIMEOUT;
 use super::cassandra::{Distribution, Node, NodeConfig, RingSlot, Start};
+use super::database::{DbServe, Running};
 use crate::store::Sample;
 use crate::sys::Check;
 use crate::workload::Output;
@@ -81,78 +82,157 @@ const HELLO: &[u8] = b"isobench-serve\n";
 /// How long the host may take to connect to the control port after the agent started.
 pub const CONNECT_WINDOW: Duration = Duration::from_secs(120);
 
-/// Inside the environment: runs the node until the host says stop (or goes away), then
-/// stops it and records what it cost. The node's own failure is the run's error, with the
+/// What an agent serves: a Cassandra node, or one of the databases of Debian's packages.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub enum Served {
+    Cassandra(Box<Serve>),
+    Database(DbServe),
+}
+
+/// A server the agent started, as the control loop drives it.
+trait Started {
+    fn pid(&self) -> i32;
+    /// Its ring's view from here (`nodetool status`), where it has one.
+    fn status(&self) -> Result<String>;
+    fn kill(&mut self);
+    fn stop(&mut self) -> Result<Duration>;
+}
+
+impl Started for Node {
+    fn pid(&self) -> i32 {
+        self.pid
+    }
+    fn status(&self) -> Result<String> {
+        super::cluster::nodetool_status(&self.distribution, self.config.jmx_port)
+    }
+    fn kill(&mut self) {
+        Node::kill(self)
+    }
+    fn stop(&mut self) -> Result<Duration> {
+        Node::stop(self, STOP_TIMEOUT)
+    }
+}
+
+impl Started for Running {
+    fn pid(&self) -> i32 {
+        self.pid
+    }
+    fn status(&self) -> Result<String> {
+        bail!("a server alone has no ring")
+    }
+    fn kill(&mut self) {
+        Running::kill(self)
+    }
+    fn stop(&mut self) -> Result<Duration> {
+        Running::stop(self, STOP_TIMEOUT)
+    }
+}
+
+/// What the control loop learned: the server's memory when it stopped or was killed, and
+/// whether it was killed.
+struct Ended {
+    rss: Option<u64>,
+    killed: bool,
+    stop_took: Duration,
+}
+
+/// Inside the environment: runs the server until the host says stop (or goes away), then
+/// stops it and records what it cost. The server's own failure is the run's error, with the
 /// end of its log.
-pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
-    let listener = TcpListener::bind((s.listen.as_str(), s.control_port))
-        .with_context(|| format!("listening on the control port {}:{}", s.listen, s.control_port))?;
-    let mut control = accept_within(&listener, s.connect_window)?;
+pub fn serve(served: &Served, data_dir: &Path, scratch: &Path, out: &mut Output) -> Result<()> {
+    let (listen, control_port, window) = match served {
+        Served::Cassandra(s) => (&s.listen, s.control_port, s.connect_window),
+        Served::Database(s) => (&s.listen, s.control_port, CONNECT_WINDOW),
+    };
+    let listener = TcpListener::bind((listen.as_str(), control_port))
+        .with_context(|| format!("listening on the control port {listen}:{control_port}"))?;
+    let mut control = accept_within(&listener, window)?;
     let _ = control.write_all(HELLO);
     let mut go = String::new();
     let _ = BufReader::new(&control).read_line(&mut go);
     if go.trim() != "start" {
         bail!("the host called this node off: an earlier node of the cluster did not start");
     }
-    let config = node_config(s, data_dir);
-    let started = Node::start(
-        &s.distribution,
-        &config,
-        Start { token: None, detached: false, timeout: s.start_timeout, make_archive: true },
-    );
-    let mut node = match started {
-        Ok(node) => node,
-        Err(e) => {
-            send(&control, &Message::Failed(format!("{e:#}")));
-            return Err(e);
+    match served {
+        Served::Cassandra(s) => {
+            let config = node_config(s, data_dir);
+            let start = Start { token: None, detached: false, timeout: s.start_timeout, make_archive: true };
+            let mut node = started(&control, Node::start(&s.distribution, &config, start), |n| {
+                (n.ready_after, n.release_version.clone())
+            })?;
+            let ended = control_loop(&control, &mut node)?;
+            record_node(s, &node, &config, &ended, out);
         }
-    };
-    send(
-        &control,
-        &Message::Ready {
-            pid: node.pid,
-            ready_after_s: node.ready_after.as_secs_f64(),
-            release_version: node.release_version.clone(),
-        },
-    );
-    // "status" (the ring's view from here: the node's JMX listens on the sandbox's own
-    // loopback), "kill" (a fault the suite asked for), then "stop", or the end of the stream
-    // when the host is gone: either way the node stops.
-    let mut reader = BufReader::new(&control);
-    let mut rss = None;
-    let mut killed = false;
+        Served::Database(s) => {
+            let mut db =
+                started(&control, Running::start(s, data_dir, scratch), |r| (r.ready_after, r.version.clone()))?;
+            let ended = control_loop(&control, &mut db)?;
+            record_database(s, &db, &ended, out);
+        }
+    }
+    Ok(())
+}
+
+/// Tells the host whether the server started.
+fn started<S: Started>(control: &TcpStream, start: Result<S>, said: impl Fn(&S) -> (Duration, String)) -> Result<S> {
+    match start {
+        Ok(server) => {
+            let (ready_after, release_version) = said(&server);
+            let ready = Message::Ready { pid: server.pid(), ready_after_s: ready_after.as_secs_f64(), release_version };
+            send(control, &ready);
+            Ok(server)
+        }
+        Err(e) => {
+            send(control, &Message::Failed(format!("{e:#}")));
+            Err(e)
+        }
+    }
+}
+
+/// "status" (the ring's view from here: a node's JMX listens on the sandbox's own loopback),
+/// "kill" (a fault the suite asked for), then "stop", or the end of the stream when the host is
+/// gone: either way the server stops.
+fn control_loop(control: &TcpStream, server: &mut dyn Started) -> Result<Ended> {
+    let mut reader = BufReader::new(control);
+    let (mut rss, mut killed) = (None, false);
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
             break;
         }
         match line.trim() {
-            "status" => {
-                let status = super::cluster::nodetool_status(&s.distribution, s.jmx_port);
-                send(&control, &Message::Status(status.map_err(|e| format!("{e:#}"))));
-            }
+            "status" => send(control, &Message::Status(server.status().map_err(|e| format!("{e:#}")))),
             "kill" => {
-                rss = rss_bytes(node.pid);
-                node.kill();
+                rss = rss_bytes(server.pid());
+                server.kill();
                 killed = true;
             }
             _ => break,
         }
     }
     if !killed {
-        rss = rss_bytes(node.pid);
+        rss = rss_bytes(server.pid());
     }
-    let stop_took = node.stop(STOP_TIMEOUT)?;
-    out.samples.push(Sample::new("server_startup", node.ready_after.as_secs_f64(), "s"));
-    for (metric, after) in &node.start_phases {
+    let stop_took = server.stop()?;
+    Ok(Ended { rss, killed, stop_took })
+}
+
+/// What every server records: its start and its phases, its stop, its memory.
+fn record_server(ready_after: Duration, phases: &[(String, Duration)], ended: &Ended, out: &mut Output) {
+    out.samples.push(Sample::new("server_startup", ready_after.as_secs_f64(), "s"));
+    for (metric, after) in phases {
         out.samples.push(Sample::new(metric.clone(), after.as_secs_f64(), "s"));
     }
-    if !killed {
-        out.samples.push(Sample::new("server_stop", stop_took.as_secs_f64(), "s"));
+    if !ended.killed {
+        out.samples.push(Sample::new("server_stop", ended.stop_took.as_secs_f64(), "s"));
     }
-    if let Some(rss) = rss {
+    if let Some(rss) = ended.rss {
         out.samples.push(Sample::new("server_rss", rss as f64, "B"));
     }
+}
+
+fn record_node(s: &Serve, node: &Node, config: &NodeConfig, ended: &Ended, out: &mut Output) {
+    record_server(node.ready_after, &node.start_phases, ended, out);
     let (files, bytes) = tree_size(&config.data.join("data"));
     out.samples.push(Sample::new("server_data_size", bytes as f64, "B"));
     out.samples.push(Sample::new(
@@ -167,7 +247,19 @@ pub fn serve(s: &Serve, data_dir: &Path, out: &mut Output) -> Result<()> {
         node.pid,
         config.data.display()
     ));
-    Ok(())
+}
+
+fn record_database(s: &DbServe, db: &Running, ended: &Ended, out: &mut Output) {
+    record_server(db.ready_after, &db.start_phases, ended, out);
+    let (files, bytes) = tree_size(&db.data);
+    out.samples.push(Sample::new("server_data_size", bytes as f64, "B"));
+    out.notes.push(format!(
+        "server: {} {} ran inside this environment as pid {} with its data in {} ({files} files, {bytes} bytes after the run)",
+        s.kind.engine().name(),
+        db.version,
+        db.pid,
+        db.data.display()
+    ));
 }
 
 /// The node `s` asks for, its data in its directory under `data_dir`: made for this one run.

@@ -182,8 +182,8 @@ impl Suite {
         }
         let mut envs = envs;
         apply_cost_table(&mut top, &mut envs)?;
-        let serves = matches!(server, Some(crate::server::ServerSpec::Managed(_)))
-            && workloads.iter().any(|w| w.variants.iter().any(|v| matches!(v.spec, workload::Spec::Cql(_))));
+        check_served_loads(&top, server.as_ref(), &workloads)?;
+        let serves = workloads.iter().any(|w| w.variants.iter().any(|v| serves(server.as_ref(), &v.spec)));
         check_envs(file, &env_tables, &envs, server.as_ref(), serves)?;
         if split_cpus {
             check_split(&top, &envs, serves)?;
@@ -225,7 +225,7 @@ impl Suite {
     /// Whether cells of this workload load a database that isobench starts in the sandbox, from a
     /// load generator on this host.
     pub fn serves(&self, spec: &workload::Spec) -> bool {
-        matches!((&self.server, spec), (Some(crate::server::ServerSpec::Managed(_)), workload::Spec::Cql(_)))
+        serves(self.server.as_ref(), spec)
     }
 
     /// The CPUs a cell of env `env` running `spec` is pinned to: its environment's own, or the
@@ -252,6 +252,48 @@ fn parse_volumes(top: &mut Fields) -> Result<Vec<Named<Box<dyn Volume>>>, SuiteE
             })
         })
         .collect()
+}
+
+/// Whether a cell running `spec` loads a database that isobench starts in the sandbox.
+fn serves(server: Option<&crate::server::ServerSpec>, spec: &workload::Spec) -> bool {
+    match server {
+        Some(crate::server::ServerSpec::Managed(_)) => matches!(spec, workload::Spec::Cql(_)),
+        Some(crate::server::ServerSpec::Database(_)) => spec.served_load().is_some(),
+        _ => false,
+    }
+}
+
+/// A load of a database isobench starts (pgbench, oltp, redis-benchmark) needs a server of a
+/// kind it loads.
+fn check_served_loads(
+    top: &Fields,
+    server: Option<&crate::server::ServerSpec>,
+    workloads: &[WorkloadEntry],
+) -> Result<(), SuiteError> {
+    for w in workloads {
+        let Some(load) = w.variants.iter().find_map(|v| v.spec.served_load()) else { continue };
+        let kinds = load.server_kinds();
+        let found = match server {
+            Some(crate::server::ServerSpec::Database(db)) => Some(db.kind.key()),
+            Some(crate::server::ServerSpec::Managed(_)) => Some("cassandra"),
+            Some(crate::server::ServerSpec::External(_)) => Some("external"),
+            None => None,
+        };
+        if !found.is_some_and(|k| kinds.contains(&k)) {
+            let has =
+                found.map(|k| format!("its [[server]] is of kind \"{k}\"")).unwrap_or("it has no [[server]]".into());
+            return Err(top.error_at(
+                "server",
+                format!(
+                    "workload \"{}\" loads a server isobench starts, of kind {}, and {has}: add [[server]] kind = \"{}\"",
+                    w.name,
+                    kinds.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(" or "),
+                    kinds[0]
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The one `[[server]]`, if the suite has one.
@@ -406,7 +448,7 @@ fn check_machine_loss(
     let kill = match server {
         Some(crate::server::ServerSpec::Managed(m)) => m.kill.as_ref(),
         Some(crate::server::ServerSpec::External(e)) => e.kill.as_ref(),
-        None => None,
+        Some(crate::server::ServerSpec::Database(_)) | None => None,
     };
     if !kill.is_some_and(crate::server::Kill::stops_machine) {
         return Ok(());

@@ -6,6 +6,8 @@ pub mod cql;
 pub mod fio;
 pub mod memory;
 pub mod network;
+pub mod pgbench;
+pub mod served;
 pub mod sysbench;
 pub mod syscall;
 
@@ -126,6 +128,7 @@ pub enum Spec {
     Memory(memory::Memory),
     Network(network::Network),
     Syscall(syscall::Syscall),
+    Pgbench(pgbench::Pgbench),
 }
 
 impl Spec {
@@ -137,6 +140,15 @@ impl Spec {
             Spec::Memory(w) => w,
             Spec::Network(w) => w,
             Spec::Syscall(w) => w,
+            Spec::Pgbench(w) => w,
+        }
+    }
+
+    /// A load of a database server isobench starts, run from the host.
+    pub fn served_load(&self) -> Option<&dyn served::ServedLoad> {
+        match self {
+            Spec::Pgbench(w) => Some(w),
+            _ => None,
         }
     }
 

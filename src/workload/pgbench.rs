@@ -1,0 +1,305 @@
+//! `kind = "pgbench"`: PostgreSQL's own benchmark against the server isobench starts in the
+//! cell's environment. `load` is its initialisation (`-i -s 10`, not measured), `args` the
+//! measured run's options as its users write them (`-c 8 -j 2 -T 30 -S`, `-f script.sql`); each
+//! transaction's latency comes from pgbench's own per-transaction log (`-l`).
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+
+use super::served::{self, Address, Op, ServedLoad};
+use super::{Kind, Output, ParseContext, RunContext, Spec, Workload};
+use crate::syntax::{Fields, SuiteError};
+
+pub const KIND: Kind = Kind { name: "pgbench", list_keys: &[], parse, capacity: false };
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Pgbench {
+    /// The measured run's options.
+    pub args: String,
+    /// The initialisation's options, run before and not measured.
+    pub load: Option<String>,
+    /// The `-f` scripts, by the name `args` gives them, with their text.
+    pub scripts: BTreeMap<String, String>,
+    pub keep_warmup: bool,
+}
+
+/// The options isobench gives pgbench itself.
+const OWN: &[&str] = &["-h", "--host", "-p", "--port", "-U", "--username", "-l", "--log", "--log-prefix"];
+
+fn words(text: &str) -> Vec<String> {
+    shlex::split(text).unwrap_or_else(|| text.split_whitespace().map(String::from).collect())
+}
+
+/// The value of option `short` (`-c 8`, `-c8`) or `long` (`--client=8`), the last one given.
+fn option<'a>(tokens: &'a [String], short: &str, long: &str) -> Option<&'a str> {
+    let mut found = None;
+    for (i, t) in tokens.iter().enumerate() {
+        if t == short || t == long {
+            found = tokens.get(i + 1).map(String::as_str);
+        } else if let Some(v) = t.strip_prefix(&format!("{long}=")) {
+            found = Some(v);
+        } else if let Some(v) = t.strip_prefix(short).filter(|v| !v.is_empty() && !t.starts_with("--")) {
+            found = Some(v);
+        }
+    }
+    found
+}
+
+/// The `-f` scripts `args` names (`-f FILE`, `-f FILE@WEIGHT`, `--file=FILE`).
+fn script_names(tokens: &[String]) -> Vec<String> {
+    let mut names = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        let value = match t.as_str() {
+            "-f" | "--file" => tokens.get(i + 1).map(String::as_str),
+            _ => t
+                .strip_prefix("--file=")
+                .or_else(|| t.strip_prefix("-f").filter(|v| !v.is_empty() && !t.starts_with("--"))),
+        };
+        if let Some(v) = value {
+            names.push(v.split('@').next().unwrap_or(v).to_string());
+        }
+    }
+    names
+}
+
+/// Checks the measured run's options: a time to run, clients to run it, nothing isobench sets.
+fn check_args(tokens: &[String]) -> Result<(), String> {
+    if let Some(own) = tokens.iter().find(|t| OWN.iter().any(|o| t.as_str() == *o || t.starts_with(&format!("{o}=")))) {
+        return Err(format!("{own}: isobench gives pgbench the server's address, user and log; remove it"));
+    }
+    if tokens.iter().any(|t| t == "-i" || t == "--initialize") {
+        return Err("-i initialises: put it in load = \"-i -s 10\", which runs before the measured phase".into());
+    }
+    let positive = |short: &str, long: &str, what: &str| -> Result<Option<u64>, String> {
+        match option(tokens, short, long) {
+            None => Ok(None),
+            Some(v) => match v.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Some(n)),
+                _ => Err(format!("{short} {v}: {what} must be a whole number above 0")),
+            },
+        }
+    };
+    positive("-c", "--client", "the clients")?;
+    positive("-j", "--jobs", "the threads")?;
+    if positive("-T", "--time", "the seconds to run")?.is_none() {
+        return Err("the measured phase runs for a time: add -T SECONDS, e.g. -T 30".into());
+    }
+    if option(tokens, "-t", "--transactions").is_some() {
+        return Err("-t counts transactions per client; the measured phase runs for a time (-T): remove -t".into());
+    }
+    Ok(())
+}
+
+/// pgbench reads its options and its scripts before it connects: run against a port where
+/// nothing listens, the options it refuses are told apart from the connection it could not make.
+fn ask_pgbench(tokens: &[String], scripts: &BTreeMap<String, String>) -> Result<(), String> {
+    let Some(pgbench) = pgbench_program() else { return Ok(()) };
+    let dir = std::env::temp_dir().join(format!("isobench-pgbench-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let tokens = with_scripts(tokens, scripts, &dir).map_err(|e| e.to_string())?;
+    let said = Command::new(pgbench).args(["-h", "127.0.0.1", "-p", "1", "-U", "postgres"]).args(&tokens).output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let said = said.map_err(|e| e.to_string())?;
+    let stderr = String::from_utf8_lossy(&said.stderr);
+    if stderr.contains("connection to server") || stderr.contains("could not connect") {
+        return Ok(());
+    }
+    Err(format!("pgbench refuses it: {}", crate::sys::tail_lines(&stderr, 3)))
+}
+
+fn pgbench_program() -> Option<std::path::PathBuf> {
+    crate::sys::find_program("pgbench").or_else(|| {
+        let mut dirs: Vec<_> = std::fs::read_dir("/usr/lib/postgresql").ok()?.flatten().map(|e| e.path()).collect();
+        dirs.sort();
+        dirs.iter().rev().map(|d| d.join("bin/pgbench")).find(|p| p.exists())
+    })
+}
+
+/// `tokens` with each `-f` script's name replaced by its copy in `dir`.
+fn with_scripts(tokens: &[String], scripts: &BTreeMap<String, String>, dir: &std::path::Path) -> Result<Vec<String>> {
+    let mut written = BTreeMap::new();
+    for (name, text) in scripts {
+        written.insert(name.clone(), served::write_script(dir, name, text)?.to_string_lossy().into_owned());
+    }
+    Ok(tokens
+        .iter()
+        .map(|t| written.iter().fold(t.clone(), |t, (name, path)| t.replace(name.as_str(), path)))
+        .collect())
+}
+
+fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
+    let args = f
+        .str("args")?
+        .ok_or_else(|| f.error_at("args", "the measured phase is required, e.g. args = \"-c 8 -j 2 -T 30\""))?;
+    let tokens = words(&args);
+    check_args(&tokens).map_err(|e| f.error_at("args", e))?;
+    let mut scripts = BTreeMap::new();
+    for name in script_names(&tokens) {
+        let full = ctx.resolve(&name);
+        let text = std::fs::read_to_string(&full).map_err(|e| {
+            f.error_at("args", format!("-f {name}: cannot read {}: {e}; give a file beside the suite", full.display()))
+        })?;
+        scripts.insert(name, text);
+    }
+    ask_pgbench(&tokens, &scripts).map_err(|e| f.error_at("args", e))?;
+    let load = f.str("load")?;
+    if let Some(load) = &load {
+        let tokens = words(load);
+        if !tokens.iter().any(|t| t == "-i" || t == "--initialize") {
+            return Err(f.error_at("load", "the load phase initialises the tables: load = \"-i -s 10\""));
+        }
+        ask_pgbench(&tokens, &BTreeMap::new()).map_err(|e| f.error_at("load", e))?;
+    }
+    let keep_warmup = f.choice("warmup", &["cut", "keep"])?.as_deref() == Some("keep");
+    f.finish()?;
+    Ok(Spec::Pgbench(Pgbench { args, load, scripts, keep_warmup }))
+}
+
+impl Pgbench {
+    fn seconds(&self) -> u64 {
+        option(&words(&self.args), "-T", "--time").and_then(|v| v.parse().ok()).unwrap_or(60)
+    }
+
+    fn command(&self, at: &Address) -> Result<Command> {
+        let pgbench =
+            pgbench_program().ok_or_else(|| anyhow!("pgbench is not installed: `apt-get install postgresql`"))?;
+        let mut cmd = Command::new(pgbench);
+        cmd.args(["-h", &at.host, "-p", &at.port.to_string(), "-U", "postgres"]).env("PGDATABASE", "postgres");
+        Ok(cmd)
+    }
+}
+
+/// The operations of pgbench's per-transaction logs (`client transaction latency_us script
+/// epoch_s epoch_us [lag] [retries]`; a failed transaction's latency is a word, `failed`).
+pub fn parse_log(text: &str) -> Vec<Op> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (s, us): (f64, f64) = (f.get(4)?.parse().ok()?, f.get(5)?.parse().ok()?);
+            let end_s = s + us / 1e6;
+            Some(match f.get(2)?.parse::<f64>() {
+                Ok(latency_us) => Op { end_s, latency_us, ok: true },
+                // "skipped" (-L): late by more than the limit, never sent; not an answer.
+                Err(_) if f[2] == "skipped" => return None,
+                Err(_) => Op { end_s, latency_us: 0.0, ok: false },
+            })
+        })
+        .collect()
+}
+
+impl ServedLoad for Pgbench {
+    fn server_kinds(&self) -> &'static [&'static str] {
+        &["postgres"]
+    }
+
+    fn run_cued(&self, at: &Address, ctx: &RunContext, out: &mut Output, measured: &(dyn Fn() + Sync)) -> Result<()> {
+        let timeout = Duration::from_secs(self.seconds()) * 3 + Duration::from_secs(120);
+        if let Some(load) = &self.load {
+            let began = std::time::Instant::now();
+            served::run_tool(
+                self.command(at)?.args(words(load)),
+                "the load phase (pgbench -i)",
+                Duration::from_secs(3600),
+            )?;
+            out.samples.push(crate::store::Sample::new("load_time", began.elapsed().as_secs_f64(), "s"));
+        }
+        let logs = ctx.scratch_dir.join("pgbench-log");
+        std::fs::create_dir_all(&logs)?;
+        let tokens = with_scripts(&words(&self.args), &self.scripts, ctx.scratch_dir)?;
+        let mut cmd = self.command(at)?;
+        cmd.arg("-l").arg(format!("--log-prefix={}", logs.join("tx").display())).args(tokens);
+        measured();
+        let done = served::run_tool(&mut cmd, "pgbench", timeout)?;
+        let mut ops = Vec::new();
+        for entry in std::fs::read_dir(&logs)?.flatten() {
+            ops.extend(parse_log(&std::fs::read_to_string(entry.path())?));
+        }
+        if ops.is_empty() {
+            bail!("pgbench logged no transaction:\n{}", done.tail(10));
+        }
+        served::figures_of(&ops, self.keep_warmup, out)?;
+        out.raw.push(crate::store::RawFile { name: "pgbench.txt".into(), content: done.stdout });
+        Ok(())
+    }
+}
+
+impl Workload for Pgbench {
+    fn programs(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+
+    fn headline(&self) -> Vec<&'static str> {
+        vec!["op_rate", "latency_mean", "latency_p99", "errors"]
+    }
+
+    fn recorded(&self) -> Vec<String> {
+        served::RECORDED.iter().map(|m| m.to_string()).collect()
+    }
+
+    fn describe(&self) -> BTreeMap<String, String> {
+        let mut d = BTreeMap::from([("pgbench.args".to_string(), self.args.clone())]);
+        if let Some(load) = &self.load {
+            d.insert("pgbench.load".into(), load.clone());
+        }
+        let warmup = if self.keep_warmup {
+            "kept in the measured figures"
+        } else {
+            "left out where the per-second rates show one (warmup_s)"
+        };
+        d.insert("pgbench.warmup".into(), warmup.into());
+        d.insert("pgbench.latency".into(), "each transaction's, from pgbench's per-transaction log".into());
+        d
+    }
+
+    fn expected_duration(&self) -> Duration {
+        Duration::from_secs(self.seconds() + 5)
+    }
+
+    fn writes_volume(&self) -> bool {
+        true
+    }
+
+    fn run(&self, _ctx: &RunContext, _out: &mut Output) -> Result<()> {
+        bail!("pgbench loads a server isobench starts: add [[server]] kind = \"postgres\" to the suite")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(text: &str) -> Vec<String> {
+        words(text)
+    }
+
+    #[test]
+    fn the_measured_phase_needs_a_time_and_clients_above_zero() {
+        assert!(check_args(&tokens("-c 8 -j 2 -T 30 -S")).is_ok());
+        assert!(check_args(&tokens("-c 0 -T 30")).unwrap_err().contains("-c 0"));
+        assert!(check_args(&tokens("-c 4 -T 0")).unwrap_err().contains("-T 0"));
+        assert!(check_args(&tokens("-c 4")).unwrap_err().contains("-T SECONDS"));
+        assert!(check_args(&tokens("-c4 --time=10 -h db")).unwrap_err().contains("-h"));
+        assert!(check_args(&tokens("-i -T 10")).unwrap_err().contains("load"));
+    }
+
+    #[test]
+    fn options_are_read_in_every_form() {
+        assert_eq!(option(&tokens("-c8 -T 30"), "-c", "--client"), Some("8"));
+        assert_eq!(option(&tokens("--client=16"), "-c", "--client"), Some("16"));
+        assert_eq!(script_names(&tokens("-f a.sql@3 --file=b.sql -fc.sql")), ["a.sql", "b.sql", "c.sql"]);
+    }
+
+    #[test]
+    fn the_log_gives_each_transaction_its_latency_and_end() {
+        let log = "0 1 1520 0 1733140000 250000\n1 1 failed 0 1733140000 500000\n2 3 skipped 0 1733140001 0 900\n";
+        let ops = parse_log(log);
+        assert_eq!(ops.len(), 2);
+        assert_eq!(ops[0].latency_us, 1520.0);
+        assert!((ops[0].end_s - 1733140000.25).abs() < 1e-6);
+        assert!(!ops[1].ok);
+    }
+}
