@@ -31,6 +31,8 @@ pub const WORKLOADS: &[workload::Kind] = &[
     workload::network::KIND,
     workload::syscall::KIND,
     workload::pgbench::KIND,
+    workload::oltp::KIND,
+    workload::redis_bench::KIND,
 ];
 
 pub fn env(name: &str) -> Option<&'static env::Kind> {

@@ -107,7 +107,7 @@ pub fn run(
     let phase = Phase::new(counters.as_ref(), moved.as_ref(), &runtime);
     let loads = run_dir.join("load");
     std::fs::create_dir_all(&loads)?;
-    let at = Address { host: listening.host.clone(), port: listening.port };
+    let at = Address { host: listening.host.clone(), port: listening.port, server: db.kind.key().into() };
     let control = format!("{}:{}", listening.host, listening.control_port);
     let agent_done = AtomicBool::new(false);
     let timeout = db.start_timeout + STOP_TIMEOUT + load.timeout();

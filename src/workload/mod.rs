@@ -6,7 +6,9 @@ pub mod cql;
 pub mod fio;
 pub mod memory;
 pub mod network;
+pub mod oltp;
 pub mod pgbench;
+pub mod redis_bench;
 pub mod served;
 pub mod sysbench;
 pub mod syscall;
@@ -129,6 +131,9 @@ pub enum Spec {
     Network(network::Network),
     Syscall(syscall::Syscall),
     Pgbench(pgbench::Pgbench),
+    #[serde(rename = "redis-benchmark")]
+    RedisBenchmark(redis_bench::RedisBenchmark),
+    Oltp(oltp::Oltp),
 }
 
 impl Spec {
@@ -141,6 +146,8 @@ impl Spec {
             Spec::Network(w) => w,
             Spec::Syscall(w) => w,
             Spec::Pgbench(w) => w,
+            Spec::RedisBenchmark(w) => w,
+            Spec::Oltp(w) => w,
         }
     }
 
@@ -148,6 +155,8 @@ impl Spec {
     pub fn served_load(&self) -> Option<&dyn served::ServedLoad> {
         match self {
             Spec::Pgbench(w) => Some(w),
+            Spec::RedisBenchmark(w) => Some(w),
+            Spec::Oltp(w) => Some(w),
             _ => None,
         }
     }

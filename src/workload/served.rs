@@ -17,6 +17,8 @@ use crate::store::{Sample, Series};
 pub struct Address {
     pub host: String,
     pub port: u16,
+    /// The server's kind (`postgres`): a load that speaks to several picks its driver by it.
+    pub server: String,
 }
 
 /// A load a database server isobench starts takes, run from the host over the environment's
