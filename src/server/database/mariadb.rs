@@ -82,11 +82,13 @@ impl Engine for Mariadb {
     }
 
     fn answers(&self, s: &DbServe, _scratch: &Path) -> bool {
-        // The server greets a client first: protocol version 10 after the packet's header.
+        // The server speaks first: its greeting (protocol version 10 after the packet's header),
+        // or an error packet (0xff) to an address no account may connect from yet (before
+        // `for_clients` makes one): either way it accepts connections.
         let Ok(mut stream) = TcpStream::connect((s.listen.as_str(), s.port)) else { return false };
         let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-        let mut greeting = [0u8; 5];
-        stream.read_exact(&mut greeting).is_ok() && greeting[4] == 10
+        let mut first = [0u8; 5];
+        stream.read_exact(&mut first).is_ok() && (first[4] == 10 || first[4] == 0xff)
     }
 
     fn for_clients(&self, _s: &DbServe, scratch: &Path) -> Result<()> {

@@ -265,9 +265,9 @@ impl Running {
         let engine = s.kind.engine();
         let what = format!("{} to answer on {}:{}", engine.name(), s.listen, s.port);
         let mut phases: Vec<(String, Duration)> = Vec::new();
-        crate::sys::Wait::new(what, s.start_timeout).every(Duration::from_millis(20)).until(|| {
+        let waited = crate::sys::Wait::new(what, s.start_timeout).every(Duration::from_millis(20)).until(|| {
             if let Some(status) = self.child.try_wait()? {
-                bail!("{} exited ({status}) before it answered. Its log ends:\n{}", engine.name(), self.log_tail());
+                bail!("{} exited ({status}) before it answered", engine.name());
             }
             let log = std::fs::read_to_string(&self.log).unwrap_or_default();
             for (metric, line) in engine.start_phases() {
@@ -279,7 +279,10 @@ impl Running {
                 true => crate::sys::Check::Done(()),
                 false => crate::sys::Check::NotYet(String::new()),
             })
-        })?;
+        });
+        if let Err(e) = waited {
+            bail!("{e:#}. Its log ends:\n{}", self.log_tail());
+        }
         self.ready_after = started.elapsed();
         self.start_phases = phases;
         engine.for_clients(s, scratch)
