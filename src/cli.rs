@@ -493,23 +493,23 @@ fn order_seed(given: Option<u64>, resumed: Option<&ResultSet>) -> Result<u64> {
 /// sandboxes for its memory, a cluster larger than it holds, a combination that cannot work.
 fn refuse_what_cannot_run(suite: &Suite, plan: &Plan, filtered: bool) -> Result<()> {
     crate::runner::density::check(suite, plan).map_err(anyhow::Error::msg)?;
-    if let Some(crate::server::ServerSpec::Managed(managed)) = &suite.server {
-        // The largest cluster a cell runs on this machine (a database in a cluster's pods takes
-        // the cluster's memory, not this machine's).
-        let local_nodes = plan
-            .cells
-            .iter()
-            .filter(|c| suite.envs[c.env].item.as_k8s().is_none())
-            .filter_map(|c| match &suite.workloads[c.workload].variants[c.variant].spec {
-                crate::workload::Spec::Cql(cql) => Some(cql.nodes.unwrap_or(managed.nodes)),
-                _ => None,
-            })
-            .max();
-        if let Some(nodes) = local_nodes {
-            let available = crate::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
-            crate::server::cluster::check_memory(nodes, &managed.heap, available)
-                .map_err(|e| anyhow::anyhow!("{}: [[server]]: {e}", suite.file))?;
-        }
+    // The largest cluster a cell runs on this machine (a database in a cluster's pods takes the
+    // cluster's memory, not this machine's).
+    let local = plan
+        .cells
+        .iter()
+        .filter(|c| suite.envs[c.env].item.as_k8s().is_none())
+        .filter_map(|c| match (suite.server(c.workload), &suite.workloads[c.workload].variants[c.variant].spec) {
+            (Some(crate::server::ServerSpec::Managed(managed)), crate::workload::Spec::Cql(cql)) => {
+                Some((cql.nodes.unwrap_or(managed.nodes), managed))
+            }
+            _ => None,
+        })
+        .max_by_key(|(nodes, _)| *nodes);
+    if let Some((nodes, managed)) = local {
+        let available = crate::facts::meminfo_kib("MemAvailable").map(|k| k * 1024);
+        crate::server::cluster::check_memory(nodes, &managed.heap, available)
+            .map_err(|e| anyhow::anyhow!("{}: [[server]]: {e}", suite.file))?;
     }
     // Over the whole matrix: a filter that keeps only baselines is a choice, not a typo (its
     // result set's check then fails the bounds that judged nothing).

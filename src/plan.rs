@@ -159,7 +159,7 @@ impl Plan {
         /// A cell's $/hour: its environment's, plus each node of a managed cluster it loads.
         fn cost_per_hour(suite: &Suite, c: &Cell) -> Option<f64> {
             let env = suite.envs[c.env].cost_per_hour;
-            match (&suite.server, &suite.workloads[c.workload].variants[c.variant].spec) {
+            match (suite.server(c.workload), &suite.workloads[c.workload].variants[c.variant].spec) {
                 (Some(crate::server::ServerSpec::Managed(m)), crate::workload::Spec::Cql(cql)) => {
                     match (env, m.cost_per_hour) {
                         (None, None) => None,
@@ -179,7 +179,7 @@ impl Plan {
         }
         /// The nodes of the managed database a CQL cell loads.
         fn served_nodes(suite: &Suite, c: &Cell) -> Option<usize> {
-            match (&suite.server, &suite.workloads[c.workload].variants[c.variant].spec) {
+            match (suite.server(c.workload), &suite.workloads[c.workload].variants[c.variant].spec) {
                 (Some(crate::server::ServerSpec::Managed(m)), crate::workload::Spec::Cql(cql)) => {
                     Some(cql.nodes.unwrap_or(m.nodes))
                 }

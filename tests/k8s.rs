@@ -1046,7 +1046,7 @@ fn a_database_an_operator_made_is_found_by_its_labels(sb: &Scratch, cluster: &Lo
         &[],
     )
     .unwrap();
-    let Some(isobench::server::ServerSpec::Managed(managed)) = &suite.server else { panic!("a managed server") };
+    let Some(isobench::server::ServerSpec::Managed(managed)) = suite.server(0) else { panic!("a managed server") };
     let claim = isobench::volume::pvc::Claim {
         storage_class: "isobench-local".into(),
         size: 1 << 30,

@@ -445,14 +445,14 @@ fn a_server_is_validated_and_its_password_never_stored() {
     let external =
         "\n[[server]]\nkind = \"external\"\nnodes = [\"10.0.1.25\"]\nuser = \"bench\"\npassword = \"s3cret\"\n";
     let suite = load(&format!("{BASE}{CQL}{external}")).unwrap();
-    assert!(matches!(suite.server, Some(isobench::server::ServerSpec::External(_))));
+    assert!(matches!(suite.servers.first().map(|s| &s.spec), Some(isobench::server::ServerSpec::External(_))));
     assert!(!suite.resolved.contains("s3cret") && suite.resolved.contains("REDACTED"), "{}", suite.resolved);
     let in_args = CQL.replace("threads=8", "threads=8 -mode user=u password=hunter2");
     assert!(!load(&format!("{BASE}{in_args}")).unwrap().resolved.contains("hunter2"));
     let e = load(&format!("{BASE}{CQL}\n[[server]]\nkind = \"external\"\n")).err().expect("rejected");
     assert!(e.contains("nodes") && e.contains("10.0.1.25"), "{e}");
     let e = load(&format!("{BASE}{CQL}\n[[server]]\nkind = \"scylla\"\n")).err().expect("rejected");
-    assert!(e.contains("allowed kinds are: cassandra, external"), "{e}");
+    assert!(e.contains("allowed kinds are: cassandra, postgres, mariadb, redis, external"), "{e}");
     let e =
         load(&format!("{BASE}{CQL}\n[[server]]\nkind = \"cassandra\"\nheap_size = \"1G\"\n")).err().expect("rejected");
     assert!(e.contains("heap_size"), "{e}");
@@ -467,7 +467,9 @@ fn a_server_is_validated_and_its_password_never_stored() {
 fn an_operators_database_is_named_by_selector_and_a_fault_needs_pods_to_delete() {
     let by_pods = "\n[[server]]\nkind = \"external\"\nservice = \"cassandra\"\nselector = \"app=cassandra\"\nkill_node = 2\nkill_after = \"10s\"\n";
     let suite = load(&format!("{BASE}{CQL}{by_pods}")).unwrap();
-    let Some(isobench::server::ServerSpec::External(server)) = &suite.server else { panic!("an external server") };
+    let Some(isobench::server::ServerSpec::External(server)) = suite.servers.first().map(|s| &s.spec) else {
+        panic!("an external server")
+    };
     let pods = server.pods.as_ref().unwrap();
     assert_eq!((pods.service.as_deref(), pods.selector.as_str()), (Some("cassandra"), "app=cassandra"));
     assert_eq!(server.kill.as_ref().map(|k| k.node), Some(2));
@@ -493,7 +495,9 @@ fn a_value_marked_secret_is_used_as_given_and_stored_redacted() {
     let external = "\n[[server]]\nkind = \"external\"\nnodes = [{ value = \"10.9.8.7\", secret = true }]\nuser = { value = \"svc-benchmarks\", secret = true }\npassword = \"pw\"\nport = { value = 9142, secret = false }\n";
     let args = CQL.replace("threads=8", "threads=8 -mode user=svc-benchmarks");
     let suite = load(&format!("{BASE}{args}{external}")).unwrap();
-    let Some(isobench::server::ServerSpec::External(server)) = &suite.server else { panic!("an external server") };
+    let Some(isobench::server::ServerSpec::External(server)) = suite.servers.first().map(|s| &s.spec) else {
+        panic!("an external server")
+    };
     let server = &server.target;
     assert_eq!(server.nodes, ["10.9.8.7"]);
     assert_eq!(server.user.as_deref(), Some("svc-benchmarks"));
@@ -621,7 +625,9 @@ fn a_cluster_fault_names_a_node_it_has_and_both_keys() {
     let e = with("cost_per_hour = -1").err().expect("refused");
     assert!(e.contains("cost_per_hour") && e.contains("must not be negative"), "{e}");
     let s = load_with(&format!("{BASE}{CLUSTER}"), &["server.kill_node=3", "server.kill_after=20s"]).unwrap();
-    let Some(isobench::server::ServerSpec::Managed(m)) = &s.server else { panic!("a managed server") };
+    let Some(isobench::server::ServerSpec::Managed(m)) = s.servers.first().map(|s| &s.spec) else {
+        panic!("a managed server")
+    };
     assert_eq!((m.nodes, m.kill.as_ref().map(|k| (k.node, k.after.as_secs()))), (3, Some((3, 20))));
     let e = load_with(BASE, &["server.nodes=3"]).err().expect("refused");
     assert!(e.contains("the suite has no [[server]] table"), "{e}");
@@ -646,7 +652,9 @@ fn a_machine_loss_needs_k8s_envs_that_can_stop_a_machine() {
     assert!(e.contains("\"halt\" does not name the machine"), "{e}");
     let commands = "machine_stop = \"halt {machine}\"\nmachine_start = \"boot {machine}\"\n";
     let s = k8s(commands, &format!("{fault}machine_down = \"30s\"\n")).unwrap_or_else(|e| panic!("{e}"));
-    let Some(isobench::server::ServerSpec::Managed(m)) = &s.server else { panic!("a managed server") };
+    let Some(isobench::server::ServerSpec::Managed(m)) = s.servers.first().map(|s| &s.spec) else {
+        panic!("a managed server")
+    };
     let down = Some(std::time::Duration::from_secs(30));
     assert_eq!(m.kill.as_ref().map(|k| k.what), Some(isobench::server::Lost::Machine { down }));
     let e = k8s(commands, "kill_node = 2\nkill_after = \"5s\"\nmachine_down = \"30s\"\n").err().expect("refused");
@@ -697,18 +705,18 @@ fn cpus_are_split_between_the_database_and_the_load_generator_only_where_both_ru
     };
     let s = load(&served("split_cpus = true", "")).unwrap();
     let (fio, db) = (&s.workloads[0].variants[0].spec, &s.workloads[1].variants[0].spec);
-    let pins = s.pins(0, db);
+    let pins = s.pins(0, 1, db);
     assert_eq!(
         (pins.sandbox, pins.loader),
         (Some(upper.clone()), Some(lower.clone())),
         "the upper half to the database"
     );
-    assert_eq!(s.pins(0, fio), Default::default(), "a cell without a load generator of its own keeps the machine");
+    assert_eq!(s.pins(0, 0, fio), Default::default(), "a cell without a load generator of its own keeps the machine");
     let first = available.cpus().next().unwrap();
     let own = load(&served("", &format!("cpuset = \"{upper}\"\nloader_cpuset = {first}"))).unwrap();
-    assert_eq!(own.pins(0, db).loader, Some(CpuSet::from_cpus([first])), "a bare number is one CPU");
-    assert_eq!(own.pins(0, fio).sandbox, Some(upper.clone()), "an env's own cpuset pins all its cells");
-    assert_eq!(own.pins(0, fio).loader, None);
+    assert_eq!(own.pins(0, 1, db).loader, Some(CpuSet::from_cpus([first])), "a bare number is one CPU");
+    assert_eq!(own.pins(0, 0, fio).sandbox, Some(upper.clone()), "an env's own cpuset pins all its cells");
+    assert_eq!(own.pins(0, 0, fio).loader, None);
 
     let beyond = available.cpus().last().unwrap() + 1;
     let e = load(&served("", &format!("cpuset = \"{beyond}\""))).err().unwrap();
@@ -725,7 +733,7 @@ fn cpus_are_split_between_the_database_and_the_load_generator_only_where_both_ru
     let e = load(&BASE.replace("kind = \"host\"\n", &format!("kind = \"host\"\nloader_cpuset = \"{lower}\"\n")))
         .err()
         .unwrap();
-    assert!(e.contains("key \"loader_cpuset\": only a CQL cell whose database isobench starts"), "{e}");
+    assert!(e.contains("key \"loader_cpuset\": only a cell whose database isobench starts"), "{e}");
     let e = load(&BASE.replace("repeat = 2\n", "repeat = 2\nsplit_cpus = true\n")).err().unwrap();
     assert!(e.contains("key \"split_cpus\": it splits the CPUs of a cell whose database isobench starts"), "{e}");
     let e = load(&served("split_cpus = true", &format!("cpuset = \"{upper}\""))).err().unwrap();
@@ -790,4 +798,92 @@ fn slices_in_an_environment_that_cannot_stay_up_are_refused_before_any_run() {
     assert!(why.contains("workload \"fio\" runs in slices") && why.contains("env \"vm\""), "{why}");
     assert!(why.contains("remove slice") && why.contains("host, oci or podman"), "{why}");
     assert!(cells.iter().all(|c| c.starts_with("vm.")), "only the vm's cells: {cells:?}");
+}
+
+/// A suite of PostgreSQL, MariaDB and Redis, each loaded by its users' tool.
+fn databases(extra: &str) -> String {
+    BASE.to_string()
+        + r#"
+[[server]]
+name = "pg"
+kind = "postgres"
+memory = "512M"
+
+[[server]]
+name = "maria"
+kind = "mariadb"
+
+[[server]]
+name = "cache"
+kind = "redis"
+durability = "always"
+
+[[workload]]
+name = "tpcb"
+kind = "pgbench"
+load = "-i -s 2"
+args = "-c 4 -j 2 -T 10"
+
+[[workload]]
+name = "sysbench"
+kind = "oltp"
+server = "maria"
+args = "oltp_read_write --tables=2 --table-size=1000 --threads=4 --time=10"
+
+[[workload]]
+name = "redis"
+kind = "redis-benchmark"
+args = "-t set,get -n 10000 -c 20"
+"# + extra
+}
+
+#[test]
+fn database_servers_and_their_loads_are_checked_before_any_run() {
+    for (program, package) in [("pgbench", "postgresql"), ("redis-server", "redis-server"), ("mariadbd", "mariadb-server")]
+    {
+        let found = isobench::sys::find_program(program).is_some()
+            || std::path::Path::new("/usr/sbin").join(program).exists()
+            || std::fs::read_dir("/usr/lib/postgresql").is_ok_and(|mut d| d.next().is_some());
+        if !found {
+            common::skip(&common::missing("databases", format!("{program} is not installed ({package})")));
+            return;
+        }
+    }
+    let s = load(&databases("")).unwrap();
+    let kind_of = |w: usize| s.server(w).map(|spec| spec.kind());
+    // fio loads no server; pgbench finds the only postgres; oltp the one it names; redis its kind.
+    assert_eq!([kind_of(0), kind_of(1), kind_of(2), kind_of(3)], [None, Some("postgres"), Some("mariadb"), Some("redis")]);
+    let refused = |from: &str, to: &str| load(&databases("").replacen(from, to, 1)).err().expect("refused");
+    let e = refused("memory = \"512M\"", "memory = \"512M\"\nsettings = { shared_bufers = \"128MB\" }");
+    assert!(e.contains("key \"settings\"") && e.contains("\"shared_bufers\"") && e.contains("shared_buffers"), "{e}");
+    let e = refused("durability = \"always\"", "durability = \"always\"\nsettings = { appendfsyncc = \"no\" }");
+    assert!(e.contains("Redis has no setting \"appendfsyncc\""), "{e}");
+    let e = refused("memory = \"512M\"", "heap = \"1G\"");
+    assert!(e.contains("key \"heap\": unknown key"), "{e}");
+    let e = refused("-c 4 -j 2 -T 10", "-c 0 -T 10");
+    assert!(e.contains("key \"args\": -c 0"), "{e}");
+    let e = refused("-c 4 -j 2 -T 10", "-c 4 -T 0");
+    assert!(e.contains("key \"args\": -T 0"), "{e}");
+    let e = refused("-c 4 -j 2 -T 10", "-c 4 -T 10 -f missing.sql");
+    assert!(e.contains("-f missing.sql: cannot read"), "{e}");
+    let e = refused("-c 4 -j 2 -T 10", "-c 4 -T 10 --no-such-option");
+    assert!(e.contains("pgbench refuses it"), "{e}");
+    let e = refused("-t set,get", "-t set,gett");
+    assert!(e.contains("no test \"gett\""), "{e}");
+    let e = refused("server = \"maria\"", "server = \"mysql\"");
+    assert!(e.contains("key \"server\": the suite has no [[server]] named \"mysql\" (it has pg, maria, cache)"), "{e}");
+    let e = refused("server = \"maria\"", "server = \"cache\"");
+    assert!(e.contains("it is of kind \"redis\", and a oltp workload loads \"mariadb\" or \"postgres\""), "{e}");
+    let e = refused("name = \"maria\"\n", "");
+    assert!(e.contains("names each"), "{e}");
+    // Without its server: pgbench says which kind to add.
+    let e = load(&databases("").replacen("kind = \"postgres\"", "kind = \"redis\"", 1)).err().unwrap();
+    assert!(e.contains("add [[server]] kind = \"postgres\""), "{e}");
+    // oltp could load PostgreSQL or MariaDB: with both and no name, it must say which.
+    let e = refused("server = \"maria\"\n", "");
+    assert!(e.contains("name one, server = \"pg\""), "{e}");
+    // --set reaches a named server.
+    let s = load_with(&databases(""), &["server.pg.memory=2G"]).unwrap();
+    let Some(isobench::server::ServerSpec::Database(db)) = s.server(1) else { panic!("postgres") };
+    assert_eq!(db.memory, 2 << 30);
 }

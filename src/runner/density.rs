@@ -383,7 +383,7 @@ pub fn check(suite: &Suite, plan: &Plan) -> Result<(), String> {
     for cell in &plan.cells {
         let Some(n) = suite.workloads[cell.workload].variants[cell.variant].density else { continue };
         let (env, volume) = (&suite.envs[cell.env], &suite.volumes[cell.volume]);
-        if matches!(suite.server, Some(crate::server::ServerSpec::Managed(_)))
+        if matches!(suite.server(cell.workload), Some(crate::server::ServerSpec::Managed(_)))
             && matches!(suite.workloads[cell.workload].variants[cell.variant].spec, Spec::Cql(_))
         {
             return Err(format!(

@@ -241,7 +241,7 @@ impl Runner<'_> {
             let cell = &self.plan.cells[slot.cell];
             let volume = &volumes.iter().find(|(v, _)| *v == cell.volume).expect("provisioned above").1;
             let spec = &self.suite.workloads[cell.workload].variants[cell.variant].spec;
-            let pins = self.suite.pins(cell.env, spec);
+            let pins = self.suite.pins(cell.env, cell.workload, spec);
             record_pins(record, &pins, false);
             record.setup.extend(volume.facts.clone());
             let disk = sys::disk_behind(&volume.path).unwrap_or_else(|| "none: memory or a network's".into());

@@ -82,14 +82,16 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
         let Some(k8s) = suite.envs[cell.env].item.as_k8s() else { continue };
         let volume = &suite.volumes[cell.volume].item;
         let mut spec = suite.workloads[cell.workload].variants[cell.variant].spec.clone();
-        if let (Some(ServerSpec::External(external)), Spec::Cql(cql)) = (&suite.server, &mut spec) {
+        if let (Some(ServerSpec::External(external)), Spec::Cql(cql)) = (suite.server(cell.workload), &mut spec) {
             cql.target = Some(external.target.clone());
         }
         let claim = volume.claim();
         let name = crate::env::k8s::object_name(Path::new(&format!("RUN-{}", i + 1)));
         out.push_str(&format!("# cell {} (run {}: objects are named after each run)\n", cell.id, i + 1));
         let mut avoid = None;
-        if let (Some(ServerSpec::Managed(managed)), Spec::Cql(cql), Some(claim)) = (&suite.server, &mut spec, &claim) {
+        if let (Some(ServerSpec::Managed(managed)), Spec::Cql(cql), Some(claim)) =
+            (suite.server(cell.workload), &mut spec, &claim)
+        {
             // The database, then its loaders (whose -node are the pods' addresses at run time).
             let mut db = super::k8s_server_cell::database_objects(k8s, managed, claim, &name, "RUN")?;
             db.secret.string_data = db.secret.data.take().map(|data| {
@@ -136,7 +138,8 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             slices: 0,
             collect: false,
         };
-        let served = matches!((&suite.server, &request.workload), (Some(ServerSpec::Managed(_)), Spec::Cql(_)));
+        let served =
+            matches!((suite.server(cell.workload), &request.workload), (Some(ServerSpec::Managed(_)), Spec::Cql(_)));
         let (claim, pod) = if served { (None, k8s.loader_pods(&name, avoid)) } else { (claim, k8s.pod.clone()) };
         out.push_str(&k8s.render(&pod, &request, claim.as_ref(), &name)?);
         out.push_str("---\n");

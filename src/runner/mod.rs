@@ -460,9 +460,9 @@ impl<'a> Runner<'a> {
         std::fs::create_dir_all(&run_dir)?;
         let volume_entry = &self.suite.volumes[cell.volume];
         let attach = volume_entry.attach.as_ref();
-        let pins = self.suite.pins(cell.env, spec);
+        let pins = self.suite.pins(cell.env, cell.workload, spec);
         if !env.mounts_claims() {
-            record_pins(record, &pins, self.suite.serves(spec));
+            record_pins(record, &pins, self.suite.serves(cell.workload, spec));
         }
         let place = Place {
             env: env.as_ref(),
@@ -497,12 +497,12 @@ impl<'a> Runner<'a> {
                     .into(),
             );
         }
-        let served = self.suite.serves(spec);
+        let served = self.suite.serves(cell.workload, spec);
         if let Some(why) = unfit_volume(volume, spec.workload(), &volume_entry.name, served) {
             return Ok(crate::store::AgentReport { error: Some(why), unfit: true, ..Default::default() });
         }
         let mut spec = spec.clone();
-        if let (Some(ServerSpec::External(external)), Spec::Cql(cql)) = (&self.suite.server, &mut spec) {
+        if let (Some(ServerSpec::External(external)), Spec::Cql(cql)) = (self.suite.server(cell.workload), &mut spec) {
             cql.target = Some(external.target.clone());
         }
         if variant.density.is_some() {
@@ -510,11 +510,11 @@ impl<'a> Runner<'a> {
             record.sandboxes = sandboxes;
             return Ok(report);
         }
-        if let (Some(ServerSpec::Database(db)), Some(load)) = (&self.suite.server, spec.served_load()) {
+        if let (Some(ServerSpec::Database(db)), Some(load)) = (self.suite.server(cell.workload), spec.served_load()) {
             let env_name = &self.suite.envs[cell.env].name;
             return crate::runner::db_cell::run(&place, env_name, db, &spec, load, volume, &run_dir, record);
         }
-        if let (Some(ServerSpec::Managed(managed)), Spec::Cql(cql)) = (&self.suite.server, &spec) {
+        if let (Some(ServerSpec::Managed(managed)), Spec::Cql(cql)) = (self.suite.server(cell.workload), &spec) {
             let managed = &match managed.with_nodes(cql.nodes) {
                 Ok(m) => m,
                 Err(why) => {
@@ -527,7 +527,7 @@ impl<'a> Runner<'a> {
             let env_name = &self.suite.envs[cell.env].name;
             return crate::runner::server_cell::run(&place, env_name, managed, cql, volume, &run_dir, record);
         }
-        if let (Some(ServerSpec::External(external)), Spec::Cql(cql)) = (&self.suite.server, &spec)
+        if let (Some(ServerSpec::External(external)), Spec::Cql(cql)) = (self.suite.server(cell.workload), &spec)
             && let Some(pods) = &external.pods
         {
             let Some(k8s) = env.as_k8s() else {
@@ -665,8 +665,8 @@ pub fn refusals(suite: &Suite, plan: &Plan) -> Vec<(String, Vec<String>)> {
             );
         }
     }
-    if let Some(ServerSpec::Database(_)) = &suite.server {
-        for cell in &plan.cells {
+    for cell in &plan.cells {
+        if let Some(ServerSpec::Database(_)) = suite.server(cell.workload) {
             let spec = &suite.workloads[cell.workload].variants[cell.variant].spec;
             let (env, volume) = (&suite.envs[cell.env], &suite.volumes[cell.volume]);
             let why = match volume.item.raw() {
@@ -681,8 +681,8 @@ pub fn refusals(suite: &Suite, plan: &Plan) -> Vec<(String, Vec<String>)> {
             }
         }
     }
-    let Some(ServerSpec::Managed(managed)) = &suite.server else { return refused };
     for cell in &plan.cells {
+        let Some(ServerSpec::Managed(managed)) = suite.server(cell.workload) else { continue };
         let Spec::Cql(cql) = &suite.workloads[cell.workload].variants[cell.variant].spec else { continue };
         let env = &suite.envs[cell.env];
         let volume = &suite.volumes[cell.volume];

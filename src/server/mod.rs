@@ -409,6 +409,15 @@ impl Managed {
 }
 
 impl ServerSpec {
+    /// Its kind, as the suite names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ServerSpec::Managed(_) => "cassandra",
+            ServerSpec::External(_) => "external",
+            ServerSpec::Database(db) => db.kind.key(),
+        }
+    }
+
     pub fn parse(f: &mut Fields) -> Result<ServerSpec, SuiteError> {
         let kind = f.required_str("kind")?;
         let spec = match kind.as_str() {

@@ -48,8 +48,8 @@ pub struct Suite {
     /// `cells = ["env=host", "env=vm-*,volume=ext4"]`: the env × volume × workload cells to
     /// keep, when not every pairing makes sense (empty: all).
     pub cells: Vec<Selector>,
-    /// The database the CQL workloads load (`[[server]]`), if any.
-    pub server: Option<crate::server::ServerSpec>,
+    /// The databases the suite's workloads load (`[[server]]`); each workload's is `server`.
+    pub servers: Vec<NamedServer>,
     /// `target = "50k op/s"`: the load to size for, in nodes and money, from each capacity
     /// workload's capacity (a workload's own `target` replaces it).
     pub target: Option<f64>,
@@ -94,6 +94,16 @@ pub struct WorkloadEntry {
     pub variants: Vec<Variant>,
     /// The load its cells are sized for (the suite's when the workload names none).
     pub target: Option<f64>,
+    /// The `[[server]]` it loads (`server = "NAME"`, or the one of a kind it loads).
+    pub server: Option<usize>,
+    /// The name its table gave, resolved to `server` once the servers are read.
+    pub server_name: Option<String>,
+}
+
+/// A `[[server]]`: its `name` (needed when the suite has several) and what it is.
+pub struct NamedServer {
+    pub name: Option<String>,
+    pub spec: crate::server::ServerSpec,
 }
 
 pub struct Variant {
@@ -161,7 +171,7 @@ impl Suite {
             .iter()
             .map(|(t, origin)| workload_entry(file, t, origin.clone(), &ctx))
             .collect::<Result<Vec<_>, _>>()?;
-        let server = parse_server(&mut top)?;
+        let servers = parse_servers(&mut top)?;
         if let Some(metric) = &repeat.metric {
             check_repeat_metric(&top, metric, &workloads)?;
         }
@@ -182,9 +192,9 @@ impl Suite {
         }
         let mut envs = envs;
         apply_cost_table(&mut top, &mut envs)?;
-        check_served_loads(&top, server.as_ref(), &workloads)?;
-        let serves = workloads.iter().any(|w| w.variants.iter().any(|v| serves(server.as_ref(), &v.spec)));
-        check_envs(file, &env_tables, &envs, server.as_ref(), serves)?;
+        resolve_servers(&top, &servers, &mut workloads, &workload_tables)?;
+        let serves = workloads.iter().any(|w| w.variants.iter().any(|v| serves(server_of(&servers, w), &v.spec)));
+        check_envs(file, &env_tables, &envs, &servers, serves)?;
         if split_cpus {
             check_split(&top, &envs, serves)?;
         }
@@ -213,7 +223,7 @@ impl Suite {
             workloads,
             bounds,
             cells,
-            server,
+            servers,
             target,
             order,
             settle,
@@ -224,14 +234,19 @@ impl Suite {
 
     /// Whether cells of this workload load a database that isobench starts in the sandbox, from a
     /// load generator on this host.
-    pub fn serves(&self, spec: &workload::Spec) -> bool {
-        serves(self.server.as_ref(), spec)
+    pub fn serves(&self, workload: usize, spec: &workload::Spec) -> bool {
+        serves(self.server(workload), spec)
+    }
+
+    /// The `[[server]]` workload `workload` loads, if it loads one.
+    pub fn server(&self, workload: usize) -> Option<&crate::server::ServerSpec> {
+        server_of(&self.servers, &self.workloads[workload])
     }
 
     /// The CPUs a cell of env `env` running `spec` is pinned to: its environment's own, or the
     /// halves `split_cpus` gives a served cell. A load generator only runs apart in served cells.
-    pub fn pins(&self, env: usize, spec: &workload::Spec) -> CpuPins {
-        let served = self.serves(spec);
+    pub fn pins(&self, env: usize, workload: usize, spec: &workload::Spec) -> CpuPins {
+        let served = self.serves(workload, spec);
         if self.split_cpus && served {
             let (loader, sandbox) = CpuSet::available().halves().expect("split_cpus was checked when loaded");
             return CpuPins { sandbox: Some(sandbox), loader: Some(loader) };
@@ -263,49 +278,114 @@ fn serves(server: Option<&crate::server::ServerSpec>, spec: &workload::Spec) -> 
     }
 }
 
-/// A load of a database isobench starts (pgbench, oltp, redis-benchmark) needs a server of a
-/// kind it loads.
-fn check_served_loads(
+fn server_of<'a>(servers: &'a [NamedServer], workload: &WorkloadEntry) -> Option<&'a crate::server::ServerSpec> {
+    workload.server.map(|k| &servers[k].spec)
+}
+
+/// The `[[server]]` kinds a workload of this kind loads (none: it loads no server).
+fn loads(spec: &workload::Spec) -> &'static [&'static str] {
+    match spec {
+        workload::Spec::Cql(_) => &["cassandra", "external"],
+        spec => spec.served_load().map_or(&[], |load| load.server_kinds()),
+    }
+}
+
+fn quoted(kinds: &[&str]) -> String {
+    kinds.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(" or ")
+}
+
+/// Each workload's server: the one its `server` names, else the one of a kind it loads. A load
+/// of a database isobench starts (pgbench, oltp, redis-benchmark) must find one.
+fn resolve_servers(
     top: &Fields,
-    server: Option<&crate::server::ServerSpec>,
-    workloads: &[WorkloadEntry],
+    servers: &[NamedServer],
+    workloads: &mut [WorkloadEntry],
+    tables: &[(&Table, Origin)],
 ) -> Result<(), SuiteError> {
-    for w in workloads {
-        let Some(load) = w.variants.iter().find_map(|v| v.spec.served_load()) else { continue };
-        let kinds = load.server_kinds();
-        let found = match server {
-            Some(crate::server::ServerSpec::Database(db)) => Some(db.kind.key()),
-            Some(crate::server::ServerSpec::Managed(_)) => Some("cassandra"),
-            Some(crate::server::ServerSpec::External(_)) => Some("external"),
-            None => None,
+    for (w, (table, origin)) in workloads.iter_mut().zip(tables) {
+        let f = Fields::new(top.file(), format!("workload \"{}\"", w.name), table, origin.clone());
+        let kinds = loads(&w.variants[0].spec);
+        let fits: Vec<usize> = (0..servers.len()).filter(|k| kinds.contains(&servers[*k].spec.kind())).collect();
+        w.server = match &w.server_name {
+            Some(name) => Some(named_server(&f, servers, name, kinds, &w.kind, &fits)?),
+            None => match fits.as_slice() {
+                [k] => Some(*k),
+                [] if w.variants[0].spec.served_load().is_some() => {
+                    return Err(f.error_at(
+                        "kind",
+                        format!(
+                            "a {} workload loads a server isobench starts, of kind {}, and the suite has none: add [[server]] kind = \"{}\"",
+                            w.kind,
+                            quoted(kinds),
+                            kinds[0]
+                        ),
+                    ));
+                }
+                [] => None,
+                several => {
+                    let first = several.iter().find_map(|k| servers[*k].name.as_deref()).unwrap_or("NAME");
+                    return Err(f.error(format!(
+                        "the suite has {} servers this workload could load: name one, server = \"{first}\"",
+                        several.len()
+                    )));
+                }
+            },
         };
-        if !found.is_some_and(|k| kinds.contains(&k)) {
-            let has =
-                found.map(|k| format!("its [[server]] is of kind \"{k}\"")).unwrap_or("it has no [[server]]".into());
-            return Err(top.error_at(
-                "server",
-                format!(
-                    "workload \"{}\" loads a server isobench starts, of kind {}, and {has}: add [[server]] kind = \"{}\"",
-                    w.name,
-                    kinds.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(" or "),
-                    kinds[0]
-                ),
-            ));
-        }
     }
     Ok(())
 }
 
-/// The one `[[server]]`, if the suite has one.
-fn parse_server(top: &mut Fields) -> Result<Option<crate::server::ServerSpec>, SuiteError> {
-    let file = top.file();
-    match optional_sections(top, "server")?.as_slice() {
-        [] => Ok(None),
-        [(table, origin)] => {
-            Ok(Some(crate::server::ServerSpec::parse(&mut Fields::new(file, "[[server]]", table, origin.clone()))?))
-        }
-        _ => Err(top.error_at("server", "one [[server]] per suite: the CQL workloads all load it")),
+/// The server a workload's `server = "NAME"` names, if it is one the workload can load.
+fn named_server(
+    f: &Fields,
+    servers: &[NamedServer],
+    name: &str,
+    kinds: &[&str],
+    kind: &str,
+    fits: &[usize],
+) -> Result<usize, SuiteError> {
+    let Some(k) = servers.iter().position(|s| s.name.as_deref() == Some(name)) else {
+        let names: Vec<&str> = servers.iter().filter_map(|s| s.name.as_deref()).collect();
+        let has = if names.is_empty() { "none has a name".into() } else { format!("it has {}", names.join(", ")) };
+        return Err(f.error_at(
+            "server",
+            format!("the suite has no [[server]] named \"{name}\" ({has}); give the server name = \"{name}\""),
+        ));
+    };
+    if fits.contains(&k) {
+        return Ok(k);
     }
+    let why = match kinds {
+        [] => format!("a {kind} workload loads no server; remove server"),
+        kinds => format!("it is of kind \"{}\", and a {kind} workload loads {}", servers[k].spec.kind(), quoted(kinds)),
+    };
+    Err(f.error_at("server", format!("server \"{name}\": {why}")))
+}
+
+/// The `[[server]]` tables: with several, each has a `name`, unique.
+fn parse_servers(top: &mut Fields) -> Result<Vec<NamedServer>, SuiteError> {
+    let file = top.file();
+    let tables = optional_sections(top, "server")?;
+    let mut servers: Vec<NamedServer> = Vec::new();
+    for (table, origin) in &tables {
+        let mut f = Fields::new(file, "[[server]]", table, origin.clone());
+        let name = f.str("name")?;
+        if let Some(name) = &name {
+            check_name(&f, "name", name)?;
+            if servers.iter().any(|s| s.name.as_ref() == Some(name)) {
+                return Err(f.error_at(
+                    "name",
+                    format!("two [[server]] tables are named \"{name}\"; each needs a name of its own"),
+                ));
+            }
+        } else if tables.len() > 1 {
+            return Err(f.error(
+                "a suite with several [[server]] tables names each: name = \"pg\", and a workload loads it with server = \"pg\"",
+            ));
+        }
+        servers.push(NamedServer { name, spec: crate::server::ServerSpec::parse(&mut f)? });
+    }
+    Ok(servers)
 }
 
 /// The suite's `target` given to each workload that searches a capacity and has none of its
@@ -417,7 +497,7 @@ fn check_pins(
         if env.pins.loader.is_some() && !serves {
             return Err(f.error_at(
                 "loader_cpuset",
-                "only a CQL cell whose database isobench starts (a [[server]] of kind \"cassandra\") has a load generator apart from its sandbox; a workload without one runs inside the sandbox, which cpuset pins",
+                "only a cell whose database isobench starts (a [[server]] of kind cassandra, postgres, mariadb or redis) has a load generator apart from its sandbox; a workload without one runs inside the sandbox, which cpuset pins",
             ));
         }
     }
@@ -430,11 +510,14 @@ fn check_envs(
     file: &str,
     tables: &[(&Table, Origin)],
     envs: &[Named<Box<dyn Environment>>],
-    server: Option<&crate::server::ServerSpec>,
+    servers: &[NamedServer],
     serves: bool,
 ) -> Result<(), SuiteError> {
     check_pins(file, tables, envs, serves)?;
-    check_machine_loss(file, tables, envs, server)
+    for server in servers {
+        check_machine_loss(file, tables, envs, &server.spec)?;
+    }
+    Ok(())
 }
 
 /// `kill = "machine"`: every environment a k8s one with the commands that stop and start its
@@ -443,12 +526,12 @@ fn check_machine_loss(
     file: &str,
     tables: &[(&Table, Origin)],
     envs: &[Named<Box<dyn Environment>>],
-    server: Option<&crate::server::ServerSpec>,
+    server: &crate::server::ServerSpec,
 ) -> Result<(), SuiteError> {
     let kill = match server {
-        Some(crate::server::ServerSpec::Managed(m)) => m.kill.as_ref(),
-        Some(crate::server::ServerSpec::External(e)) => e.kill.as_ref(),
-        Some(crate::server::ServerSpec::Database(_)) | None => None,
+        crate::server::ServerSpec::Managed(m) => m.kill.as_ref(),
+        crate::server::ServerSpec::External(e) => e.kill.as_ref(),
+        crate::server::ServerSpec::Database(_) => None,
     };
     if !kill.is_some_and(crate::server::Kill::stops_machine) {
         return Ok(());
@@ -490,7 +573,7 @@ fn check_split(top: &Fields, envs: &[Named<Box<dyn Environment>>], serves: bool)
     if !serves {
         return Err(top.error_at(
             "split_cpus",
-            "it splits the CPUs of a cell whose database isobench starts ([[server]] kind = \"cassandra\" and a cql workload) between the database and the load generator; this suite has none",
+            "it splits the CPUs of a cell whose database isobench starts (a [[server]] of kind cassandra, postgres, mariadb or redis, and a workload that loads it) between the database and the load generator; this suite has none",
         ));
     }
     for env in envs {

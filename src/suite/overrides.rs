@@ -3,7 +3,7 @@
 use crate::syntax::{Node, Origin, SuiteError, Table, Value};
 
 /// Applies one `--set path=value`: `repeat=5`, `workload.fio.runtime=3s`,
-/// `workload.fio.env.FIO_RW=read`, `volume.tmpfs.size=1G`, `baseline.env=host`, `server.nodes=3`.
+/// `workload.fio.env.FIO_RW=read`, `volume.tmpfs.size=1G`, `baseline.env=host`, `server.nodes=3` (`server.NAME.memory=2G` where the suite has several).
 pub(super) fn apply_override(file: &str, root: &mut Table, text: &str) -> Result<(), SuiteError> {
     let err = |message: String| SuiteError { file: file.into(), origin: Origin::Set(text.into()), message };
     let (path, value) = text
@@ -40,14 +40,24 @@ pub(super) fn apply_override(file: &str, root: &mut Table, text: &str) -> Result
                 }
             }
         }
-        // One [[server]] per suite: it needs no name.
+        // `server.KEY` for a suite's one [[server]]; `server.NAME.KEY` for one of several.
         ["server", rest @ ..] if !rest.is_empty() => {
-            let first = match root.get_mut("server") {
-                Some(Node { value: Value::List(items), .. }) => items.first_mut(),
-                _ => None,
+            let servers = match root.get_mut("server") {
+                Some(Node { value: Value::List(items), .. }) => items,
+                _ => return Err(err("the suite has no [[server]] table".into())),
             };
-            match first {
-                Some(Node { value: Value::Table(t), .. }) => (t, rest),
+            let named = |n: &Node| matches!(&n.value, Value::Table(t) if t.get("name").is_some_and(|v| v.value.label() == rest[0]));
+            let (server, rest) = match servers.iter().position(named) {
+                Some(k) if rest.len() > 1 => (&mut servers[k], &rest[1..]),
+                _ if servers.len() > 1 => {
+                    return Err(err(
+                        "the suite has several [[server]] tables: name one, like server.NAME.KEY=VALUE".into()
+                    ));
+                }
+                _ => (&mut servers[0], rest),
+            };
+            match server {
+                Node { value: Value::Table(t), .. } => (t, rest),
                 _ => return Err(err("the suite has no [[server]] table".into())),
             }
         }

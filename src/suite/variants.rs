@@ -28,7 +28,7 @@ pub(super) fn workload_entry(
         }
     }
     let mut variants = Vec::new();
-    let (mut headline, mut target) = (None, None);
+    let (mut headline, mut target, mut server) = (None, None, None);
     for combination in combinations(&axes) {
         let mut concrete = table.clone();
         let mut params = Vec::new();
@@ -42,6 +42,7 @@ pub(super) fn workload_entry(
         // The workload's own baseline is checked with the suite's, against the envs and volumes.
         f.node("baseline");
         headline = f.str_list("headline")?;
+        server = f.str("server")?;
         target = crate::workload::rate(&mut f, "target")?;
         let density = f.count("density")?.map(|n| n as usize);
         if table.get("capacity").is_some() {
@@ -70,7 +71,15 @@ pub(super) fn workload_entry(
         }
         variants.push(Variant { params, spec, density });
     }
-    Ok(WorkloadEntry { name: named_entry.name, kind: named_entry.kind, headline, variants, target })
+    Ok(WorkloadEntry {
+        name: named_entry.name,
+        kind: named_entry.kind,
+        headline,
+        variants,
+        target,
+        server: None,
+        server_name: server,
+    })
 }
 
 struct Axis {
