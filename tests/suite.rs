@@ -839,7 +839,8 @@ args = "-t set,get -n 10000 -c 20"
 
 #[test]
 fn database_servers_and_their_loads_are_checked_before_any_run() {
-    for (program, package) in [("pgbench", "postgresql"), ("redis-server", "redis-server"), ("mariadbd", "mariadb-server")]
+    for (program, package) in
+        [("pgbench", "postgresql"), ("redis-server", "redis-server"), ("mariadbd", "mariadb-server")]
     {
         let found = isobench::sys::find_program(program).is_some()
             || std::path::Path::new("/usr/sbin").join(program).exists()
@@ -852,7 +853,10 @@ fn database_servers_and_their_loads_are_checked_before_any_run() {
     let s = load(&databases("")).unwrap();
     let kind_of = |w: usize| s.server(w).map(|spec| spec.kind());
     // fio loads no server; pgbench finds the only postgres; oltp the one it names; redis its kind.
-    assert_eq!([kind_of(0), kind_of(1), kind_of(2), kind_of(3)], [None, Some("postgres"), Some("mariadb"), Some("redis")]);
+    assert_eq!(
+        [kind_of(0), kind_of(1), kind_of(2), kind_of(3)],
+        [None, Some("postgres"), Some("mariadb"), Some("redis")]
+    );
     let refused = |from: &str, to: &str| load(&databases("").replacen(from, to, 1)).err().expect("refused");
     let e = refused("memory = \"512M\"", "memory = \"512M\"\nsettings = { shared_bufers = \"128MB\" }");
     assert!(e.contains("key \"settings\"") && e.contains("\"shared_bufers\"") && e.contains("shared_buffers"), "{e}");

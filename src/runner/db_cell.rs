@@ -198,6 +198,12 @@ fn drive(
     let ctx = workload::RunContext { data_dir: scratch, raw: None, read_only: false, scratch_dir: scratch };
     let result = load.run_cued(at, &ctx, &mut out, &|| phase.begin());
     let measured = phase.end();
+    if result.is_ok() {
+        match load.held(at) {
+            Ok(held) => out.samples.push(held),
+            Err(e) => out.notes.push(format!("what the server holds was not counted: {e:#}")),
+        }
+    }
     control.stop();
     let error = result.err().map(|e| format!("{e:#}")).or_else(|| measured.moved_error.clone());
     Ok(Loaded { ready, measured, out, error })

@@ -166,6 +166,39 @@ impl ServedLoad for Oltp {
         &["mariadb", "postgres"]
     }
 
+    fn held(&self, at: &Address) -> Result<Sample> {
+        let tables: u64 = option(&words(&self.args), "tables").and_then(|v| v.parse().ok()).unwrap_or(1);
+        let query = (1..=tables).map(|k| format!("SELECT count(*) FROM sbtest{k};")).collect::<String>();
+        let mut cmd = match at.server.as_str() {
+            "postgres" => {
+                let mut cmd = super::pgbench::psql(at, &query)?;
+                cmd.env("PGDATABASE", "sbtest");
+                cmd
+            }
+            _ => {
+                let client = crate::sys::find_program("mariadb")
+                    .ok_or_else(|| anyhow!("mariadb's client is not installed: `apt-get install mariadb-client`"))?;
+                let mut cmd = Command::new(client);
+                cmd.args([
+                    "--no-defaults",
+                    "-N",
+                    "-B",
+                    "-h",
+                    &at.host,
+                    "-P",
+                    &at.port.to_string(),
+                    "-u",
+                    "isobench",
+                    "sbtest",
+                    "-e",
+                    &query,
+                ]);
+                cmd
+            }
+        };
+        Ok(Sample::new("server_rows", served::count_said(&mut cmd, "counting sysbench's rows")?, "rows"))
+    }
+
     fn run_cued(&self, at: &Address, _ctx: &RunContext, out: &mut Output, measured: &(dyn Fn() + Sync)) -> Result<()> {
         let began = std::time::Instant::now();
         served::run_tool(&mut self.command(at, "prepare")?, "sysbench prepare", Duration::from_secs(3600))?;

@@ -196,6 +196,14 @@ impl ServedLoad for Pgbench {
         &["postgres"]
     }
 
+    fn held(&self, at: &Address) -> Result<crate::store::Sample> {
+        let rows = served::count_said(
+            &mut psql(at, "SELECT count(*) FROM pgbench_accounts")?,
+            "psql counting pgbench_accounts",
+        )?;
+        Ok(crate::store::Sample::new("server_rows", rows, "rows"))
+    }
+
     fn run_cued(&self, at: &Address, ctx: &RunContext, out: &mut Output, measured: &(dyn Fn() + Sync)) -> Result<()> {
         let timeout = Duration::from_secs(self.seconds()) * 3 + Duration::from_secs(120);
         if let Some(load) = &self.load {
@@ -225,6 +233,16 @@ impl ServedLoad for Pgbench {
         out.raw.push(crate::store::RawFile { name: "pgbench.txt".into(), content: done.stdout });
         Ok(())
     }
+}
+
+/// PostgreSQL's client, as the package installs it.
+pub fn psql(at: &Address, query: &str) -> Result<Command> {
+    let psql = crate::sys::find_program("psql")
+        .ok_or_else(|| anyhow!("psql is not installed: `apt-get install postgresql-client`"))?;
+    let mut cmd = Command::new(psql);
+    cmd.args(["-h", &at.host, "-p", &at.port.to_string(), "-U", "postgres", "-tA", "-c", query])
+        .env("PGDATABASE", "postgres");
+    Ok(cmd)
 }
 
 impl Workload for Pgbench {

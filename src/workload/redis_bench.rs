@@ -184,6 +184,14 @@ impl ServedLoad for RedisBenchmark {
         &["redis"]
     }
 
+    fn held(&self, at: &Address) -> Result<Sample> {
+        let cli = crate::sys::find_program("redis-cli")
+            .ok_or_else(|| anyhow::anyhow!("redis-cli is not installed: `apt-get install redis-tools`"))?;
+        let mut cmd = Command::new(cli);
+        cmd.args(["-h", &at.host, "-p", &at.port.to_string(), "DBSIZE"]);
+        Ok(Sample::new("server_keys", served::count_said(&mut cmd, "redis-cli DBSIZE")?, "keys"))
+    }
+
     fn run_cued(&self, at: &Address, _ctx: &RunContext, out: &mut Output, measured: &(dyn Fn() + Sync)) -> Result<()> {
         if let Some(load) = &self.load {
             let began = std::time::Instant::now();

@@ -29,6 +29,19 @@ pub trait ServedLoad: super::Workload + Sync {
     /// Runs the load against the server at `at`: its unmeasured phase, then `measured()`, then
     /// the measured phase.
     fn run_cued(&self, at: &Address, ctx: &RunContext, out: &mut Output, measured: &(dyn Fn() + Sync)) -> Result<()>;
+    /// What the server holds once loaded, asked by its own client from the host (the rows of the
+    /// load's tables, the keys): `server_rows` or `server_keys`.
+    fn held(&self, at: &Address) -> Result<Sample>;
+}
+
+/// A count a client printed alone on its output (`psql -tA`, `mariadb -N`, `redis-cli`).
+pub fn count_said(cmd: &mut std::process::Command, what: &str) -> Result<f64> {
+    let done = run_tool(cmd, what, Duration::from_secs(60))?;
+    let text = done.stdout.trim();
+    text.lines()
+        .map(|l| l.trim().parse::<f64>())
+        .sum::<Result<f64, _>>()
+        .map_err(|_| anyhow::anyhow!("{what} said {text:?}, not a count"))
 }
 
 /// One operation as a tool logged it: when it ended (seconds on any clock), how long it took,

@@ -1,0 +1,202 @@
+//! PostgreSQL, MariaDB and Redis from Debian's packages, each started by isobench inside the
+//! environment under test with its data on the volume, loaded from the host by its users' tool
+//! (pgbench, sysbench's OLTP, redis-benchmark), and what each holds counted afterwards by its
+//! own client from the host.
+
+mod common;
+
+use common::{Missing, Scratch, missing, need_program, need_root, run_record};
+
+fn unable() -> Option<Missing> {
+    need_root("sandboxes, loop devices and network namespaces")
+        .or_else(|| need_program("redis-server", "redis-server"))
+        .or_else(|| need_program("redis-benchmark", "redis-tools"))
+        .or_else(|| need_program("mariadb", "mariadb-client"))
+        .or_else(|| need_program("sysbench", "sysbench"))
+        .or_else(|| need_program("psql", "postgresql-client"))
+        .or_else(|| {
+            (!std::path::Path::new("/usr/sbin/mariadbd").exists())
+                .then(|| missing("mariadb", "mariadbd is not installed (mariadb-server)"))
+        })
+        .or_else(|| {
+            (!std::fs::read_dir("/usr/lib/postgresql").is_ok_and(|mut d| d.next().is_some()))
+                .then(|| missing("postgres", "PostgreSQL's server is not installed (postgresql)"))
+        })
+}
+
+fn unable_in_runsc() -> Option<Missing> {
+    isobench::env::oci::Runtime::resolve("runsc")
+        .path
+        .is_none()
+        .then(|| missing("runsc", "runsc is not installed (scripts/setup.sh builds it)"))
+}
+
+fn value(run: &serde_json::Value, metric: &str) -> f64 {
+    run["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metric"] == metric)
+        .and_then(|s| s["value"].as_f64())
+        .unwrap_or_else(|| panic!("no {metric} in {}", serde_json::to_string_pretty(&run["samples"]).unwrap()))
+}
+
+const THREE: &str = r#"
+name = "databases"
+repeat = 1
+split_cpus = true
+baseline = { env = "host", volume = "ext4" }
+
+[[server]]
+name = "pg"
+kind = "postgres"
+memory = "256M"
+
+[[server]]
+name = "maria"
+kind = "mariadb"
+memory = "256M"
+
+[[server]]
+name = "cache"
+kind = "redis"
+memory = "256M"
+
+[[env]]
+name = "host"
+kind = "host"
+
+[[env]]
+name = "runsc"
+kind = "oci"
+runtime = "runsc"
+
+[[volume]]
+name = "ext4"
+kind = "loop"
+fs = "ext4"
+size = "1G"
+
+[[workload]]
+name = "tpcb"
+kind = "pgbench"
+load = "-i -s 1"
+args = "-c 2 -j 1 -T 3"
+
+[[workload]]
+name = "sysbench"
+kind = "oltp"
+server = "maria"
+args = "oltp_read_write --tables=1 --table-size=2000 --threads=2 --time=3"
+
+[[workload]]
+name = "redis"
+kind = "redis-benchmark"
+load = "-t set -n 5000 -r 1000 -d 64"
+args = "-t get -n 20000 -r 1000 -c 10"
+"#;
+
+#[test]
+fn postgres_mariadb_and_redis_serve_in_host_and_runsc_with_their_data_on_the_volume() {
+    skip_if!(unable());
+    skip_if!(unable_in_runsc());
+    let sb = Scratch::new();
+    let (out, dir) = sb.run_suite(THREE, &[]);
+    common::ok(&out);
+    // What each holds, counted from the host by its own client after the run: pgbench -s 1
+    // makes 100,000 accounts, sysbench its 2,000 rows, and 5,000 SETs over keys drawn from
+    // 1,000 leave nearly all of them.
+    let held = [("tpcb", "server_rows", 100_000.0, 100_000.0), ("sysbench", "server_rows", 2000.0, 2000.0)];
+    for env in ["host", "runsc"] {
+        for (workload, kind) in [("tpcb", "PostgreSQL"), ("sysbench", "MariaDB"), ("redis", "Redis")] {
+            let cell = format!("{env}.ext4.{workload}");
+            let run = run_record(&dir, &cell, 1);
+            assert_eq!(run["status"], "ok", "{cell}: {run}");
+            let notes = run["notes"].to_string();
+            let data = if env == "host" { format!("{}/work/", sb.path().display()) } else { "/data/".into() };
+            assert!(
+                notes.contains(&format!("server: {kind} "))
+                    && notes.contains("ran inside this environment")
+                    && notes.contains(&data),
+                "{cell}: {notes}"
+            );
+            assert!(value(&run, "server_startup") > 0.0 && value(&run, "server_data_size") > 1e5, "{cell}");
+            assert!(value(&run, "op_rate") > 0.0, "{cell}");
+            assert!(value(&run, "latency_p99") >= value(&run, "latency_mean") * 0.5, "{cell}");
+            assert!(
+                run["setup"]["limit.cpuset_from"].is_string() || run["setup"]["limit.cpuset"].is_string(),
+                "{cell}"
+            );
+            if let Some((_, metric, low, high)) = held.iter().find(|(w, ..)| *w == workload) {
+                let n = value(&run, metric);
+                assert!((*low..=*high).contains(&n), "{cell}: {metric} {n}");
+            }
+            if env == "runsc" {
+                let sampled = run["samples"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|s| s["metric"].as_str().is_some_and(|m| m.starts_with("sys.cpu_part.")));
+                assert!(sampled, "{cell}: no sys.cpu_part.* under gVisor");
+            }
+        }
+        let keys = value(&run_record(&dir, &format!("{env}.ext4.redis"), 1), "server_keys");
+        assert!((900.0..=1000.0).contains(&keys), "{env}: {keys} keys");
+        let pgbench = run_record(&dir, &format!("{env}.ext4.tpcb"), 1);
+        assert_eq!(value(&pgbench, "errors"), 0.0);
+        assert!(value(&pgbench, "ops") > 0.0);
+    }
+    sb.assert_nothing_left();
+}
+
+#[test]
+fn redis_that_fsyncs_every_write_is_slower_than_one_that_never_does() {
+    skip_if!(unable());
+    let sb = Scratch::new();
+    let suite = r#"
+name = "durability"
+repeat = 1
+baseline = { env = "host", volume = "ext4" }
+
+[[server]]
+name = "never"
+kind = "redis"
+durability = "no"
+
+[[server]]
+name = "always"
+kind = "redis"
+durability = "always"
+
+[[env]]
+name = "host"
+kind = "host"
+
+[[volume]]
+name = "ext4"
+kind = "loop"
+fs = "ext4"
+size = "256M"
+
+[[workload]]
+name = "never"
+kind = "redis-benchmark"
+server = "never"
+args = "-t set -n 3000 -c 1"
+
+[[workload]]
+name = "always"
+kind = "redis-benchmark"
+server = "always"
+args = "-t set -n 3000 -c 1"
+"#;
+    let (out, dir) = sb.run_suite(suite, &[]);
+    common::ok(&out);
+    let never = run_record(&dir, "host.ext4.never", 1);
+    let always = run_record(&dir, "host.ext4.always", 1);
+    assert_eq!(always["setup"]["server.durability"], "always");
+    // One client, one SET at a time: each waits for its fsync to the loop device's file.
+    let (fast, safe) = (value(&never, "latency_mean"), value(&always, "latency_mean"));
+    assert!(safe > fast * 2.0, "appendfsync always {safe:.0} µs, no {fast:.0} µs per SET");
+    sb.assert_nothing_left();
+}
