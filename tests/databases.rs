@@ -200,3 +200,56 @@ args = "-t set -n 3000 -c 1"
     assert!(safe > fast * 2.0, "appendfsync always {safe:.0} µs, no {fast:.0} µs per SET");
     sb.assert_nothing_left();
 }
+
+#[test]
+fn postgres_serves_in_runc_and_in_a_guest_on_its_own_disk() {
+    skip_if!(unable());
+    skip_if!(need_program("qemu-system-x86_64", "qemu-system-x86").or_else(|| {
+        isobench::env::vm::guest::Kernel::installed()
+            .is_none()
+            .then(|| missing("guest-kernel", "no guest kernel (scripts/setup.sh unpacks Debian's generic kernel)"))
+    }));
+    let sb = Scratch::new();
+    let suite = r#"
+name = "postgres"
+repeat = 1
+baseline = { env = "runc", volume = "ext4" }
+
+[[server]]
+kind = "postgres"
+memory = "256M"
+
+[[env]]
+name = "runc"
+kind = "oci"
+runtime = "runc"
+
+[[env]]
+name = "vm"
+kind = "vm"
+vcpus = 1
+memory = "1G"
+attach = "virtio-blk"
+
+[[volume]]
+name = "ext4"
+kind = "loop"
+fs = "ext4"
+size = "1G"
+
+[[workload]]
+name = "tpcb"
+kind = "pgbench"
+load = "-i -s 1"
+args = "-c 2 -j 1 -T 3"
+"#;
+    let (out, dir) = sb.run_suite(suite, &[]);
+    common::ok(&out);
+    for (cell, path) in [("runc.ext4.tpcb", "/data/postgres"), ("vm.ext4.tpcb", "/data/postgres")] {
+        let run = run_record(&dir, cell, 1);
+        assert!(run["notes"].to_string().contains(&format!("with its data in {path}")), "{cell}: {}", run["notes"]);
+        assert_eq!(value(&run, "server_rows"), 100_000.0, "{cell}");
+        assert!(value(&run, "op_rate") > 0.0 && value(&run, "errors") == 0.0, "{cell}");
+    }
+    sb.assert_nothing_left();
+}
