@@ -117,6 +117,31 @@ fn server_checks() -> Vec<Check> {
         check("server", "cassandra: distribution", cassandra, "isobench server fetch cassandra"),
         check("server", "external", Ok("a CQL cluster of yours: nodes = [...]".into()), ""),
     ]
+    .into_iter()
+    .chain(database_checks())
+    .collect()
+}
+
+/// PostgreSQL, MariaDB and Redis, and the tools that load them.
+fn database_checks() -> Vec<Check> {
+    use crate::server::database::Kind;
+    const FIX: &str = "apt-get install postgresql redis-server redis-tools mariadb-server mariadb-client sysbench";
+    let mut out = Vec::new();
+    for (kind, tool) in [(Kind::Postgres, "pgbench"), (Kind::Mariadb, "sysbench"), (Kind::Redis, "redis-benchmark")] {
+        let engine = kind.engine();
+        let server = engine
+            .program()
+            .map(|path| format!("{} {} ({})", engine.name(), engine.version(), path.display()))
+            .map_err(|e| format!("{e:#}"));
+        out.push(check("server", &format!("{}: server", kind.key()), server, FIX));
+        let found = match tool {
+            "pgbench" => crate::workload::pgbench::program(),
+            tool => find_program(tool),
+        };
+        let load = found.map(|p| p.display().to_string()).ok_or_else(|| format!("{tool} is not installed"));
+        out.push(check("server", &format!("{}: {tool}", kind.key()), load, FIX));
+    }
+    out
 }
 
 /// The tools some figures and checks need: perf's counters, Chromium for the HTML report's checks.

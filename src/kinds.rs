@@ -1,8 +1,8 @@
 //! Every kind isobench knows, and the one place that names them all: a new environment, volume
 //! or workload kind is a file in its folder and a line here. The suite finds each section's kind
-//! here, and [`register`] gives the ledger the release of what a kind made. (The two
-//! server kinds, a managed Cassandra and an external database, are the two arms of
-//! `server::ServerSpec`.)
+//! here, and [`register`] gives the ledger the release of what a kind made. (The server kinds,
+//! a managed Cassandra, an external database and the databases of `server::database`, are the
+//! arms of `server::ServerSpec`.)
 
 use anyhow::{Result, bail};
 

@@ -1,6 +1,6 @@
 //! Databases under test. `isobench server start|stop|status cassandra` runs a node that outlives
 //! the command (its state in `<workdir>/servers/`); suites start theirs inside the cell's
-//! environment.
+//! environment: Cassandra, or PostgreSQL, MariaDB and Redis (`database`).
 
 pub mod cassandra;
 pub mod cluster;
@@ -247,8 +247,8 @@ fn states(workdir: &Path, port: Option<u16>) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// A suite's `[[server]]`: Cassandra that isobench runs inside each CQL cell's environment, or
-/// nodes someone else runs.
+/// A suite's `[[server]]`: Cassandra that isobench runs inside each CQL cell's environment, nodes
+/// someone else runs, or one of the databases of Debian's packages.
 #[derive(Clone, Debug)]
 pub enum ServerSpec {
     Managed(Managed),

@@ -97,7 +97,7 @@ fn check_args(tokens: &[String]) -> Result<(), String> {
 /// pgbench reads its options and its scripts before it connects: run against a port where
 /// nothing listens, the options it refuses are told apart from the connection it could not make.
 fn ask_pgbench(tokens: &[String], scripts: &BTreeMap<String, String>) -> Result<(), String> {
-    let Some(pgbench) = pgbench_program() else { return Ok(()) };
+    let Some(pgbench) = program() else { return Ok(()) };
     let dir = std::env::temp_dir().join(format!("isobench-pgbench-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let tokens = with_scripts(tokens, scripts, &dir).map_err(|e| e.to_string())?;
@@ -111,7 +111,8 @@ fn ask_pgbench(tokens: &[String], scripts: &BTreeMap<String, String>) -> Result<
     Err(format!("pgbench refuses it: {}", crate::sys::tail_lines(&stderr, 3)))
 }
 
-fn pgbench_program() -> Option<std::path::PathBuf> {
+/// pgbench, on PATH or where Debian's PostgreSQL keeps it.
+pub fn program() -> Option<std::path::PathBuf> {
     crate::sys::find_program("pgbench").or_else(|| {
         let mut dirs: Vec<_> = std::fs::read_dir("/usr/lib/postgresql").ok()?.flatten().map(|e| e.path()).collect();
         dirs.sort();
@@ -166,7 +167,7 @@ impl Pgbench {
 
     fn command(&self, at: &Address) -> Result<Command> {
         let pgbench =
-            pgbench_program().ok_or_else(|| anyhow!("pgbench is not installed: `apt-get install postgresql`"))?;
+            program().ok_or_else(|| anyhow!("pgbench is not installed: `apt-get install postgresql`"))?;
         let mut cmd = Command::new(pgbench);
         cmd.args(["-h", &at.host, "-p", &at.port.to_string(), "-U", "postgres"]).env("PGDATABASE", "postgres");
         Ok(cmd)
