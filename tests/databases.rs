@@ -253,3 +253,54 @@ args = "-c 2 -j 1 -T 3"
     }
     sb.assert_nothing_left();
 }
+
+#[test]
+fn pgbench_finds_the_rate_postgres_holds_under_a_latency_bound() {
+    skip_if!(unable());
+    let sb = Scratch::new();
+    let suite = r#"
+name = "pg-capacity"
+repeat = 1
+baseline = { env = "host", volume = "ext4" }
+
+[[server]]
+kind = "postgres"
+memory = "256M"
+
+[[env]]
+name = "host"
+kind = "host"
+
+[[volume]]
+name = "ext4"
+kind = "loop"
+fs = "ext4"
+size = "512M"
+
+[[workload]]
+name = "tpcb"
+kind = "pgbench"
+load = "-i -s 1"
+args = "-c 4 -j 1 -N"
+capacity = { percentile = 99, latency = "30ms", start = 100, growth = 4, warmup = "1s", window = "3s", budget = "45s" }
+"#;
+    let (out, dir) = sb.run_suite(suite, &[]);
+    common::ok(&out);
+    let run = run_record(&dir, "host.ext4.tpcb", 1);
+    let steps = run["steps"].as_array().unwrap();
+    assert!(steps.len() >= 2, "{}", run["steps"]);
+    let capacity = value(&run, "capacity");
+    // The capacity is a rate that passed: offered, achieved within 5 %, p99 within the bound.
+    let passed = steps.iter().find(|s| s["offered"].as_f64() == Some(capacity)).expect("the capacity is a step");
+    assert_eq!(passed["pass"], true);
+    assert!(passed["achieved"].as_f64().unwrap() >= capacity * 0.95, "{passed}");
+    assert!(passed["latency_us"].as_f64().unwrap() <= 30_000.0, "{passed}");
+    // A step above it failed, or the search stopped at its budget or ceiling (said in the notes).
+    let failed = steps.iter().any(|s| s["pass"] == false);
+    assert!(failed || run["notes"].to_string().contains("capacity"), "{}", run["steps"]);
+    // Response time counts the wait behind -R's schedule: never below the service time.
+    for s in steps.iter().filter(|s| s["latency_us"].is_f64()) {
+        assert!(s["latency_us"].as_f64() >= s["service_us"].as_f64(), "{s}");
+    }
+    sb.assert_nothing_left();
+}

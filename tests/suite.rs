@@ -872,6 +872,8 @@ fn database_servers_and_their_loads_are_checked_before_any_run() {
     assert!(e.contains("-f missing.sql: cannot read"), "{e}");
     let e = refused("-c 4 -j 2 -T 10", "-c 4 -T 10 --no-such-option");
     assert!(e.contains("pgbench refuses it"), "{e}");
+    let e = refused("--threads=4 --time=10", "--threads=4 --time=10 --warmup-time=2");
+    assert!(e.contains("sysbench refuses it: invalid option: --warmup-time=2"), "{e}");
     let e = refused("-t set,get", "-t set,gett");
     assert!(e.contains("no test \"gett\""), "{e}");
     let e = refused("server = \"maria\"", "server = \"mysql\"");

@@ -160,6 +160,7 @@ pub fn run(
             report.samples.extend(loaded.out.samples);
             loaded.measured.add_to(&mut report, &mut record.setup);
             report.series.extend(loaded.out.series);
+            report.steps.extend(loaded.out.steps);
             report.notes.extend(loaded.out.notes);
             report.raw.extend(loaded.out.raw);
             report.error = loaded.error;

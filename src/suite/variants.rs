@@ -50,7 +50,7 @@ pub(super) fn workload_entry(
                 return Err(f.error_at(
                     "capacity",
                     format!(
-                        "a {} workload has no latency per operation to bound; a capacity search is for fio and cql workloads",
+                        "a {} workload cannot hold a rate whose latency a search could bound; a capacity search is for fio, cql and pgbench workloads",
                         kind.name
                     ),
                 ));

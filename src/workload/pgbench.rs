@@ -11,10 +11,15 @@ use anyhow::{Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 use super::served::{self, Address, Op, ServedLoad};
-use super::{Kind, Output, ParseContext, RunContext, Spec, Workload};
+use super::{CapacityDefaults, Kind, Output, ParseContext, RunContext, Spec, Workload, parse_capacity};
 use crate::syntax::{Fields, SuiteError};
+use cql_stress::capacity::{Plan, Search, Step};
 
-pub const KIND: Kind = Kind { name: "pgbench", list_keys: &[], parse, capacity: false };
+pub const KIND: Kind = Kind { name: "pgbench", list_keys: &[], parse, capacity: true };
+
+/// Where a pgbench capacity search starts and how long its steps are.
+const CAPACITY: CapacityDefaults =
+    CapacityDefaults { start: 100.0, warmup: Duration::from_secs(2), window: Duration::from_secs(10) };
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Pgbench {
@@ -25,6 +30,9 @@ pub struct Pgbench {
     /// The `-f` scripts, by the name `args` gives them, with their text.
     pub scripts: BTreeMap<String, String>,
     pub keep_warmup: bool,
+    /// Search the highest rate (`-R`) whose response time stays within a bound.
+    #[serde(default)]
+    pub capacity: Option<Plan>,
 }
 
 /// The options isobench gives pgbench itself.
@@ -66,8 +74,9 @@ fn script_names(tokens: &[String]) -> Vec<String> {
     names
 }
 
-/// Checks the measured run's options: a time to run, clients to run it, nothing isobench sets.
-fn check_args(tokens: &[String]) -> Result<(), String> {
+/// Checks the measured run's options: a time to run, clients to run it, nothing isobench sets;
+/// in a capacity search, no rate and no time of its own (each step sets both).
+fn check_args(tokens: &[String], capacity: bool) -> Result<(), String> {
     if let Some(own) = tokens.iter().find(|t| OWN.iter().any(|o| t.as_str() == *o || t.starts_with(&format!("{o}=")))) {
         return Err(format!("{own}: isobench gives pgbench the server's address, user and log; remove it"));
     }
@@ -85,6 +94,14 @@ fn check_args(tokens: &[String]) -> Result<(), String> {
     };
     positive("-c", "--client", "the clients")?;
     positive("-j", "--jobs", "the threads")?;
+    if capacity {
+        if let Some(set) =
+            ["-R", "-T"].iter().find(|o| option(tokens, o, if **o == "-R" { "--rate" } else { "--time" }).is_some())
+        {
+            return Err(format!("{set}: a capacity search sets each step's rate and length itself; remove it"));
+        }
+        return Ok(());
+    }
     if positive("-T", "--time", "the seconds to run")?.is_none() {
         return Err("the measured phase runs for a time: add -T SECONDS, e.g. -T 30".into());
     }
@@ -137,7 +154,8 @@ fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
         .str("args")?
         .ok_or_else(|| f.error_at("args", "the measured phase is required, e.g. args = \"-c 8 -j 2 -T 30\""))?;
     let tokens = words(&args);
-    check_args(&tokens).map_err(|e| f.error_at("args", e))?;
+    let capacity = parse_capacity(f, CAPACITY)?;
+    check_args(&tokens, capacity.is_some()).map_err(|e| f.error_at("args", e))?;
     let mut scripts = BTreeMap::new();
     for name in script_names(&tokens) {
         let full = ctx.resolve(&name);
@@ -146,7 +164,9 @@ fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
         })?;
         scripts.insert(name, text);
     }
-    ask_pgbench(&tokens, &scripts).map_err(|e| f.error_at("args", e))?;
+    let timed = ["-T".to_string(), "1".into()];
+    let asked: Vec<String> = tokens.iter().chain(capacity.iter().flat_map(|_| timed.iter())).cloned().collect();
+    ask_pgbench(&asked, &scripts).map_err(|e| f.error_at("args", e))?;
     let load = f.str("load")?;
     if let Some(load) = &load {
         let tokens = words(load);
@@ -157,7 +177,7 @@ fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
     }
     let keep_warmup = f.choice("warmup", &["cut", "keep"])?.as_deref() == Some("keep");
     f.finish()?;
-    Ok(Spec::Pgbench(Pgbench { args, load, scripts, keep_warmup }))
+    Ok(Spec::Pgbench(Pgbench { args, load, scripts, keep_warmup, capacity }))
 }
 
 impl Pgbench {
@@ -166,12 +186,58 @@ impl Pgbench {
     }
 
     fn command(&self, at: &Address) -> Result<Command> {
-        let pgbench =
-            program().ok_or_else(|| anyhow!("pgbench is not installed: `apt-get install postgresql`"))?;
+        let pgbench = program().ok_or_else(|| anyhow!("pgbench is not installed: `apt-get install postgresql`"))?;
         let mut cmd = Command::new(pgbench);
         cmd.args(["-h", &at.host, "-p", &at.port.to_string(), "-U", "postgres"]).env("PGDATABASE", "postgres");
         Ok(cmd)
     }
+}
+
+/// One capacity step's figures from its transactions: those that ended in the measured window
+/// (after `from`, `window` long). With `-R`, pgbench's latency counts from each transaction's
+/// scheduled start (the response time); its schedule lag is the wait before it began.
+fn step(ops: &[Op], lags: &[f64], from: f64, window: f64, percentile: f64) -> Step {
+    let within: Vec<(f64, f64)> = ops
+        .iter()
+        .zip(lags)
+        .filter(|(o, _)| o.ok && o.end_s >= from && o.end_s < from + window)
+        .map(|(o, lag)| (o.latency_us, o.latency_us - lag))
+        .collect();
+    let errors = ops.iter().filter(|o| !o.ok && o.end_s >= from).count() as u64;
+    let sorted = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let response = sorted(within.iter().map(|w| w.0).collect());
+    let service = sorted(within.iter().map(|w| w.1).collect());
+    let at = |v: &[f64], q: f64| match v.len() {
+        0 => f64::NAN,
+        n => v[((q / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1],
+    };
+    Step {
+        offered: 0.0,
+        achieved: response.len() as f64 / window,
+        latency_us: at(&response, percentile),
+        p50_us: at(&response, 50.0),
+        p99_us: at(&response, 99.0),
+        p999_us: at(&response, 99.9),
+        service_us: at(&service, percentile),
+        service_mean_us: service.iter().sum::<f64>() / service.len().max(1) as f64,
+        errors,
+        ..Default::default()
+    }
+}
+
+/// The schedule lag of each logged transaction (`-R`: the field after the completion time), in
+/// the order `parse_log` gives them; 0 without it.
+fn parse_lags(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            f.len() >= 6 && f[4].parse::<f64>().is_ok() && f[5].parse::<f64>().is_ok() && f[2] != "skipped"
+        })
+        .map(|line| line.split_whitespace().nth(6).and_then(|v| v.parse().ok()).unwrap_or(0.0))
+        .collect()
 }
 
 /// The operations of pgbench's per-transaction logs (`client transaction latency_us script
@@ -190,6 +256,63 @@ pub fn parse_log(text: &str) -> Vec<Op> {
             })
         })
         .collect()
+}
+
+impl Pgbench {
+    /// Runs pgbench with `tokens` and `extra`, logging each transaction into `logs` (under the
+    /// scratch directory): the transactions, their schedule lags, and what pgbench said.
+    fn logged(
+        &self,
+        at: &Address,
+        tokens: &[String],
+        extra: &[String],
+        ctx: &RunContext,
+        logs: &str,
+        timeout: Duration,
+    ) -> Result<(Vec<Op>, Vec<f64>, crate::sys::Finished)> {
+        let logs = ctx.scratch_dir.join(logs);
+        std::fs::create_dir_all(&logs)?;
+        let mut cmd = self.command(at)?;
+        cmd.arg("-l").arg(format!("--log-prefix={}", logs.join("tx").display())).args(tokens).args(extra);
+        let done = served::run_tool(&mut cmd, "pgbench", timeout)?;
+        let (mut ops, mut lags) = (Vec::new(), Vec::new());
+        for entry in std::fs::read_dir(&logs)?.flatten() {
+            let text = std::fs::read_to_string(entry.path())?;
+            ops.extend(parse_log(&text));
+            lags.extend(parse_lags(&text));
+        }
+        std::fs::remove_dir_all(&logs)?;
+        if ops.is_empty() {
+            bail!("pgbench logged no transaction:\n{}", done.tail(10));
+        }
+        Ok((ops, lags, done))
+    }
+
+    /// The capacity search: pgbench at `-R` in steps, each a warm-up then the measured window in
+    /// one run, judged on the bound's percentile of the response time, the rate achieved and
+    /// the errors.
+    fn search(&self, plan: &Plan, at: &Address, tokens: &[String], ctx: &RunContext, out: &mut Output) -> Result<()> {
+        let clients = option(tokens, "-c", "--client").and_then(|v| v.parse().ok()).unwrap_or(1u32);
+        let cores = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
+        let mut search = Search::new(plan.clone(), cores, Some(clients));
+        let length = plan.warmup + plan.window;
+        while let Some(rate) = search.next_rate() {
+            let n = search.steps().len() + 1;
+            let before = (crate::sys::Usage::children(), std::time::Instant::now());
+            let extra = ["-R".to_string(), format!("{rate}"), "-T".into(), length.as_secs().max(1).to_string()];
+            let (ops, lags, _) =
+                self.logged(at, tokens, &extra, ctx, "pgbench-step", length * 2 + Duration::from_secs(60))?;
+            let seconds = before.1.elapsed().as_secs_f64();
+            let start = ops.iter().map(|o| o.end_s - o.latency_us / 1e6).fold(f64::MAX, f64::min);
+            let mut ran =
+                step(&ops, &lags, start + plan.warmup.as_secs_f64(), plan.window.as_secs_f64(), plan.bound.percentile);
+            ran.offered = rate;
+            ran.client_cpu = Some(crate::sys::Usage::children().since(&before.0).cpu_s / seconds);
+            let ran = search.record(ran);
+            crate::sys::progress::say(&format!("capacity step {n}: {}", ran.line(&plan.bound)));
+        }
+        super::capacity_output(&search, out)
+    }
 }
 
 impl ServedLoad for Pgbench {
@@ -216,20 +339,12 @@ impl ServedLoad for Pgbench {
             )?;
             out.samples.push(crate::store::Sample::new("load_time", began.elapsed().as_secs_f64(), "s"));
         }
-        let logs = ctx.scratch_dir.join("pgbench-log");
-        std::fs::create_dir_all(&logs)?;
         let tokens = with_scripts(&words(&self.args), &self.scripts, ctx.scratch_dir)?;
-        let mut cmd = self.command(at)?;
-        cmd.arg("-l").arg(format!("--log-prefix={}", logs.join("tx").display())).args(tokens);
         measured();
-        let done = served::run_tool(&mut cmd, "pgbench", timeout)?;
-        let mut ops = Vec::new();
-        for entry in std::fs::read_dir(&logs)?.flatten() {
-            ops.extend(parse_log(&std::fs::read_to_string(entry.path())?));
+        if let Some(plan) = &self.capacity {
+            return self.search(plan, at, &tokens, ctx, out);
         }
-        if ops.is_empty() {
-            bail!("pgbench logged no transaction:\n{}", done.tail(10));
-        }
+        let (ops, _, done) = self.logged(at, &tokens, &[], ctx, "pgbench-log", timeout)?;
         served::figures_of(&ops, self.keep_warmup, out)?;
         out.raw.push(crate::store::RawFile { name: "pgbench.txt".into(), content: done.stdout });
         Ok(())
@@ -252,17 +367,43 @@ impl Workload for Pgbench {
     }
 
     fn headline(&self) -> Vec<&'static str> {
+        if self.capacity.is_some() {
+            return vec!["capacity"];
+        }
         vec!["op_rate", "latency_mean", "latency_p99", "errors"]
     }
 
     fn recorded(&self) -> Vec<String> {
+        if self.capacity.is_some() {
+            return vec!["load_time".into()];
+        }
         served::RECORDED.iter().map(|m| m.to_string()).collect()
+    }
+
+    fn capacity(&self) -> Option<&Plan> {
+        self.capacity.as_ref()
+    }
+
+    fn timeout(&self) -> Duration {
+        match &self.capacity {
+            Some(plan) => super::capacity_timeout(plan),
+            None => self.expected_duration() * 3 + Duration::from_secs(180),
+        }
     }
 
     fn describe(&self) -> BTreeMap<String, String> {
         let mut d = BTreeMap::from([("pgbench.args".to_string(), self.args.clone())]);
         if let Some(load) = &self.load {
             d.insert("pgbench.load".into(), load.clone());
+        }
+        if let Some(plan) = &self.capacity {
+            d.insert("capacity.bound".into(), plan.bound.text());
+            d.insert("capacity.search".into(), plan.describe());
+            d.insert(
+                "capacity.latency".into(),
+                "response time (pgbench -R: from each transaction's scheduled start)".into(),
+            );
+            return d;
         }
         let warmup = if self.keep_warmup {
             "kept in the measured figures"
@@ -275,7 +416,10 @@ impl Workload for Pgbench {
     }
 
     fn expected_duration(&self) -> Duration {
-        Duration::from_secs(self.seconds() + 5)
+        match &self.capacity {
+            Some(plan) => super::capacity_duration(plan),
+            None => Duration::from_secs(self.seconds() + 5),
+        }
     }
 
     fn writes_volume(&self) -> bool {
@@ -295,14 +439,41 @@ mod tests {
         words(text)
     }
 
+    fn check_args_plain(tokens: &[String]) -> Result<(), String> {
+        check_args(tokens, false)
+    }
+
+    #[test]
+    fn a_capacity_search_sets_the_rate_and_the_time_itself() {
+        assert!(check_args(&tokens("-c 4 -j 2"), true).is_ok());
+        assert!(check_args(&tokens("-c 4 -R 100"), true).unwrap_err().contains("-R"));
+        assert!(check_args(&tokens("-c 4 -T 10"), true).unwrap_err().contains("-T"));
+    }
+
+    #[test]
+    fn a_step_counts_the_window_only_and_tells_response_from_service_time() {
+        // 20 transactions a second for 3 s; the last second's waited 4 ms behind the schedule.
+        let (mut ops, mut lags) = (Vec::new(), Vec::new());
+        for k in 0..60 {
+            let lag = if k >= 40 { 4000.0 } else { 0.0 };
+            ops.push(Op { end_s: 100.0 + k as f64 / 20.0, latency_us: 1000.0 + lag, ok: true });
+            lags.push(lag);
+        }
+        let s = step(&ops, &lags, 101.0, 2.0, 99.0);
+        assert_eq!(s.achieved, 20.0);
+        assert_eq!(s.latency_us, 5000.0, "the response time counts the wait");
+        assert_eq!(s.service_us, 1000.0);
+        assert_eq!(s.p50_us, 1000.0);
+    }
+
     #[test]
     fn the_measured_phase_needs_a_time_and_clients_above_zero() {
-        assert!(check_args(&tokens("-c 8 -j 2 -T 30 -S")).is_ok());
-        assert!(check_args(&tokens("-c 0 -T 30")).unwrap_err().contains("-c 0"));
-        assert!(check_args(&tokens("-c 4 -T 0")).unwrap_err().contains("-T 0"));
-        assert!(check_args(&tokens("-c 4")).unwrap_err().contains("-T SECONDS"));
-        assert!(check_args(&tokens("-c4 --time=10 -h db")).unwrap_err().contains("-h"));
-        assert!(check_args(&tokens("-i -T 10")).unwrap_err().contains("load"));
+        assert!(check_args_plain(&tokens("-c 8 -j 2 -T 30 -S")).is_ok());
+        assert!(check_args_plain(&tokens("-c 0 -T 30")).unwrap_err().contains("-c 0"));
+        assert!(check_args_plain(&tokens("-c 4 -T 0")).unwrap_err().contains("-T 0"));
+        assert!(check_args_plain(&tokens("-c 4")).unwrap_err().contains("-T SECONDS"));
+        assert!(check_args_plain(&tokens("-c4 --time=10 -h db")).unwrap_err().contains("-h"));
+        assert!(check_args_plain(&tokens("-i -T 10")).unwrap_err().contains("load"));
     }
 
     #[test]
