@@ -96,6 +96,7 @@ fn parse(f: &mut Fields, _ctx: &ParseContext) -> Result<Spec, SuiteError> {
 #[derive(Debug, Default, PartialEq)]
 pub struct Report {
     pub tps: f64,
+    pub transactions: f64,
     pub mean_ms: f64,
     pub max_ms: f64,
     pub errors: f64,
@@ -116,7 +117,8 @@ pub fn parse_report(text: &str) -> Result<Report> {
         if t.starts_with('[') && t.contains(" tps: ") {
             r.per_second.extend(number_after(t, " tps: "));
         } else if t.starts_with("transactions:") {
-            r.tps = number_after(t, "transactions:").and_then(|_| number_after(t, "(")).unwrap_or_default();
+            r.transactions = number_after(t, "transactions:").unwrap_or_default();
+            r.tps = number_after(t, "(").unwrap_or_default();
         } else if t.starts_with("ignored errors:") {
             r.errors = number_after(t, "ignored errors:").unwrap_or_default();
         } else if t.starts_with("avg:") {
@@ -229,6 +231,7 @@ impl ServedLoad for Oltp {
         }
         out.samples.push(Sample::new("latency_max", us(report.max_ms), "us"));
         out.samples.push(Sample::new("errors", report.errors, "errors"));
+        out.samples.push(Sample::new("ops", report.transactions, "ops"));
         let points = report.per_second.iter().enumerate().map(|(k, tps)| (k as f64, *tps)).collect();
         out.series.push(Series { metric: "op_rate".into(), unit: "op/s".into(), points });
         out.raw.push(crate::store::RawFile { name: "sysbench.txt".into(), content: done.stdout });
@@ -246,9 +249,19 @@ impl Workload for Oltp {
     }
 
     fn recorded(&self) -> Vec<String> {
-        ["op_rate", "latency_mean", "latency_p50", "latency_p95", "latency_p99", "latency_max", "errors", "load_time"]
-            .map(String::from)
-            .to_vec()
+        [
+            "op_rate",
+            "latency_mean",
+            "latency_p50",
+            "latency_p95",
+            "latency_p99",
+            "latency_max",
+            "errors",
+            "ops",
+            "load_time",
+        ]
+        .map(String::from)
+        .to_vec()
     }
 
     fn describe(&self) -> BTreeMap<String, String> {
@@ -299,6 +312,7 @@ Latency (ms):
     fn the_report_gives_rates_errors_and_the_histograms_percentiles() {
         let r = parse_report(REPORT).unwrap();
         assert_eq!(r.tps, 321.0);
+        assert_eq!(r.transactions, 642.0);
         assert_eq!(r.errors, 2.0);
         assert_eq!(r.per_second, [312.91, 330.02]);
         assert_eq!(percentile(&r.histogram, 0.5), Some(5.0));

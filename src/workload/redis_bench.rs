@@ -209,6 +209,8 @@ impl ServedLoad for RedisBenchmark {
             bail!("redis-benchmark ran no test:\n{}", done.tail(10));
         }
         out.samples.extend(samples(&rows, self.requests() as f64));
+        // Every request counts: the CPU per operation is the measured phase's over them.
+        out.samples.push(Sample::new("ops", (self.requests() as usize * rows.len()) as f64, "ops"));
         out.raw.push(crate::store::RawFile { name: "redis-benchmark.csv".into(), content: done.stdout });
         Ok(())
     }
@@ -224,7 +226,7 @@ impl Workload for RedisBenchmark {
     }
 
     fn recorded(&self) -> Vec<String> {
-        let mut all: Vec<String> = ["op_rate", "latency_mean", "load_time"].map(String::from).to_vec();
+        let mut all: Vec<String> = ["op_rate", "latency_mean", "load_time", "ops"].map(String::from).to_vec();
         if self.tests() == 1 {
             all.extend(["latency_p50", "latency_p95", "latency_p99", "latency_max"].map(String::from));
         }
