@@ -290,9 +290,12 @@ capacity = { percentile = 99, latency = "30ms", start = 100, growth = 4, warmup 
     let steps = run["steps"].as_array().unwrap();
     assert!(steps.len() >= 2, "{}", run["steps"]);
     let capacity = value(&run, "capacity");
-    // The capacity is a rate that passed: offered, achieved within 5 %, p99 within the bound.
-    let passed = steps.iter().find(|s| s["offered"].as_f64() == Some(capacity)).expect("the capacity is a step");
-    assert_eq!(passed["pass"], true);
+    // The capacity is a rate that passed (a rate that failed once may be offered again):
+    // achieved within 5 %, p99 within the bound.
+    let passed = steps
+        .iter()
+        .find(|s| s["offered"].as_f64() == Some(capacity) && s["pass"] == true)
+        .unwrap_or_else(|| panic!("no step passed at the capacity {capacity}: {}", run["steps"]));
     assert!(passed["achieved"].as_f64().unwrap() >= capacity * 0.95, "{passed}");
     assert!(passed["latency_us"].as_f64().unwrap() <= 30_000.0, "{passed}");
     // A step above it failed, or the search stopped at its budget or ceiling (said in the notes).

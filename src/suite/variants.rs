@@ -46,13 +46,10 @@ pub(super) fn workload_entry(
         target = crate::workload::rate(&mut f, "target")?;
         let density = f.count("density")?.map(|n| n as usize);
         if table.get("capacity").is_some() {
-            if !kind.capacity {
+            if let Err(why) = kind.capacity {
                 return Err(f.error_at(
                     "capacity",
-                    format!(
-                        "a {} workload cannot hold a rate whose latency a search could bound; a capacity search is for fio, cql and pgbench workloads",
-                        kind.name
-                    ),
+                    format!("a {} workload {why}; a capacity search is for fio, cql and pgbench workloads", kind.name),
                 ));
             }
             if density.is_some() {

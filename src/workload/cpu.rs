@@ -12,7 +12,7 @@ use super::{Kind, Output, ParseContext, RunContext, Spec, Workload, sysbench};
 use crate::store::Sample;
 use crate::syntax::{Fields, SuiteError};
 
-pub const KIND: Kind = Kind { name: "cpu", list_keys: &[], parse, capacity: false };
+pub const KIND: Kind = Kind { name: "cpu", list_keys: &[], parse, capacity: Err(super::NO_LATENCY) };
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Cpu {

@@ -18,7 +18,7 @@ use cql_stress::loaders;
 use cql_stress::process::{Finished, Launcher, StdinFeed};
 use cql_stress::{self as cql, settings, settings::Settings, stress::RunResult};
 
-pub const KIND: Kind = Kind { name: "cql", list_keys: &[], parse, capacity: true };
+pub const KIND: Kind = Kind { name: "cql", list_keys: &[], parse, capacity: Ok(()) };
 
 /// Gives the load generator isobench's way of starting its loaders: as `isobench cql …`, each
 /// marked with the run's token for `cleanup` and stopped on an interrupt, as every process of a

@@ -12,7 +12,7 @@ use crate::store::Sample;
 use crate::syntax::{Fields, SuiteError};
 use figures::units;
 
-pub const KIND: Kind = Kind { name: "memory", list_keys: &[], parse, capacity: false };
+pub const KIND: Kind = Kind { name: "memory", list_keys: &[], parse, capacity: Err(super::NO_LATENCY) };
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Memory {

@@ -204,8 +204,12 @@ pub struct Kind {
     pub name: &'static str,
     pub list_keys: &'static [&'static str],
     pub parse: fn(&mut Fields, &ParseContext) -> Result<Spec, SuiteError>,
-    pub capacity: bool,
+    /// Whether a capacity search can bound its latency, or why not ("has no latency …").
+    pub capacity: Result<(), &'static str>,
 }
+
+/// Why a kind without operations cannot search a capacity.
+pub const NO_LATENCY: &str = "has no latency per operation to bound";
 
 /// Where a kind's capacity search starts and how long its steps are, unless the suite says.
 pub struct CapacityDefaults {

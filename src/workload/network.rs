@@ -18,7 +18,7 @@ use crate::store::{RawFile, Sample, Series};
 use crate::syntax::{Fields, SuiteError};
 use crate::sys;
 
-pub const KIND: Kind = Kind { name: "network", list_keys: &[], parse, capacity: false };
+pub const KIND: Kind = Kind { name: "network", list_keys: &[], parse, capacity: Err(super::NO_LATENCY) };
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Network {

@@ -17,7 +17,14 @@ use super::{Kind, Output, ParseContext, RunContext, Spec, Workload};
 use crate::store::{Sample, Series};
 use crate::syntax::{Fields, SuiteError};
 
-pub const KIND: Kind = Kind { name: "oltp", list_keys: &[], parse, capacity: false };
+pub const KIND: Kind = Kind {
+    name: "oltp",
+    list_keys: &[],
+    parse,
+    capacity: Err(
+        "cannot search a capacity: sysbench's --rate queues transactions behind its schedule and logs none a step could be judged by",
+    ),
+};
 
 /// sysbench's OLTP scripts (`/usr/share/sysbench`).
 pub const SCRIPTS: &[&str] = &[

@@ -15,7 +15,7 @@ use super::{CapacityDefaults, Kind, Output, ParseContext, RunContext, Spec, Work
 use crate::syntax::{Fields, SuiteError};
 use cql_stress::capacity::{Plan, Search, Step};
 
-pub const KIND: Kind = Kind { name: "pgbench", list_keys: &[], parse, capacity: true };
+pub const KIND: Kind = Kind { name: "pgbench", list_keys: &[], parse, capacity: Ok(()) };
 
 /// Where a pgbench capacity search starts and how long its steps are.
 const CAPACITY: CapacityDefaults =
@@ -137,11 +137,19 @@ pub fn program() -> Option<std::path::PathBuf> {
     })
 }
 
+/// A script the suite names, written where the tool reads it.
+fn write_script(dir: &std::path::Path, name: &str, content: &str) -> Result<std::path::PathBuf> {
+    let base = std::path::Path::new(name).file_name().map_or("script".into(), |n| n.to_string_lossy().into_owned());
+    let path = dir.join(base);
+    std::fs::write(&path, content)?;
+    Ok(path)
+}
+
 /// `tokens` with each `-f` script's name replaced by its copy in `dir`.
 fn with_scripts(tokens: &[String], scripts: &BTreeMap<String, String>, dir: &std::path::Path) -> Result<Vec<String>> {
     let mut written = BTreeMap::new();
     for (name, text) in scripts {
-        written.insert(name.clone(), served::write_script(dir, name, text)?.to_string_lossy().into_owned());
+        written.insert(name.clone(), write_script(dir, name, text)?.to_string_lossy().into_owned());
     }
     Ok(tokens
         .iter()

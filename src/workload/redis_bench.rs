@@ -16,7 +16,12 @@ use super::{Kind, Output, ParseContext, RunContext, Spec, Workload};
 use crate::store::Sample;
 use crate::syntax::{Fields, SuiteError};
 
-pub const KIND: Kind = Kind { name: "redis-benchmark", list_keys: &[], parse, capacity: false };
+pub const KIND: Kind = Kind {
+    name: "redis-benchmark",
+    list_keys: &[],
+    parse,
+    capacity: Err("cannot search a capacity: redis-benchmark holds no rate"),
+};
 
 /// The tests `-t` selects, as redis-benchmark 7 knows them (an unknown name runs nothing).
 pub const TESTS: &[&str] = &[

@@ -3,7 +3,6 @@
 //! each operation's completion time and latency, as the tools log them, with the warm-up left out
 //! as for CQL (MSER on the per-second rates).
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
@@ -126,14 +125,6 @@ pub fn run_tool(cmd: &mut std::process::Command, what: &str, timeout: Duration) 
         bail!("{what} failed ({}):\n{}", done.status, done.tail(12));
     }
     Ok(done)
-}
-
-/// A script the suite names, written where the tool reads it.
-pub fn write_script(dir: &Path, name: &str, content: &str) -> Result<std::path::PathBuf> {
-    let base = Path::new(name).file_name().map_or("script".into(), |n| n.to_string_lossy().into_owned());
-    let path = dir.join(base);
-    std::fs::write(&path, content)?;
-    Ok(path)
 }
 
 #[cfg(test)]

@@ -25,7 +25,8 @@ use crate::store::Sample;
 use crate::syntax::{Fields, SuiteError};
 use figures::units;
 
-pub const KIND: Kind = Kind { name: "syscall", list_keys: &["probes", "chunks"], parse, capacity: false };
+pub const KIND: Kind =
+    Kind { name: "syscall", list_keys: &["probes", "chunks"], parse, capacity: Err(super::NO_LATENCY) };
 
 /// The probes, in the order they run.
 pub const PROBES: &[&str] =

@@ -33,10 +33,6 @@ impl Engine for Mariadb {
         3306
     }
 
-    fn package(&self) -> &'static str {
-        "mariadb-server"
-    }
-
     fn program(&self) -> Result<PathBuf> {
         installed("mariadbd", &["/usr/sbin"], "mariadb-server")
     }

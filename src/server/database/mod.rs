@@ -29,8 +29,6 @@ pub enum Kind {
     Redis,
 }
 
-pub const KINDS: &[&str] = &["postgres", "mariadb", "redis"];
-
 impl Kind {
     pub fn named(name: &str) -> Option<Kind> {
         match name {
@@ -65,8 +63,6 @@ pub trait Engine: Sync {
     fn name(&self) -> &'static str;
     /// The port it listens on by default (a sandbox with a network of its own uses it).
     fn default_port(&self) -> u16;
-    /// Its Debian package, for the error that says what to install.
-    fn package(&self) -> &'static str;
     /// The server program, or why it is not installed.
     fn program(&self) -> Result<PathBuf>;
     /// The names of its settings, as the server itself lists them (an unknown one is refused

@@ -67,10 +67,6 @@ impl Engine for Postgres {
         5432
     }
 
-    fn package(&self) -> &'static str {
-        "postgresql"
-    }
-
     fn program(&self) -> Result<PathBuf> {
         program("postgres")
     }

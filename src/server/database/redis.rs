@@ -33,10 +33,6 @@ impl Engine for Redis {
         6379
     }
 
-    fn package(&self) -> &'static str {
-        "redis-server"
-    }
-
     fn program(&self) -> Result<PathBuf> {
         installed("redis-server", &[], "redis-server")
     }

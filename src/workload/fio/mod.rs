@@ -24,7 +24,7 @@ mod output;
 pub use output::samples_from_json;
 use output::{Combine, capacity_step, series_from_log};
 
-pub const KIND: Kind = Kind { name: "fio", list_keys: &["args", "series"], parse, capacity: true };
+pub const KIND: Kind = Kind { name: "fio", list_keys: &["args", "series"], parse, capacity: Ok(()) };
 
 /// The per-second series fio can log. Latency is off by default: its log costs fio a clock read
 /// per I/O and log, measured at ~11 % of a CPU-bound job's IOPS (bench/fio-overhead.sh); the
