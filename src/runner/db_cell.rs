@@ -10,7 +10,7 @@ use anyhow::{Result, anyhow, bail};
 
 use super::Place;
 use super::collect::HostCounters;
-use super::measured::{Measured, Moved, Phase, RuntimeCounters};
+use super::measured::{self, Measured, Moved, Phase, RuntimeCounters};
 use super::server_cell::LOADER_THREAD;
 use crate::agent;
 use crate::env::{Launch, Reach};
@@ -143,13 +143,7 @@ pub fn run(
     let mut report = report?;
     volume.check_replicas(&mut report.setup, &mut report.notes);
     describe(&mut record.setup, db, &listening, &reach);
-    if let Some(moved) = &moved {
-        record.setup.insert("limit.cpuset_from".into(), moved.said());
-    }
-    // Before the load's samples join: the server's CPU spans its whole life.
-    if let Some(counters) = counters {
-        counters.finish(&mut report);
-    }
+    measured::close(moved.as_ref().map(Moved::said), counters, &mut report, &mut record.setup);
     if report.error.is_some() {
         // The agent's error has the server's log; the load only saw its symptom.
         return Ok(report);
@@ -157,12 +151,7 @@ pub fn run(
     match loaded {
         Ok(loaded) => {
             record.setup.insert("server.version".into(), loaded.ready.release_version);
-            report.samples.extend(loaded.out.samples);
-            loaded.measured.add_to(&mut report, &mut record.setup);
-            report.series.extend(loaded.out.series);
-            report.steps.extend(loaded.out.steps);
-            report.notes.extend(loaded.out.notes);
-            report.raw.extend(loaded.out.raw);
+            measured::add_load(&mut report, &mut record.setup, loaded.out, loaded.measured);
             report.error = loaded.error;
         }
         Err(e) => report.error = Some(format!("{e:#}")),

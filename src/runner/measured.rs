@@ -95,6 +95,38 @@ impl<'a> Phase<'a> {
     }
 }
 
+/// Once a served cell's agents have ended, before the load's samples join: where the server was
+/// moved to its CPUs (`Moved::said`), and what its sandboxes used over their whole life (start, load, stop), from
+/// which no CPU per operation of the measured phase can be made.
+pub fn close(
+    moved: Option<String>,
+    counters: Option<HostCounters>,
+    report: &mut crate::store::AgentReport,
+    setup: &mut BTreeMap<String, String>,
+) {
+    if let Some(said) = moved {
+        setup.insert("limit.cpuset_from".into(), said);
+    }
+    if let Some(counters) = counters {
+        counters.finish(report);
+    }
+}
+
+/// The load's output in the run's report, then the measured phase's figures made from it.
+pub fn add_load(
+    report: &mut crate::store::AgentReport,
+    setup: &mut BTreeMap<String, String>,
+    out: crate::workload::Output,
+    measured: Measured,
+) {
+    report.samples.extend(out.samples);
+    report.series.extend(out.series);
+    report.steps.extend(out.steps);
+    report.notes.extend(out.notes);
+    report.raw.extend(out.raw);
+    measured.add_to(report, setup);
+}
+
 impl Measured {
     /// The phase's figures in the run's report and setup: CPU, system calls per operation of
     /// the load's, the runtime's counters.

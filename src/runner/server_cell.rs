@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, anyhow, bail};
 
 use super::collect::HostCounters;
-use super::measured::{Measured, Moved, Phase, RuntimeCounters};
+use super::measured::{self, Measured, Moved, Phase, RuntimeCounters};
 use super::{Place, served};
 use crate::agent;
 use crate::env::{Launch, Reach};
@@ -154,14 +154,7 @@ pub fn run(
     let mut report = combine(reports)?;
     volume.check_replicas(&mut report.setup, &mut report.notes);
     describe(&mut record.setup, managed, &nodes, &reach);
-    if let Some(moved) = moved {
-        record.setup.insert("limit.cpuset_from".into(), moved.said());
-    }
-    // Before the load's samples join: the nodes' CPU spans their whole life (start, ring, load,
-    // stop), so a CPU per operation of the measured phase cannot be made from it.
-    if let Some(counters) = counters {
-        counters.finish(&mut report);
-    }
+    measured::close(moved.as_ref().map(Moved::said), counters, &mut report, &mut record.setup);
     if report.error.is_some() {
         // The agent's error has the server's log; the load only saw its symptom.
         return Ok(report);
@@ -329,12 +322,7 @@ fn add_loaded(report: &mut AgentReport, record: &mut RunRecord, loaded: Loaded, 
         });
         served::record_fault(&mut record.setup, &mut report.notes, kill, struck);
     }
-    report.samples.extend(loaded.out.samples);
-    loaded.measured.add_to(report, &mut record.setup);
-    report.series.extend(loaded.out.series);
-    report.steps.extend(loaded.out.steps);
-    report.notes.extend(loaded.out.notes);
-    report.raw.extend(loaded.out.raw);
+    measured::add_load(report, &mut record.setup, loaded.out, loaded.measured);
     if let Some(e) = loaded.error {
         report.error = Some(e);
     }
