@@ -100,9 +100,12 @@ pub trait Workload {
     fn describe(&self) -> BTreeMap<String, String>;
     /// How long one run should take (for the ETA).
     fn expected_duration(&self) -> Duration;
-    /// How long one run may take before its sandbox is stopped.
+    /// How long one run may take before its sandbox is stopped (a capacity search: its budget).
     fn timeout(&self) -> Duration {
-        self.expected_duration() * 3 + Duration::from_secs(180)
+        match self.capacity() {
+            Some(plan) => capacity_timeout(plan),
+            None => self.expected_duration() * 3 + Duration::from_secs(180),
+        }
     }
     /// Whether it writes to the volume under test (a read-only volume refuses the cell).
     fn writes_volume(&self) -> bool {

@@ -392,13 +392,6 @@ impl Workload for Pgbench {
         self.capacity.as_ref()
     }
 
-    fn timeout(&self) -> Duration {
-        match &self.capacity {
-            Some(plan) => super::capacity_timeout(plan),
-            None => self.expected_duration() * 3 + Duration::from_secs(180),
-        }
-    }
-
     fn describe(&self) -> BTreeMap<String, String> {
         let mut d = BTreeMap::from([("pgbench.args".to_string(), self.args.clone())]);
         if let Some(load) = &self.load {

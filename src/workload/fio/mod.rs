@@ -448,13 +448,6 @@ impl Workload for Fio {
         self.capacity.as_ref()
     }
 
-    fn timeout(&self) -> Duration {
-        match &self.capacity {
-            Some(plan) => super::capacity_timeout(plan),
-            None => self.expected_duration() * 3 + Duration::from_secs(180),
-        }
-    }
-
     fn writes_volume(&self) -> bool {
         match &self.job {
             Job::Options(o) => !matches!(o.rw.as_str(), "read" | "randread"),
