@@ -95,9 +95,8 @@ fn check_args(tokens: &[String], capacity: bool) -> Result<(), String> {
     positive("-c", "--client", "the clients")?;
     positive("-j", "--jobs", "the threads")?;
     if capacity {
-        if let Some(set) =
-            ["-R", "-T"].iter().find(|o| option(tokens, o, if **o == "-R" { "--rate" } else { "--time" }).is_some())
-        {
+        let steps_set = [("-R", "--rate"), ("-T", "--time")];
+        if let Some((set, _)) = steps_set.iter().find(|(short, long)| option(tokens, short, long).is_some()) {
             return Err(format!("{set}: a capacity search sets each step's rate and length itself; remove it"));
         }
         return Ok(());
