@@ -12,8 +12,10 @@ COPY . .
 RUN cargo build --release --locked
 
 FROM debian:bookworm-slim
+# The served databases' loads and clients too: pgbench (in Debian's server package), psql,
+# redis-benchmark and redis-cli, mariadb.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends fio sysbench iperf3 \
+    && apt-get install -y --no-install-recommends fio sysbench iperf3 postgresql-15 redis-tools mariadb-client \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/target/release/isobench /usr/local/bin/isobench
 ENTRYPOINT ["/usr/local/bin/isobench"]

@@ -9,6 +9,9 @@
 #       the database's: isobench (which configures and runs the node, as the local server),
 #       Debian's Java 17 runtime (openjdk-17-jre-headless) and Cassandra from Maven Central, as
 #       `isobench server fetch cassandra` caches it (fetched first if it is not)
+#   scripts/k8s-image.sh --database postgres|redis [--tag isobench-KIND:VERSION] [--bin …] OUT.tar
+#       a served database's: isobench (which starts the server in the pod, as the agent does)
+#       and the server's programs and files as Debian's package installs them on this host
 #   scripts/k8s-image.sh --root DIR --tag NAME --entrypoint JSON OUT.tar   (any root directory)
 set -euo pipefail
 
@@ -18,6 +21,7 @@ tag=""
 bin="$here/target/release/isobench"
 root=""
 cassandra=""
+database=""
 entrypoint='["/usr/local/bin/isobench"]'
 env='"PATH=/usr/local/bin:/usr/bin:/bin"'
 while [ $# -gt 1 ]; do
@@ -27,13 +31,24 @@ while [ $# -gt 1 ]; do
     --root) root=$2; shift 2 ;;
     --entrypoint) entrypoint=$2; shift 2 ;;
     --cassandra) cassandra=$2; shift 2 ;;
+    --database) database=$2; shift 2 ;;
     *) echo "k8s-image: unknown option $1" >&2; exit 2 ;;
   esac
 done
 [ -n "$tag" ] || tag=${cassandra:+isobench-cassandra:$cassandra}
+[ -n "$tag" ] || tag=${database:+isobench-$database:$version}
+pg=$(ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -1)
+case "$database" in
+  "") ;;
+  postgres)
+    [ -n "$pg" ] || { echo "k8s-image: PostgreSQL is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+    env="\"PATH=/usr/local/bin:/usr/lib/postgresql/$pg/bin:/usr/bin:/bin\"" ;;
+  redis) command -v redis-server >/dev/null || { echo "k8s-image: redis-server is missing (scripts/setup.sh installs it)" >&2; exit 1; } ;;
+  *) echo "k8s-image: --database takes postgres or redis, not $database (a MariaDB image is not built yet)" >&2; exit 2 ;;
+esac
 [ -n "$tag" ] || tag="isobench:$version"
+[ -z "$cassandra$database" ] || entrypoint='["/usr/local/bin/isobench", "k8s", "db", "run"]'
 if [ -n "$cassandra" ]; then
-  entrypoint='["/usr/local/bin/isobench", "k8s", "db", "run"]'
   jre=/usr/lib/jvm/java-17-openjdk-amd64
   env="\"PATH=/usr/local/bin:$jre/bin:/usr/bin:/bin\", \"JAVA_HOME=$jre\", \"ISOBENCH_CACHE=/opt/isobench\""
 fi
@@ -86,15 +101,42 @@ if [ -z "$root" ]; then
   copy_with_libraries "$bin" /usr/local/bin/isobench
   tools="fio sysbench iperf3 dmesg"
   # The database's pods run no workload engine; dmesg tells gVisor's kernel from the node's.
-  [ -z "$cassandra" ] || tools="dmesg"
+  [ -z "$cassandra$database" ] || tools="dmesg"
   for tool in $tools; do
     path=$(command -v "$tool") || { echo "k8s-image: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
     copy_with_libraries "$path" "/usr/bin/$tool"
   done
+  if [ -z "$cassandra$database" ]; then
+    # The served databases' loads and clients, where this host has them (PostgreSQL's are its
+    # version's own programs: /usr/bin's are a Perl wrapper).
+    for tool in pgbench psql redis-benchmark redis-cli mariadb; do
+      path=$(command -v "$tool") || continue
+      case "$tool" in pgbench | psql) path=/usr/lib/postgresql/$pg/bin/$tool ;; esac
+      copy_with_libraries "$path" "/usr/bin/$tool"
+    done
+  fi
   mkdir -p "$work/root/tmp" "$work/root/etc" "$work/root/data" "$work/root/scratch"
   chmod 1777 "$work/root/tmp"
   echo "root:x:0:0:root:/root:/bin/false" >"$work/root/etc/passwd"
   echo "root:x:0:" >"$work/root/etc/group"
+  case "$database" in
+    postgres)
+      # The server's programs, modules and share files (initdb reads them), /bin/sh (initdb
+      # starts the server through it), and the package's user, which the server runs as.
+      # Not its JIT (llvmjit.so and the 100 MB of LLVM it links): the short queries of pgbench
+      # and sysbench stay below jit_above_cost, and the server runs without one when it is absent.
+      for d in "/usr/lib/postgresql/$pg" "/usr/share/postgresql/$pg"; do (cd / && cp -a --parents "${d#/}" "$work/root/"); done
+      rm -rf "$work/root/usr/lib/postgresql/$pg/lib/llvmjit"* "$work/root/usr/lib/postgresql/$pg/lib/bitcode"
+      find "$work/root/usr/lib/postgresql/$pg" -type f \( -perm -u+x -o -name '*.so' \) | while read -r elf; do libraries_of "$elf"; done
+      copy_with_libraries "$(readlink -f /bin/sh)" /bin/sh
+      getent passwd postgres >>"$work/root/etc/passwd"
+      getent group postgres >>"$work/root/etc/group"
+      mkdir -p "$work/root/run/isobench" ;;
+    redis)
+      # redis-server is redis-check-rdb by another name: the name chooses what it runs as.
+      copy_with_libraries "$(readlink -f "$(command -v redis-server)")" /usr/bin/redis-server
+      mkdir -p "$work/root/run/isobench" ;;
+  esac
   if [ -n "$cassandra" ]; then
     # Debian's Java runtime as its package installs it (its /etc files included), and every
     # library its programs and modules link.

@@ -286,14 +286,20 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Command::K8s { action: K8sAction::Db { spec, action } } => {
-            use crate::server::in_pod;
-            let spec = in_pod::DbPod::read(&spec)?;
-            match action {
-                DbAction::Run => in_pod::run(&spec)?,
-                DbAction::Ready => in_pod::ready()?,
-                DbAction::Facts => println!("{}", in_pod::facts(&spec)?),
-                DbAction::Nodetool { args } => print!("{}", in_pod::nodetool(&spec, &args)?),
-                DbAction::CreateRole { user } => in_pod::create_role(&spec, &user)?,
+            use crate::server::database::in_pod as served;
+            use crate::server::in_pod::{self, PodSpec};
+            match (in_pod::PodSpec::read(&spec)?, action) {
+                (PodSpec::Cassandra(spec), DbAction::Run) => in_pod::run(&spec)?,
+                (PodSpec::Cassandra(_), DbAction::Ready) => in_pod::ready()?,
+                (PodSpec::Cassandra(spec), DbAction::Facts) => println!("{}", in_pod::facts(&spec)?),
+                (PodSpec::Cassandra(spec), DbAction::Nodetool { args }) => {
+                    print!("{}", in_pod::nodetool(&spec, &args)?)
+                }
+                (PodSpec::Cassandra(spec), DbAction::CreateRole { user }) => in_pod::create_role(&spec, &user)?,
+                (PodSpec::Served(spec), DbAction::Run) => served::run(&spec)?,
+                (PodSpec::Served(_), DbAction::Ready) => served::ready()?,
+                (PodSpec::Served(spec), DbAction::Facts) => println!("{}", served::facts(&spec)?),
+                (PodSpec::Served(_), _) => bail!("this pod runs a database of Debian's packages, not Cassandra"),
             }
             return Ok(ExitCode::SUCCESS);
         }

@@ -61,6 +61,7 @@ impl LocalCluster {
         for (file, extra) in [
             ("isobench-image.tar", vec![]),
             ("isobench-cassandra-image.tar", vec!["--cassandra".to_string(), CASSANDRA.to_string()]),
+            ("isobench-postgres-image.tar", vec!["--database".to_string(), "postgres".to_string()]),
         ] {
             let image = sb.path().join(file);
             let made = Command::new(root.join("scripts/k8s-image.sh"))
@@ -268,6 +269,7 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
         // of each: ×1.45 in a fresh clone's `make test` on 2026-11-28, 945 against 651 µs).
         assert!(gvisor > runc * 1.25, "CPU per read: gvisor {gvisor:.0} µs, runc {runc:.0} µs");
     }
+    timed("PostgreSQL in a runc pod", || postgres_in_a_pod_is_loaded_by_pgbench_from_a_loader_pod(&sb, &cluster));
     timed("a ring of three losing a machine", || {
         a_ring_of_three_on_three_nodes_serves_through_a_lost_machine(&sb, &cluster)
     });
@@ -511,6 +513,26 @@ args = "write n=3000"
     let yaml = ok(&sb.run(&["k8s", "render", sb.write("ring.toml", ring).to_str().unwrap()]));
     let loaders = &yaml[yaml.rfind("kind: Job").expect("the loaders' Job")..];
     assert!(loaders.contains("operator: NotIn") && loaders.contains("NODE-OF-isobench-run-1-db-1"), "{yaml}");
+
+    // PostgreSQL: its StatefulSet on the claim, and a loader pod aimed at its pod's stable name.
+    let postgres = ring
+        .replace(
+            "kind = \"cassandra\"\nnodes = 3\nkill_node = 2\nkill_after = \"5s\"\nkill = \"machine\"",
+            "kind = \"postgres\"",
+        )
+        .replace("kind = \"cql\"\nargs = \"write n=3000\"", "kind = \"pgbench\"\nargs = \"-c 4 -T 10\"");
+    let yaml = ok(&sb.run(&["k8s", "render", sb.write("postgres.toml", &postgres).to_str().unwrap()]));
+    for expected in [
+        "kind: StatefulSet",
+        "image: isobench-postgres:",
+        "storageClassName: fast",
+        "containerPort: 5432",
+        "\\\"kind\\\":\\\"postgres\\\"",
+        "\"host\": \"isobench-run-1-db-0.isobench-run-1-db\"",
+        "\"kind\": \"pgbench\"",
+    ] {
+        assert!(yaml.contains(expected), "{expected} missing from:\n{yaml}");
+    }
 }
 
 /// A suite of one Cassandra cell in the k8s env `runtime_class` on a claim of `storage_class`.
@@ -774,6 +796,91 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
     assert!(loaders > 0.0 && loaders <= cores * (phase + 2.0), "{loaders} CPU-s in {phase:.1} s");
     assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
     value(&record, "sys.cpu_per_op")
+}
+
+/// PostgreSQL as a StatefulSet's pod of runc on a local claim, loaded by pgbench from a loader
+/// pod: the rows counted by psql from the host while the run is held, the data files on the
+/// claim's directory on the host, the start and the pods' CPU in the record.
+fn postgres_in_a_pod_is_loaded_by_pgbench_from_a_loader_pod(sb: &Scratch, cluster: &LocalCluster) {
+    let suite = format!(
+        r#"
+name = "k8s-postgres"
+repeat = 1
+baseline = {{ env = "runc" }}
+
+[[server]]
+kind = "postgres"
+memory = "256M"
+
+[[env]]
+name = "runc"
+kind = "k8s"
+kubeconfig = "{kubeconfig}"
+runtime_class = "runc"
+
+[[volume]]
+name = "claim"
+kind = "pvc"
+storage_class = "isobench-local"
+size = "1G"
+
+[[workload]]
+name = "pgbench"
+kind = "pgbench"
+load = "-i -s 2"
+args = "-c 4 -j 2 -T 8"
+"#,
+        kubeconfig = cluster.kubeconfig.display()
+    );
+    let out = "out-postgres";
+    let run = std::cell::RefCell::new(spawn_suite(sb, &suite, out));
+    let log = || std::fs::read_to_string(sb.path().join(format!("{out}.log"))).unwrap();
+    // A run that ends first (its suite refused) is not waited for.
+    let ended = || run.borrow_mut().try_wait().unwrap().is_some();
+    wait_until(cluster, Duration::from_secs(300), "the loader's Job", |c| ended() || loaders_done(c));
+    assert!(!ended(), "the run ended before its load did: {}", log());
+    let mut run = run.into_inner();
+    let pid = nix::unistd::Pid::from_raw(run.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let ips = database_ips(cluster, "isobench.dev/role=database");
+    let counted = ips.first().map(|ip| {
+        Command::new("psql")
+            .args(["-h", ip, "-U", "postgres", "-d", "postgres", "-tA", "-c", "SELECT count(*) FROM pgbench_accounts"])
+            .output()
+            .unwrap()
+    });
+    let versions = Command::new("find")
+        .args([cluster.dir.join("pv").to_str().unwrap(), "-path", "*/postgres/PG_VERSION"])
+        .output()
+        .unwrap();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert_eq!(ips.len(), 1, "{ips:?}");
+    let counted = counted.unwrap();
+    assert_eq!(String::from_utf8_lossy(&counted.stdout).trim(), "200000", "psql from the host: {}", text(&counted));
+    let on_claim = String::from_utf8_lossy(&versions.stdout).to_string();
+    assert_eq!(on_claim.lines().count(), 1, "PostgreSQL's data on the claim's directory: {on_claim:?}");
+    let status = run.wait().unwrap();
+    let log = log();
+    assert!(status.success(), "{log}");
+    let record = run_record(&sb.path().join(out), "runc.claim.pgbench", 1);
+    assert_eq!(record["status"], "ok", "{log}\n{record}");
+    assert_eq!(value(&record, "errors"), 0.0);
+    assert!(value(&record, "op_rate") > 0.0 && value(&record, "latency_p99") > 0.0, "{record}");
+    assert_eq!(value(&record, "server_rows"), 200_000.0, "what the loader pod's psql counted");
+    assert!(value(&record, "server_startup") > 0.0 && value(&record, "server_ready") > 0.0);
+    assert!(value(&record, "server_start_listening") <= value(&record, "server_startup"), "{record}");
+    assert!(value(&record, "server_data_size") > 10e6, "pgbench's tables and PostgreSQL's WAL: {record}");
+    assert!(value(&record, "sys.cpu_measured") > 0.0 && value(&record, "sys.cpu_per_op") > 0.0, "{record}");
+    let setup = &record["setup"];
+    assert_eq!(setup["db.pod1.runtime_class"], "runc");
+    assert_eq!(setup["db.pod1.storage_class"], "isobench-local");
+    assert_eq!(setup["db.pod1.volume_node"], setup["db.pod1.node"]);
+    assert!(setup["server.version"].as_str().unwrap().starts_with("15"), "{setup}");
+    assert_eq!(setup["loader.runtime_class"], "(default)", "the load generator is not the runtime under test");
+    let notes = record["notes"].to_string();
+    assert!(notes.contains("ran inside the StatefulSet's pod with its data in /data/postgres"), "{notes}");
+    assert_eq!(record["facts"]["kernel.release"].as_str().unwrap(), host_kernel());
+    assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
 }
 
 /// A suite of one Cassandra cell in runc pods on claims of `isobench-local`.

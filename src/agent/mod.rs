@@ -37,6 +37,9 @@ pub struct Request {
     /// Run this database server (loaded from the host) instead of the workload.
     #[serde(default)]
     pub serve: Option<crate::server::serve::Served>,
+    /// Run the workload as the load of the database server at this address (a loader pod's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<workload::served::Address>,
     /// Started together with other sandboxes: say `READY` on stderr once running, then wait
     /// for a "go" line on stdin before the workload starts.
     #[serde(default)]
@@ -83,7 +86,10 @@ pub fn execute(request: &Request) -> AgentReport {
         .with_context(|| format!("creating {}", request.scratch_dir.display()))
         .and_then(|_| match &request.serve {
             Some(serve) => crate::server::serve::serve(serve, &request.data_dir, &request.scratch_dir, &mut out),
-            None => request.workload.workload().run(&ctx, &mut out),
+            None => match &request.against {
+                Some(at) => load_server(&request.workload, at, &ctx, &mut out),
+                None => request.workload.workload().run(&ctx, &mut out),
+            },
         });
     // A node that started on every CPU was moved to its own before it was measured: what it saw
     // then is what counts (gVisor's kernel keeps the count it booted with).
@@ -106,6 +112,24 @@ pub fn execute(request: &Request) -> AgentReport {
     report.notes = out.notes;
     report.steps = out.steps;
     report
+}
+
+/// The workload as a load of the server at `at`, its measured phase cued on stderr as a loader
+/// pod's CQL load cues it (the orchestrator counts the database pod's CPU between the cues), and
+/// what the server holds afterwards.
+fn load_server(
+    spec: &workload::Spec,
+    at: &workload::served::Address,
+    ctx: &workload::RunContext,
+    out: &mut workload::Output,
+) -> Result<()> {
+    let Some(load) = spec.served_load() else {
+        bail!("this workload does not load a database server: give a pgbench, oltp or redis-benchmark workload");
+    };
+    load.run_cued(at, ctx, out, &|| eprintln!("{}", workload::cql::MEASURED_LINE))?;
+    eprintln!("{}", workload::cql::MEASURED_END_LINE);
+    out.samples.push(load.held(at)?);
+    Ok(())
 }
 
 /// A clock read that costs more than this is a trap into the sandbox's kernel, not the vDSO's.

@@ -25,9 +25,8 @@ use crate::workload::{self, Spec};
 /// Why a cell of `env` cannot serve a database, whatever the repetition.
 pub fn refusal(env: &dyn crate::env::Environment, env_name: &str) -> Option<String> {
     if env.as_k8s().is_some() {
-        return Some(format!(
-            "env \"{env_name}\": isobench serves only Cassandra in Kubernetes today; run postgres, mariadb and redis in host, oci, podman or vm environments"
-        ));
+        // Its pods are reached through the cluster (k8s_server_cell::db_pod).
+        return None;
     }
     env.reach().err().map(|why| format!("env \"{env_name}\": {why}"))
 }
@@ -99,6 +98,7 @@ pub fn run(
         read_only: false,
         scratch_dir: env.scratch_dir(run_dir),
         serve: Some(Served::Database(db.serve(&listening.inside, listening.port, listening.control_port))),
+        against: None,
         barrier: false,
         slices: 0,
         collect: place.collect,
@@ -208,12 +208,6 @@ fn describe(setup: &mut BTreeMap<String, String>, db: &Database, listening: &Lis
         }
         None => {}
     }
-    setup.insert("server.kind".into(), db.kind.key().into());
-    setup.insert("server.memory".into(), figures::units::fio_size(db.memory));
-    setup.insert("server.durability".into(), db.durability.clone());
-    if !db.settings.is_empty() {
-        let settings: Vec<String> = db.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        setup.insert("server.settings".into(), settings.join(", "));
-    }
+    db.describe(setup);
     setup.insert("server.address".into(), format!("{}:{}", listening.host, listening.port));
 }

@@ -75,6 +75,31 @@ fn redact(value: &mut Value) {
     }
 }
 
+/// A database's Secret (its password redacted), Service and StatefulSet, as YAML documents.
+fn database(mut db: statefulset::DbObjects) -> Result<String> {
+    db.secret.string_data = db.secret.data.take().map(|data| {
+        data.into_iter()
+            .map(|(key, value)| {
+                let shown = match key.as_str() {
+                    statefulset::PASSWORD_KEY => "REDACTED".to_string(),
+                    _ => String::from_utf8_lossy(&value.0).into_owned(),
+                };
+                (key, shown)
+            })
+            .collect()
+    });
+    let mut out = String::new();
+    for object in [
+        typed(&db.secret, "v1", "Secret")?,
+        typed(&db.service, "v1", "Service")?,
+        typed(&db.set, "apps/v1", "StatefulSet")?,
+    ] {
+        out.push_str(&serde_saphyr::to_string(&object)?);
+        out.push_str("---\n");
+    }
+    Ok(out)
+}
+
 /// Every k8s cell of the suite, its objects under a comment naming the cell.
 pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
     let mut out = String::new();
@@ -93,26 +118,7 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             (suite.server(cell.workload), &mut spec, &claim)
         {
             // The database, then its loaders (whose -node are the pods' addresses at run time).
-            let mut db = super::k8s_server_cell::database_objects(k8s, managed, claim, &name, "RUN")?;
-            db.secret.string_data = db.secret.data.take().map(|data| {
-                data.into_iter()
-                    .map(|(key, value)| {
-                        let shown = match key.as_str() {
-                            statefulset::PASSWORD_KEY => "REDACTED".to_string(),
-                            _ => String::from_utf8_lossy(&value.0).into_owned(),
-                        };
-                        (key, shown)
-                    })
-                    .collect()
-            });
-            for object in [
-                typed(&db.secret, "v1", "Secret")?,
-                typed(&db.service, "v1", "Service")?,
-                typed(&db.set, "apps/v1", "StatefulSet")?,
-            ] {
-                out.push_str(&serde_saphyr::to_string(&object)?);
-                out.push_str("---\n");
-            }
+            out.push_str(&database(super::k8s_server_cell::database_objects(k8s, managed, claim, &name, "RUN")?)?);
             cql.loaders = Some(cql.loaders.unwrap_or(1));
             let (user, password) = managed.login.clone().unzip();
             let set = super::k8s_server_cell::set_name(&name);
@@ -126,6 +132,14 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
                 .map(|k| format!("NODE-OF-{}", statefulset::pod_name(&set, k.node - 1)));
             cql.target = Some(crate::workload::cql::Target { nodes, port: 9042, user, password, truststore: None });
         }
+        let mut against = None;
+        if let (Some(ServerSpec::Database(db)), Some(claim)) = (suite.server(cell.workload), &claim) {
+            out.push_str(&database(super::k8s_server_cell::db_pod::database_objects(k8s, db, claim, &name, "RUN")?)?);
+            let set = super::k8s_server_cell::set_name(&name);
+            let host = format!("{}.{set}", statefulset::pod_name(&set, 0));
+            let port = db.kind.engine().default_port();
+            against = Some(crate::workload::served::Address { host, port, server: db.kind.key().into() });
+        }
         let request = agent::Request {
             workload: spec,
             data_dir: manifest::DATA_DIR.into(),
@@ -134,12 +148,13 @@ pub fn render_suite(suite: &Suite, plan: &Plan) -> Result<String> {
             read_only: false,
             scratch_dir: manifest::SCRATCH_DIR.into(),
             serve: None,
+            against,
             barrier: false,
             slices: 0,
             collect: false,
         };
-        let served =
-            matches!((suite.server(cell.workload), &request.workload), (Some(ServerSpec::Managed(_)), Spec::Cql(_)));
+        let served = request.against.is_some()
+            || matches!((suite.server(cell.workload), &request.workload), (Some(ServerSpec::Managed(_)), Spec::Cql(_)));
         let (claim, pod) = if served { (None, k8s.loader_pods(&name, avoid)) } else { (claim, k8s.pod.clone()) };
         out.push_str(&k8s.render(&pod, &request, claim.as_ref(), &name)?);
         out.push_str("---\n");

@@ -511,6 +511,12 @@ impl<'a> Runner<'a> {
             return Ok(report);
         }
         if let (Some(ServerSpec::Database(db)), Some(load)) = (self.suite.server(cell.workload), spec.served_load()) {
+            if let Some(k8s) = env.as_k8s() {
+                let ledger = self.ledger;
+                return crate::runner::k8s_server_cell::db_pod::run(
+                    k8s, db, &spec, load, volume, &run_dir, ledger, record,
+                );
+            }
             let env_name = &self.suite.envs[cell.env].name;
             return crate::runner::db_cell::run(&place, env_name, db, &spec, load, volume, &run_dir, record);
         }

@@ -73,6 +73,7 @@ impl Place<'_> {
             read_only: volume.read_only,
             scratch_dir: env.scratch_dir(run_dir),
             serve: None,
+            against: None,
             barrier: gate.is_some(),
             slices: gate.map_or(0, |g| g.slices()),
             collect: self.collect,

@@ -145,6 +145,7 @@ pub fn run(
             read_only: false,
             scratch_dir: env.scratch_dir(run_dir),
             serve: Some(Served::Cassandra(Box::new(serve))),
+            against: None,
             barrier: false,
             slices: 0,
             collect: place.collect,

@@ -71,20 +71,34 @@ pub struct PodFacts {
     pub certificate: Option<String>,
 }
 
-impl DbPod {
-    pub fn read(path: &Path) -> Result<DbPod> {
+/// What a database pod runs, as the run's Secret says: a Cassandra node, or a database of
+/// Debian's packages (`database::in_pod`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum PodSpec {
+    Served(super::database::in_pod::ServedPod),
+    Cassandra(DbPod),
+}
+
+impl PodSpec {
+    pub fn read(path: &Path) -> Result<PodSpec> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let spec: DbPod = serde_json::from_str(&text).with_context(|| format!("{} is not a spec", path.display()))?;
-        if spec.isobench != env!("CARGO_PKG_VERSION") {
+        let spec: PodSpec = serde_json::from_str(&text).with_context(|| format!("{} is not a spec", path.display()))?;
+        let written_by = match &spec {
+            PodSpec::Served(s) => &s.isobench,
+            PodSpec::Cassandra(c) => &c.isobench,
+        };
+        if written_by != env!("CARGO_PKG_VERSION") {
             bail!(
-                "this image has isobench {}, the run is isobench {}: build the image of the same release (scripts/k8s-image.sh --cassandra)",
+                "this image has isobench {}, the run is isobench {written_by}: build the image of the same release (scripts/k8s-image.sh)",
                 env!("CARGO_PKG_VERSION"),
-                spec.isobench
             );
         }
         Ok(spec)
     }
+}
 
+impl DbPod {
     fn distribution(&self) -> Result<Distribution> {
         Distribution::cached(&self.version).ok_or_else(|| {
             anyhow!(

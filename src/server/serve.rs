@@ -321,7 +321,7 @@ fn sstables(data: &Path, keyspace: &str, table: &str) -> usize {
 
 /// Files and bytes under `dir` (allocated blocks are what the volume holds; sizes are what
 /// the database wrote: sizes, as `du --apparent-size`).
-fn tree_size(dir: &Path) -> (u64, u64) {
+pub(crate) fn tree_size(dir: &Path) -> (u64, u64) {
     let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
     let (mut files, mut bytes) = (0, 0);
     while let Some(d) = stack.pop() {

@@ -2,6 +2,7 @@
 //! against the database's pods, with the fault and the pods' CPU counted beside it, cued by
 //! the lines the loaders log.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -98,6 +99,7 @@ fn loader_request(load: &Cql) -> agent::Request {
         read_only: false,
         scratch_dir: SCRATCH_DIR.into(),
         serve: None,
+        against: None,
         barrier: false,
         slices: 0,
         // The loaders' reports are combined from their HDR logs: what each pod used is not
@@ -110,25 +112,30 @@ fn loader_request(load: &Cql) -> agent::Request {
 fn loaders_report(
     load: &Cql,
     reports: Vec<AgentReport>,
-    proof: std::collections::BTreeMap<String, String>,
+    proof: BTreeMap<String, String>,
     run_dir: &Path,
 ) -> AgentReport {
     let mut report = load.combine_indexed(reports, run_dir);
-    for (key, value) in proof {
-        let key = match key.strip_prefix("k8s.") {
-            Some("server") | None => key,
-            Some(rest) => format!("loader.{rest}"),
-        };
-        report.setup.insert(key, value);
-    }
+    add_loader_proof(&mut report.setup, proof);
     if let Some(kernel) = report.facts.get("kernel.release") {
         report.setup.insert("loader.kernel.release".into(), kernel.clone());
     }
     report
 }
 
+/// The proof of where the loader pods ran, under `loader.*` beside the database's own.
+pub(super) fn add_loader_proof(setup: &mut BTreeMap<String, String>, proof: BTreeMap<String, String>) {
+    for (key, value) in proof {
+        let key = match key.strip_prefix("k8s.") {
+            Some("server") | None => key,
+            Some(rest) => format!("loader.{rest}"),
+        };
+        setup.insert(key, value);
+    }
+}
+
 /// The pods' CPU in the measured phase, per operation for the database's, or why it is not.
-fn record_cpu(report: &mut AgentReport, cpu: Result<Option<PodsCpu>>) {
+pub(super) fn record_cpu(report: &mut AgentReport, cpu: Result<Option<PodsCpu>>) {
     match cpu {
         Ok(Some(cpu)) => {
             report.samples.extend(crate::runner::collect::per_op(cpu.database, &report.samples));

@@ -7,6 +7,7 @@
 //! the run made carries its labels and is deleted when it ends (or by `isobench cleanup`).
 
 mod cpu;
+pub mod db_pod;
 mod fault;
 mod figures;
 mod load;

@@ -3,6 +3,7 @@
 //! volume under test, configured for the memory the suite gives it and durable as its users run
 //! it; the agent starts it when the host says so, waits until it answers, and stops it cleanly.
 
+pub mod in_pod;
 mod mariadb;
 mod postgres;
 mod redis;
@@ -107,6 +108,8 @@ pub struct Database {
     pub settings: Vec<(String, String)>,
     pub start_timeout: Duration,
     pub cost_per_hour: Option<f64>,
+    /// The pod's image in a k8s environment (default `isobench-<kind>:<isobench's version>`).
+    pub image: Option<String>,
 }
 
 impl Database {
@@ -143,7 +146,24 @@ impl Database {
             settings,
             start_timeout: f.timeout("start_timeout")?.unwrap_or(START_TIMEOUT),
             cost_per_hour,
+            image: f.str("image")?,
         })
+    }
+
+    /// Its pod's image in a k8s environment: scripts/k8s-image.sh --database KIND makes the default.
+    pub fn image(&self) -> String {
+        self.image.clone().unwrap_or_else(|| format!("isobench-{}:{}", self.kind.key(), env!("CARGO_PKG_VERSION")))
+    }
+
+    /// The server as a run's setup names it.
+    pub fn describe(&self, setup: &mut std::collections::BTreeMap<String, String>) {
+        setup.insert("server.kind".into(), self.kind.key().into());
+        setup.insert("server.memory".into(), figures::units::fio_size(self.memory));
+        setup.insert("server.durability".into(), self.durability.clone());
+        if !self.settings.is_empty() {
+            let settings: Vec<String> = self.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            setup.insert("server.settings".into(), settings.join(", "));
+        }
     }
 
     /// What the agent serves: this database listening on `listen:port`.
@@ -289,6 +309,11 @@ impl Running {
         crate::sys::tail_lines(&std::fs::read_to_string(&self.log).unwrap_or_default(), 15)
     }
 
+    /// Whether the server still runs.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// SIGKILL: the server failing mid-run.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -369,6 +394,7 @@ mod tests {
             settings: vec![("appendfsync".into(), "no".into())],
             start_timeout: START_TIMEOUT,
             cost_per_hour: None,
+            image: None,
         };
         let serve = db.serve("127.0.0.1", 6400, 6401);
         let fsync: Vec<&str> =
