@@ -145,18 +145,20 @@ pub fn parse_report(text: &str) -> Result<Report> {
     Ok(r)
 }
 
-/// The latency below which a `q` share of the histogram's counts fall.
-fn percentile(histogram: &[(f64, u64)], q: f64) -> Option<f64> {
-    let total: u64 = histogram.iter().map(|(_, n)| n).sum();
-    let rank = (q * total as f64).ceil() as u64;
-    let mut seen = 0;
-    histogram
-        .iter()
-        .find(|(_, n)| {
-            seen += n;
-            seen >= rank.max(1)
-        })
-        .map(|(ms, _)| *ms)
+impl Report {
+    /// The latency below which a `q` share of the histogram's counts fall.
+    pub fn percentile(&self, q: f64) -> Option<f64> {
+        let total = self.histogram.iter().fold(0u64, |sum, (_, n)| sum.saturating_add(*n));
+        let rank = (q * total as f64).ceil() as u64;
+        let mut seen = 0u64;
+        self.histogram
+            .iter()
+            .find(|(_, n)| {
+                seen = seen.saturating_add(*n);
+                seen >= rank.max(1)
+            })
+            .map(|(ms, _)| *ms)
+    }
 }
 
 impl Oltp {
@@ -234,7 +236,7 @@ impl ServedLoad for Oltp {
         out.samples.push(Sample::new("op_rate", report.tps, "op/s"));
         out.samples.push(Sample::new("latency_mean", us(report.mean_ms), "us"));
         for (metric, q) in [("latency_p50", 0.5), ("latency_p95", 0.95), ("latency_p99", 0.99)] {
-            out.samples.extend(percentile(&report.histogram, q).map(|ms| Sample::new(metric, us(ms), "us")));
+            out.samples.extend(report.percentile(q).map(|ms| Sample::new(metric, us(ms), "us")));
         }
         out.samples.push(Sample::new("latency_max", us(report.max_ms), "us"));
         out.samples.push(Sample::new("errors", report.errors, "errors"));
@@ -322,9 +324,9 @@ Latency (ms):
         assert_eq!(r.transactions, 642.0);
         assert_eq!(r.errors, 2.0);
         assert_eq!(r.per_second, [312.91, 330.02]);
-        assert_eq!(percentile(&r.histogram, 0.5), Some(5.0));
-        assert_eq!(percentile(&r.histogram, 0.99), Some(10.0));
-        assert_eq!(percentile(&r.histogram, 0.999), Some(40.0));
+        assert_eq!(r.percentile(0.5), Some(5.0));
+        assert_eq!(r.percentile(0.99), Some(10.0));
+        assert_eq!(r.percentile(0.999), Some(40.0));
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub struct Op {
     pub ok: bool,
 }
 
+/// The longest measured phase a log may span (a week).
+const MAX_PHASE_S: f64 = 7.0 * 86400.0;
+
 /// The figures of a measured phase from its operations: `op_rate` from those that ended after
 /// the warm-up, their latencies' mean and percentiles (exact, from every operation), `errors`
 /// over the whole phase, and per-second series.
@@ -60,6 +63,10 @@ pub fn figures_of(ops: &[Op], keep_warmup: bool, out: &mut Output) -> Result<()>
         bail!("the measured phase completed no operation");
     };
     let end = ops.iter().map(|o| o.end_s).fold(f64::MIN, f64::max);
+    // A second's bin each: a log whose times are not of one run would ask for years of them.
+    if !(end - start).is_finite() || end - start > MAX_PHASE_S {
+        bail!("the logged operations span {:.0} s from first to last: not one measured phase", end - start);
+    }
     let seconds = ((end - start).floor() as usize).max(1);
     let mut per_second = vec![(0u64, 0.0f64); seconds];
     for op in ops.iter().filter(|o| o.ok) {

@@ -126,12 +126,21 @@ pub fn warmup_windows(values: &[f64]) -> usize {
     if n < MIN_WINDOWS_FOR_WARMUP {
         return 0;
     }
-    let score = |d: usize| {
-        let rest = &values[d..];
-        let mean = rest.iter().sum::<f64>() / rest.len() as f64;
-        rest.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (rest.len() as f64).powi(2)
-    };
-    (0..=n / 2).min_by(|a, b| score(*a).total_cmp(&score(*b))).unwrap_or(0)
+    // Each cut's score from the windows after it, gathered from the end (Welford's running mean
+    // and sum of squared deviations): one pass, so a run of days of windows costs what its
+    // windows do, not their square.
+    let mut scores = vec![0.0; n / 2 + 1];
+    let (mut count, mut mean, mut squares) = (0.0, 0.0, 0.0);
+    for d in (0..n).rev() {
+        count += 1.0;
+        let delta = values[d] - mean;
+        mean += delta / count;
+        squares += delta * (values[d] - mean);
+        if let Some(score) = scores.get_mut(d) {
+            *score = squares / (count * count);
+        }
+    }
+    (0..scores.len()).min_by(|a, b| scores[*a].total_cmp(&scores[*b])).unwrap_or(0)
 }
 
 /// How a difference was estimated.
@@ -468,6 +477,24 @@ mod tests {
         let (all, rest) = (mean_sd(&steady).0, mean_sd(&steady[cut..]).0);
         assert!((rest / all - 1.0).abs() < 0.01, "a steady run's cut ({cut}) barely moves its mean");
         assert_eq!(warmup_windows(&climbing[..7]), 0, "too few windows to tell");
+    }
+
+    /// The one-pass cut is MSER's as defined: each cut's rest's squared deviations over its
+    /// length squared, the smallest over the first half.
+    #[test]
+    fn the_warmup_cut_is_the_definitions() {
+        let mut rng = Rng::new(11);
+        for n in [12, 13, 40, 301] {
+            let values: Vec<f64> =
+                (0..n).map(|i| 2000.0 * (1.0 - (-(i as f64) / 9.0).exp()) * (1.0 + 0.05 * rng.normal())).collect();
+            let score = |d: usize| {
+                let rest = &values[d..];
+                let mean = rest.iter().sum::<f64>() / rest.len() as f64;
+                rest.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (rest.len() as f64).powi(2)
+            };
+            let defined = (0..=n / 2).min_by(|a, b| score(*a).total_cmp(&score(*b))).unwrap();
+            assert_eq!(warmup_windows(&values), defined, "{n} windows");
+        }
     }
 
     /// A verdict, its interval and its p-value come from one statistic: they always agree.
