@@ -132,7 +132,7 @@ fn the_committed_samples_of_a_getpid_loop_under_gvisor_add_up_by_part() {
     let samples = parse_script(&text);
     assert_eq!(samples.len(), 85);
     let roles = HashMap::from([(21081, Role::Sentry), (21099, Role::Stub), (21111, Role::Stub)]);
-    let parts = cpu_parts::attribute(&samples, &roles);
+    let parts = cpu_parts::attribute(&samples, &roles, &[]);
     let sum: f64 = parts.seconds.values().sum::<f64>() + parts.unresolved;
     assert!((sum - parts.sampled).abs() < 1e-9);
     assert!((parts.sampled - 80.0 * 0.004).abs() < 1e-9, "the idle task's samples are not the sandbox's");
@@ -197,5 +197,19 @@ args = "read duration=4s no-warmup -rate threads=8 -pop dist=uniform(1..2000)"
     let samples = hostnet["samples"].as_array().unwrap();
     assert!(!samples.iter().any(|s| s["metric"] == "sys.gvisor.netstack_tcp_segments_sent"), "{samples:?}");
     assert_eq!(netstack["setup"]["sys.gvisor_counted_by"], isobench::store::GVISOR_COUNTED_BY);
+    // The JVM's compiled code, which perf sees only as gVisor's memory file, is named by the
+    // JVM's own map, fetched from the sandbox when the node stopped.
+    let functions = netstack["functions"].as_array().expect("the run's functions");
+    let app: Vec<(&str, f64)> = functions
+        .iter()
+        .filter(|f| f["part"] == "app")
+        .map(|f| (f["function"].as_str().unwrap(), f["share"].as_f64().unwrap()))
+        .collect();
+    let methods: Vec<&str> = app.iter().map(|(f, _)| *f).filter(|f| f.contains('.') && f.ends_with(')')).collect();
+    assert!(methods.len() >= 5, "Java methods in the app part: {methods:?}");
+    let share = |pick: &dyn Fn(&str) -> bool| app.iter().filter(|(f, _)| pick(f)).map(|(_, s)| s).sum::<f64>();
+    let unnamed = share(&|f| f.starts_with(isobench::sys::cpu_parts::UNRESOLVED));
+    assert!(unnamed < 0.5 * share(&|_| true), "unnamed {unnamed:.3} of the app part's {app:?}");
+    assert!(netstack["setup"]["sys.cpu_functions_by"].as_str().unwrap_or_default().contains("DumpPerfMapAtExit"));
     sb.assert_nothing_left();
 }

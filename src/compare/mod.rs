@@ -10,7 +10,7 @@ mod warnings;
 use std::collections::BTreeMap;
 
 use crate::store::Selector;
-use crate::store::{BlockId, BoundRecord, CellRecord, PlanRecord, RunRecord, Status};
+use crate::store::{BlockId, BoundRecord, CellRecord, FunctionCpu, PlanRecord, RunRecord, Status};
 use figures::stats::{self, Pairing, Summary};
 use figures::units;
 pub use warnings::*;
@@ -38,6 +38,9 @@ pub struct CellResult {
     /// the agent saw inside.
     pub setup: BTreeMap<String, String>,
     pub facts: BTreeMap<String, String>,
+    /// Its sampled CPU by part, thread and function: each one's mean share over the runs that
+    /// sampled it (a function a run did not keep counts 0 there).
+    pub functions: Vec<FunctionCpu>,
 }
 
 pub struct MetricResult {
@@ -281,7 +284,31 @@ fn cell_result(plan: &PlanRecord, record: &CellRecord, runs: &[&RunRecord]) -> C
             .collect(),
         setup: first_ok.map(|r| r.setup.clone()).unwrap_or_default(),
         facts: first_ok.map(|r| r.facts.clone()).unwrap_or_default(),
+        functions: mean_functions(runs.iter().filter(|r| r.status == Status::Ok && !r.functions.is_empty())),
     }
+}
+
+/// Each part, thread and function's mean share over `runs`, the largest first.
+fn mean_functions<'a>(runs: impl Iterator<Item = &'a &'a RunRecord>) -> Vec<FunctionCpu> {
+    let mut sums: BTreeMap<(&str, &str, &str), f64> = BTreeMap::new();
+    let mut count = 0;
+    for run in runs {
+        count += 1;
+        for f in &run.functions {
+            *sums.entry((&f.part, &f.thread, &f.function)).or_default() += f.share;
+        }
+    }
+    let mut out: Vec<FunctionCpu> = sums
+        .into_iter()
+        .map(|((part, thread, function), sum)| FunctionCpu {
+            part: part.into(),
+            thread: thread.into(),
+            function: function.into(),
+            share: sum / count as f64,
+        })
+        .collect();
+    out.sort_by(|a, b| b.share.total_cmp(&a.share));
+    out
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

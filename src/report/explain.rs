@@ -50,6 +50,10 @@ pub fn explain(analysis: &Analysis) -> Vec<Explanation> {
 pub fn why_lines(analysis: &Analysis, cell: &CellResult, base: &CellResult) -> Vec<String> {
     let mut lines = lines(cell, base);
     lines.extend(super::attribute::sampled_line(cell, base));
+    if let Some(growth) = super::attribute::sampled_growth(cell, base) {
+        let parts: Vec<(&str, f64)> = growth.iter().filter_map(|(p, us)| Some((p.as_ref()?.name(), *us))).collect();
+        lines.extend(super::functions::line(cell, base, &parts));
+    }
     lines.extend(super::attribute::why_line(analysis, cell, base));
     lines
 }

@@ -31,9 +31,9 @@ fn metric_json(m: &MetricResult) -> Value {
     })
 }
 
-/// A compared cell's why: its extra CPU per operation, the sampled parts' shares of it, and the
-/// why's lines in words. `functions` (each part by thread and function) is empty until the
-/// samples carry them.
+/// A compared cell's why: its extra CPU per operation, the sampled parts' shares of it, the
+/// functions that grew most (each with its part and the cell's thread that spent most of it),
+/// and the why's lines in words.
 fn why_json(analysis: &Analysis, cell: &CellResult, base: &CellResult) -> Value {
     let per_op = cell.median("sys.cpu_per_op").zip(base.median("sys.cpu_per_op"));
     let extra = per_op.map(|(mine, theirs)| mine - theirs);
@@ -50,11 +50,19 @@ fn why_json(analysis: &Analysis, cell: &CellResult, base: &CellResult) -> Value 
     json!({
         "extra_cpu_per_op_us": extra.map(finite),
         "parts": parts,
-        "functions": Vec::<Value>::new(),
+        "functions": super::functions::grown(cell, base)
+            .into_iter()
+            .filter(|g| g.us > 0.0)
+            .take(FUNCTIONS_EXPORTED)
+            .map(|g| json!({ "part": g.part, "thread": g.thread, "function": g.function, "us": finite(g.us) }))
+            .collect::<Vec<Value>>(),
         "lines": explain::why_lines(analysis, cell, base),
         "too_few_runs": verdict == Some(Verdict::TooFewRuns),
     })
 }
+
+/// The functions a compared cell's why carries in report.json, those that grew most.
+const FUNCTIONS_EXPORTED: usize = 30;
 
 pub fn json(report: &Report) -> String {
     let a = &report.analysis;
@@ -187,7 +195,7 @@ mod tests {
     use super::*;
     use crate::compare;
     use crate::report::fixture;
-    use crate::store::{CPU_PART, Sample, UNEXPLAINED};
+    use crate::store::{CPU_PART, FunctionCpu, Sample, UNEXPLAINED};
 
     /// With two runs a side (too few for a verdict) the why is still printed, marked so, and
     /// report.json carries it: the extra CPU per operation and the sampled parts' shares of it.
@@ -202,7 +210,7 @@ mod tests {
                 let mut samples =
                     vec![Sample::new("op_rate", rate, "op/s"), Sample::new("sys.cpu_per_op", per_op, "us")];
                 samples.extend(if env == "runsc" {
-                    [part("app", 4.0), part("network", 2.0), part("platform", 3.0), part(UNEXPLAINED, 1.0)]
+                    [part("app", 6.0), part("network", 1.0), part("platform", 2.0), part(UNEXPLAINED, 1.0)]
                 } else {
                     [part("app", 4.0), part("host_kernel", 1.0), part("network", 0.0), part(UNEXPLAINED, 0.0)]
                 });
@@ -210,7 +218,26 @@ mod tests {
             },
             |_| Default::default(),
         );
-        let runs: Vec<_> = runs.into_iter().filter(|r| r.rep < 3).collect();
+        let mut runs: Vec<_> = runs.into_iter().filter(|r| r.rep < 3).collect();
+        let function = |part: &str, thread: &str, function: &str, share: f64| FunctionCpu {
+            part: part.into(),
+            thread: thread.into(),
+            function: function.into(),
+            share,
+        };
+        for run in &mut runs {
+            run.functions = match run.labels.env.as_str() {
+                "runsc" => vec![
+                    function("app", "ReadStage", "void Foo.spin()", 0.4),
+                    function("app", "exe", "Interpreter", 0.2),
+                    function("platform", "exe", "[unknown] in memfd:runsc-memory (deleted)", 0.2),
+                ],
+                _ => vec![
+                    function("app", "ReadStage-1", "void Foo.spin()", 0.4),
+                    function("app", "GC", "Interpreter", 0.4),
+                ],
+            };
+        }
         let report = fixture::report("d", (compare::analyze(&analysis.plan, &runs), runs));
         let doc: Value = serde_json::from_str(&json(&report)).unwrap();
         assert!(doc["cells"][0]["why"].is_null(), "the baseline has none");
@@ -218,7 +245,24 @@ mod tests {
         assert_eq!(why["extra_cpu_per_op_us"], 80.0);
         assert_eq!(why["too_few_runs"], true);
         let parts = why["parts"].as_array().unwrap();
-        assert_eq!(parts[0]["part"], "platform");
+        assert_eq!(parts[0]["part"], "app");
+        // Each function's share of the sampled CPU times the CPU per operation, less the
+        // baseline's: 0.4 × 130 − 0.4 × 50 µs.
+        let functions = why["functions"].as_array().unwrap();
+        assert_eq!(functions[0]["function"], "void Foo.spin()");
+        assert_eq!((functions[0]["part"].as_str(), functions[0]["thread"].as_str()), (Some("app"), Some("ReadStage")));
+        assert!((functions[0]["us"].as_f64().unwrap() - 32.0).abs() < 1e-9, "{functions:?}");
+        assert!(functions.iter().all(|f| f["us"].as_f64().unwrap() > 0.0), "only what grew: {functions:?}");
+        let lines = why["lines"].as_array().unwrap();
+        let named = lines.iter().filter_map(|l| l.as_str()).find(|l| l.starts_with("the functions that grew most"));
+        let named = named.expect("a line of the functions");
+        assert!(
+            named.contains(
+                "in app: void Foo.spin() +32.0 µs (ReadStage), Interpreter +6.00 µs (exe) — together 100% of its growth"
+            ),
+            "{named}"
+        );
+        assert!(named.contains("20.0% of the sampled CPU named by no symbol or map"), "{named}");
         let shares: f64 = parts.iter().map(|p| p["share"].as_f64().unwrap()).sum();
         assert!((shares - 1.0).abs() < 1e-9, "the parts and the rest make the whole increase: {parts:?}");
         assert!(why["lines"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().starts_with("sampled by part")));

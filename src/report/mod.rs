@@ -5,6 +5,7 @@ pub mod attribute;
 pub mod capacity;
 pub mod explain;
 pub mod export;
+pub mod functions;
 pub mod html;
 pub mod markdown;
 pub mod terminal;

@@ -3,14 +3,17 @@
 //! against the CPU the workload's own kernel counted inside (`sys.cpu_workload`, from the
 //! agent); and the I/O of the device under the volume, set against what the workload did.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Result;
 
 use crate::env::CpuCount;
 use crate::ledger::{Ledger, Resource};
-use crate::store::{AgentReport, CPU_PART, DISK_IRQ_CPU_SHARE, IPC_UNIT, PERF, RUNTIME_BY, Sample, UNEXPLAINED};
-use crate::sys::cpu_parts;
+use crate::store::{
+    AgentReport, CPU_PART, DISK_IRQ_CPU_SHARE, FunctionCpu, IPC_UNIT, PERF, RUNTIME_BY, Sample, UNEXPLAINED,
+};
+use crate::sys::cpu_parts::{self, Part};
+use crate::sys::jit_map::JitMap;
 use crate::sys::sampling::{PerfRecord, SAMPLES_PER_SECOND, StackSample, monotonic_now};
 use crate::sys::{
     CpuGroup, DiskCounters, PerfStat, Placement, ProcessCpu, Usage, device_name, device_under, named_processes_cpu,
@@ -177,13 +180,18 @@ impl HostCounters {
             ));
             host = None;
         }
-        if let Some(w) = self.parts_window.into_inner().unwrap() {
+        let jit: Vec<JitMap> = report.jit_maps.drain(..).map(|map| JitMap::parse(&map.content)).collect();
+        let parts = if let Some(w) = self.parts_window.into_inner().unwrap() {
             let sampled = w.recorded.and_then(|r| r.samples(Some((w.from, w.to)), &pids_of(&w.seen)));
-            samples.extend(parts_samples(sampled, &w.seen, w.measured, &mut report.setup));
+            parts_samples(sampled, &w.seen, w.measured, &jit, &mut report.setup)
         } else if let (Some(recorded), Some(seen)) = (whole_run, &seen) {
             let sampled = recorded.and_then(|r| r.samples(None, &pids_of(seen)));
-            samples.extend(parts_samples(sampled, seen, host, &mut report.setup));
-        }
+            parts_samples(sampled, seen, host, &jit, &mut report.setup)
+        } else {
+            Default::default()
+        };
+        samples.extend(parts.0);
+        report.functions = parts.1;
         if let Some(host) = host {
             samples.push(Sample::new("sys.cpu_host", host, "s"));
             if let Some(split) = &split {
@@ -357,17 +365,18 @@ fn parts_samples(
     sampled: Result<Vec<StackSample>>,
     seen: &HashMap<i32, ProcessCpu>,
     measured: Option<f64>,
+    jit: &[JitMap],
     setup: &mut std::collections::BTreeMap<String, String>,
-) -> Vec<Sample> {
+) -> (Vec<Sample>, Vec<FunctionCpu>) {
     let samples = match sampled {
         Ok(samples) => samples,
         Err(e) => {
             setup.insert("sys.cpu_parts_by".into(), format!("not sampled: {e:#}"));
-            return Vec::new();
+            return Default::default();
         }
     };
     let roles = cpu_parts::roles(seen);
-    let parts = cpu_parts::attribute(&samples, &roles);
+    let parts = cpu_parts::attribute(&samples, &roles, jit);
     // Every part, those no sample went to at 0: each run of a cell has the same metrics.
     let mut out: Vec<Sample> = cpu_parts::Part::ALL
         .iter()
@@ -380,8 +389,35 @@ fn parts_samples(
     out.push(Sample::new(format!("{CPU_PART}{UNEXPLAINED}"), parts.unresolved + gap, "s"));
     out.push(Sample::new("sys.cpu_sampled", parts.sampled, "s"));
     setup.insert("sys.cpu_parts_by".into(), format!("{PARTS_COUNTED_BY}, {SAMPLES_PER_SECOND} per second per CPU"));
-    out
+    if !jit.is_empty() {
+        setup.insert("sys.cpu_functions_by".into(), JIT_NAMED_BY.into());
+    }
+    (out, largest_functions(parts.functions, parts.sampled + gap))
 }
+
+/// How JIT-compiled code is named, for the run's setup.
+const JIT_NAMED_BY: &str = "perf's symbols, and for a JIT's code the JVM's own map of it (-XX:+DumpPerfMapAtExit, fetched from the sandbox when the server stopped)";
+
+/// The functions a run keeps: those of at least `FUNCTION_SHARE_KEPT` of the sandbox's CPU, at
+/// most `FUNCTIONS_KEPT`, the largest first.
+fn largest_functions(functions: BTreeMap<(Part, String, String), f64>, total: f64) -> Vec<FunctionCpu> {
+    let mut kept: Vec<FunctionCpu> = functions
+        .into_iter()
+        .map(|((part, thread, function), seconds)| FunctionCpu {
+            part: part.name().into(),
+            thread,
+            function,
+            share: seconds / total.max(1e-9),
+        })
+        .filter(|f| f.share >= FUNCTION_SHARE_KEPT)
+        .collect();
+    kept.sort_by(|a, b| b.share.total_cmp(&a.share));
+    kept.truncate(FUNCTIONS_KEPT);
+    kept
+}
+
+const FUNCTION_SHARE_KEPT: f64 = 0.001;
+const FUNCTIONS_KEPT: usize = 200;
 
 /// A sandbox's processes' CPU, as read last while they lived.
 #[derive(Debug, PartialEq)]

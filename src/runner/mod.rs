@@ -385,6 +385,7 @@ impl<'a> Runner<'a> {
                 record.samples = report.samples;
                 record.series = report.series;
                 record.steps = report.steps;
+                record.functions = report.functions;
                 raw = report.raw;
                 let sandbox_at_home =
                     env.item.is_sandbox().then(|| proof::looks_like_host(&record.facts, &self.host_facts));

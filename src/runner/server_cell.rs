@@ -113,9 +113,12 @@ pub fn run(
         place.collect.then(|| HostCounters::start(volume, true, env.cpu_count(), place.ledger, parts.as_deref()));
     let moved = Moved::plan(place, counters.as_ref());
     let mut serves = serves(cql, managed, &distribution, &nodes.layout, &control_ports)?;
-    if let Some(moved) = &moved {
-        for serve in &mut serves {
-            serve.processors = Some(moved.set.len());
+    for serve in &mut serves {
+        serve.processors = moved.as_ref().map(|moved| moved.set.len());
+        // The JVM names its compiled code once, as it exits: what the sampled parts' functions
+        // are named by (JIT code is anonymous memory, or gVisor's memory file, to perf).
+        if parts.is_some() {
+            serve.jvm_args.extend(crate::sys::jit_map::JVM_FLAGS.map(String::from));
         }
     }
     let mut load = cql.clone();
@@ -357,6 +360,7 @@ fn combine(reports: Vec<Result<AgentReport>>) -> Result<AgentReport> {
         }
         into.notes.extend(report.notes);
         into.raw.extend(report.raw);
+        into.jit_maps.extend(report.jit_maps);
         into.setup.extend(report.setup);
         into.unfit |= report.unfit;
         if into.error.is_none() {

@@ -161,6 +161,7 @@ pub fn serve(served: &Served, data_dir: &Path, scratch: &Path, out: &mut Output)
                 (n.ready_after, n.release_version.clone())
             })?;
             let ended = control_loop(&control, &mut node)?;
+            out.jit_maps.extend(take_jit_map(node.pid));
             record_node(s, &node, &config, &ended, out);
         }
         Served::Database(s) => {
@@ -171,6 +172,16 @@ pub fn serve(served: &Served, data_dir: &Path, scratch: &Path, out: &mut Output)
         }
     }
     Ok(())
+}
+
+/// The JIT map the server wrote as it exited (a JVM with `jit_map::JVM_FLAGS`), taken out of
+/// the environment's /tmp for the host: a map left there would name another run's process of the
+/// same pid.
+fn take_jit_map(pid: i32) -> Option<crate::store::RawFile> {
+    let path = crate::sys::jit_map::path_of(pid);
+    let content = std::fs::read_to_string(&path).ok()?;
+    let _ = std::fs::remove_file(&path);
+    Some(crate::store::RawFile { name: format!("perf-{pid}.map"), content })
 }
 
 /// Tells the host whether the server started.

@@ -135,6 +135,24 @@ pub struct AgentReport {
     /// A capacity search's steps, in the order they ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<cql_stress::capacity::Step>,
+    /// The JIT maps of the servers it ran (`sys::jit_map`): what the host names the sampled
+    /// code by. Read by the host, not kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jit_maps: Vec<RawFile>,
+    /// The sampled CPU by part, thread and function (the host's, from the samples).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<FunctionCpu>,
+}
+
+/// A share of a sandbox's sampled CPU in its measured phase: one part's, in one thread and one
+/// function.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct FunctionCpu {
+    pub part: String,
+    pub thread: String,
+    pub function: String,
+    /// Of the sandbox's CPU the run's parts stand for (`sys.cpu_part.*` together).
+    pub share: f64,
 }
 
 /// The start of the metrics that give the CPU of one of a runtime's own processes, by its name
@@ -305,6 +323,9 @@ pub struct RunRecord {
     /// The block it ran in: its pair is the baseline's run of the same block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block: Option<BlockId>,
+    /// Its sampled CPU by part, thread and function, the largest shares.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<FunctionCpu>,
 }
 
 /// Where a run ran: the round, the block within the round (the cells compared with one
@@ -340,6 +361,7 @@ impl RunRecord {
             sandboxes: Vec::new(),
             steps: Vec::new(),
             block: None,
+            functions: Vec::new(),
         }
     }
 }

@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::ProcessCpu;
+use super::jit_map::JitMap;
 use super::sampling::{Frame, StackSample};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -265,14 +266,17 @@ fn gvisor_part(symbol: &str) -> Option<Part> {
 pub struct Parts {
     /// CPU seconds by part.
     pub seconds: BTreeMap<Part, f64>,
+    /// CPU seconds by part, thread (its name as the host saw it) and function (`function_of`).
+    pub functions: BTreeMap<(Part, String, String), f64>,
     /// CPU seconds of samples no part could take.
     pub unresolved: f64,
     /// CPU seconds all the sandbox's samples stand for.
     pub sampled: f64,
 }
 
-/// `roles`: the sandbox's processes by pid; samples of other processes are not its.
-pub fn attribute(samples: &[StackSample], roles: &HashMap<i32, Role>) -> Parts {
+/// `roles`: the sandbox's processes by pid; samples of other processes are not its. `jit`: the
+/// JIT maps fetched from the sandbox, which name code perf could not.
+pub fn attribute(samples: &[StackSample], roles: &HashMap<i32, Role>, jit: &[JitMap]) -> Parts {
     let yields = Yields::of(samples, roles);
     let mut parts = Parts::default();
     for sample in samples {
@@ -280,11 +284,79 @@ pub fn attribute(samples: &[StackSample], roles: &HashMap<i32, Role>) -> Parts {
         let seconds = sample.period_ns as f64 / 1e9;
         parts.sampled += seconds;
         match part_of(*role, sample, yields) {
-            Some(part) => *parts.seconds.entry(part).or_default() += seconds,
+            Some(part) => {
+                *parts.seconds.entry(part).or_default() += seconds;
+                let key = (part, sample.comm.clone(), function_of(sample, jit));
+                *parts.functions.entry(key).or_default() += seconds;
+            }
             None => parts.unresolved += seconds,
         }
     }
     parts
+}
+
+/// The function a sample was in: its leaf frame's, named by perf or by a JIT's map; for time in
+/// the host's kernel (whose names are not read), the function that entered it.
+pub fn function_of(sample: &StackSample, jit: &[JitMap]) -> String {
+    let named = |f: &Frame| match f.symbol.as_str() {
+        "[unknown]" => jit.iter().find_map(|map| map.name(f.ip)).map(String::from),
+        symbol => Some(symbol.to_string()),
+    };
+    // Anonymous code's object is named by the pid it ran in: the same code in every run.
+    let object = |f: &Frame| match f.anonymous() {
+        true => "anonymous memory".to_string(),
+        false => f.dso.rsplit('/').next().unwrap_or_default().to_string(),
+    };
+    let named = |f: &Frame| named(f).map(|name| readable(&name));
+    let Some(leaf) = sample.frames.first() else { return UNRESOLVED.into() };
+    if leaf.kernel() {
+        return match sample.frames.iter().find(|f| !f.kernel()).and_then(named) {
+            Some(caller) => format!("[kernel] from {caller}"),
+            None => "[kernel]".into(),
+        };
+    }
+    named(leaf).unwrap_or_else(|| format!("{UNRESOLVED} in {}", object(leaf)))
+}
+
+/// How a function no symbol or map names is called, followed by its object.
+pub const UNRESOLVED: &str = "[unknown]";
+
+/// A C++ function's name as its source says it (`PhaseChaitin::Split` for
+/// `_ZN12PhaseChaitin5SplitEjP12ResourceArea`), its parameters left out: the mangled names of
+/// the nested and plain functions a JVM's C++ is made of (perf's script does not demangle here,
+/// which would cost every run a tenth of a second); any other name as it is.
+pub fn readable(symbol: &str) -> String {
+    fn identifier<'a>(rest: &mut &'a str) -> Option<&'a str> {
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let length: usize = rest[..digits].parse().ok()?;
+        let name = rest.get(digits..digits + length)?;
+        *rest = &rest[digits + length..];
+        Some(name)
+    }
+    let demangled = || -> Option<String> {
+        let mut rest = symbol.strip_prefix("_Z")?;
+        let Some(nested) = rest.strip_prefix('N') else { return identifier(&mut rest).map(String::from) };
+        rest = nested.trim_start_matches(['r', 'V', 'K']);
+        let mut names: Vec<String> = Vec::new();
+        loop {
+            if let Some(after) = rest.strip_prefix("St") {
+                names.push("std".into());
+                rest = after;
+            } else if rest.starts_with(|c: char| c.is_ascii_digit()) {
+                names.push(identifier(&mut rest)?.into());
+            } else if let Some(kind) = ["C1", "C2", "C3", "D0", "D1", "D2"].iter().find(|k| rest.starts_with(**k)) {
+                let class = names.last()?.clone();
+                names.push(if kind.starts_with('C') { class } else { format!("~{class}") });
+                rest = &rest[2..];
+            } else if rest.starts_with('E') {
+                return (!names.is_empty()).then(|| names.join("::"));
+            } else {
+                // Templates and operators: the name so far, marked as cut short.
+                return (!names.is_empty()).then(|| format!("{}::…", names.join("::")));
+            }
+        }
+    };
+    demangled().unwrap_or_else(|| symbol.to_string())
 }
 
 #[cfg(test)]
@@ -304,7 +376,10 @@ mod tests {
             tid: pid,
             time_s: 0.0,
             period_ns: 4_000_000,
-            frames: frames.iter().map(|(s, dso)| Frame { symbol: s.to_string(), dso: dso.to_string() }).collect(),
+            frames: frames
+                .iter()
+                .map(|(s, dso)| Frame { ip: 0, symbol: s.to_string(), dso: dso.to_string() })
+                .collect(),
         }
     }
 
@@ -343,7 +418,7 @@ mod tests {
         let yielded = sample(1, "exe", &[("runtime.findRunnable", false), ("runtime.goyield_m", false)]);
         let parked = sample(1, "exe", &[("runtime.findRunnable", false), ("runtime.park_m", false)]);
         let ptrace = sample(1, "exe", &[("gvisor.dev/gvisor/pkg/sentry/platform/ptrace.(*thread).wait", false)]);
-        let of = |samples: &[StackSample]| attribute(samples, &roles).seconds;
+        let of = |samples: &[StackSample]| attribute(samples, &roles, &[]).seconds;
         let systrap_run = of(&[sample(1, "exe", &[(SYSTRAP, false)]), yielded.clone(), parked.clone()]);
         assert_eq!(systrap_run[&Part::Platform], 0.008, "{systrap_run:?}");
         assert_eq!(systrap_run[&Part::GoRuntime], 0.004, "a goroutine that blocks is the scheduler's: {systrap_run:?}");
@@ -352,6 +427,39 @@ mod tests {
         // A stub's chain naming systrap is not the sentry's.
         let stub = sample(2, "exe", &[(SYSTRAP, false)]);
         assert_eq!(Yields::of(&[stub, yielded], &roles), Yields::GoRuntime);
+    }
+
+    #[test]
+    fn a_cpp_name_reads_as_in_its_source() {
+        assert_eq!(readable("_ZN12PhaseChaitin5SplitEjP12ResourceArea"), "PhaseChaitin::Split");
+        assert_eq!(readable("_ZN14PhaseIdealLoop10DominatorsEv"), "PhaseIdealLoop::Dominators");
+        assert_eq!(readable("_ZNK4Node7is_CFG2Ev"), "Node::is_CFG2");
+        assert_eq!(readable("_ZN9PhaseLiveC2EjP12ResourceArea"), "PhaseLive::PhaseLive");
+        assert_eq!(readable("_ZN6Thread4callI3FooEEvv"), "Thread::call::…");
+        assert_eq!(readable("_Z13os_sleep_msecl"), "os_sleep_msec");
+        for other in ["void java.lang.Object.<init>()", "Interpreter", "_ZN99short", "_Z", "runtime.futex"] {
+            assert_eq!(readable(other), other);
+        }
+    }
+
+    /// A JIT's code, which perf leaves unknown in gVisor's memory file, is named by the JVM's
+    /// map; time in the host's kernel by the function that entered it.
+    #[test]
+    fn functions_are_named_by_symbols_and_the_jit_map() {
+        let jit = [JitMap::parse("0x7f0000001000 0x100 void Foo.spin()\n0x7f0000002000 0x1000 Interpreter\n")];
+        let at = |ip: u64, dso: &str| Frame { ip, symbol: "[unknown]".into(), dso: dso.into() };
+        let memfd = "/memfd:runsc-memory (deleted)";
+        let mut spin = sample_in(1, "exe", &[]);
+        spin.frames = vec![at(0x7f0000001010, memfd), at(0x7f0000002010, memfd)];
+        assert_eq!(function_of(&spin, &jit), "void Foo.spin()");
+        spin.frames[0].ip = 0x7f0000009000;
+        assert_eq!(function_of(&spin, &jit), "[unknown] in memfd:runsc-memory (deleted)");
+        let entered = sample_in(1, "java", &[("do_syscall_64", "[kernel.kallsyms]"), ("read", "/usr/lib/libc.so.6")]);
+        assert_eq!(function_of(&entered, &jit), "[kernel] from read");
+        let roles = HashMap::from([(1, Role::Stub)]);
+        spin.frames[0].ip = 0x7f0000001010;
+        let parts = attribute(&[spin.clone(), spin], &roles, &jit);
+        assert_eq!(parts.functions[&(Part::App, "exe".to_string(), "void Foo.spin()".to_string())], 0.008);
     }
 
     #[test]
@@ -384,7 +492,7 @@ mod tests {
             sample(3, "java", &[("x", false)]),
             sample(9, "other", &[("x", false)]),
         ];
-        let parts = attribute(&samples, &roles);
+        let parts = attribute(&samples, &roles, &[]);
         let got: Vec<(Part, f64)> = parts.seconds.iter().map(|(p, s)| (*p, (s * 1000.0).round())).collect();
         assert_eq!(got, [(Part::App, 12.0), (Part::Platform, 4.0), (Part::Guest, 4.0), (Part::Qemu, 4.0)]);
         assert!((parts.sampled - 0.024).abs() < 1e-9, "the other process's sample is not the sandbox's");

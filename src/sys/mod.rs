@@ -8,6 +8,7 @@ mod counters;
 pub mod cpu_parts;
 mod cpuset;
 mod files;
+pub mod jit_map;
 mod perf;
 mod placement;
 mod ports;

@@ -31,6 +31,8 @@ pub struct StackSample {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Frame {
+    /// The address the CPU was at (or a caller returns to), in the process's address space.
+    pub ip: u64,
     /// The function, or "[unknown]" where the binary or a JIT gave none.
     pub symbol: String,
     /// The object it is in as perf names it: a file, "[kernel.kallsyms]", "/tmp/perf-PID.map"
@@ -270,13 +272,36 @@ fn header(line: &str) -> Option<StackSample> {
 }
 
 fn frame(line: &str) -> Option<Frame> {
-    let (_ip, rest) = line.split_once(char::is_whitespace)?;
+    let (ip, rest) = line.split_once(char::is_whitespace)?;
+    let ip = u64::from_str_radix(ip, 16).ok()?;
     let rest = rest.trim();
-    let (symbol, dso) = match rest.rfind(" (") {
-        Some(open) if rest.ends_with(')') => (&rest[..open], &rest[open + 2..rest.len() - 1]),
-        _ => (rest, ""),
+    let (symbol, dso) = match object_start(rest) {
+        Some(open) => (&rest[..open], &rest[open + 1..rest.len() - 1]),
+        None => (rest, ""),
     };
-    Some(Frame { symbol: symbol.trim().to_string(), dso: dso.to_string() })
+    Some(Frame { ip, symbol: symbol.trim().to_string(), dso: dso.to_string() })
+}
+
+/// Where a frame's object begins: the parenthesis that the line's last one closes, after a
+/// space. An object's name may hold parentheses of its own (`/memfd:runsc-memory (deleted)`).
+fn object_start(rest: &str) -> Option<usize> {
+    if !rest.ends_with(')') {
+        return None;
+    }
+    let mut depth = 0;
+    for (at, c) in rest.char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth -= 1;
+                if depth == 0 {
+                    return (at > 0 && rest[..at].ends_with(' ')).then_some(at);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -296,6 +321,7 @@ CPU 0/TCG  911/915     4000000
 
 exe  77/78 14856.631554:    3999999 
 \t  5a3b2c gvisor.dev/gvisor/pkg/tcpip/stack.(*nic).DeliverNetworkPacket (/usr/local/lib/isobench/bin/runsc)
+\t  7f3c2543 [unknown] (/memfd:runsc-memory (deleted))
 garbage line
 \tnot a frame
 ";
@@ -310,7 +336,10 @@ garbage line
         assert_eq!(samples[2].period_ns, 3_999_999);
         assert_eq!((samples[2].time_s, samples[0].time_s), (14856.631554, 0.0));
         assert_eq!(samples[2].frames[0].symbol, "gvisor.dev/gvisor/pkg/tcpip/stack.(*nic).DeliverNetworkPacket");
-        assert_eq!(samples[2].frames.len(), 1, "a line that is not a frame is passed over");
+        assert_eq!(samples[2].frames.len(), 2, "a line that is not a frame is passed over");
+        assert_eq!(samples[0].frames[0].ip, 0x7f3c25439418);
+        let memfd = &samples[2].frames[1];
+        assert_eq!((memfd.symbol.as_str(), memfd.dso.as_str()), ("[unknown]", "/memfd:runsc-memory (deleted)"));
         assert!(parse_script("").is_empty());
     }
 }

@@ -33,6 +33,8 @@ pub struct Output {
     pub notes: Vec<String>,
     /// A capacity search's steps.
     pub steps: Vec<cql_stress::capacity::Step>,
+    /// The JIT maps of the servers it ran, for the host to name their sampled code by.
+    pub jit_maps: Vec<RawFile>,
 }
 
 /// Where and with what a workload runs, as the agent sees it.
