@@ -202,7 +202,14 @@ impl Recorded {
         if kept.is_none() {
             script.arg("--kallsyms").arg(NO_KERNEL_SYMBOLS).arg("--no-demangle");
         }
-        let script = script.stdin(Stdio::null()).output().context("running perf script")?;
+        let symfs = self.data.with_extension("symfs");
+        let linked = host_root_as_gofer_sees_it(&symfs);
+        if linked.is_ok() {
+            script.arg("--symfs").arg(&symfs);
+        }
+        let script = script.stdin(Stdio::null()).output().context("running perf script");
+        let _ = std::fs::remove_dir_all(&symfs);
+        let script = script?;
         if !script.status.success() {
             bail!("perf script failed ({}): {}", script.status, String::from_utf8_lossy(&script.stderr).trim());
         }
@@ -219,6 +226,24 @@ impl Recorded {
         }
         Ok(samples)
     }
+}
+
+/// `dir` made a view of the host's root where gVisor's paths are found too: a link to each of the
+/// root's entries, and `root` a link to the root itself. gVisor's gofer opens the container's
+/// files below `/root` in its own mount namespace, so a library the workload maps (the JVM's
+/// libjvm.so) reaches perf as `/root/usr/lib/…`, a path the host does not have: with
+/// `--symfs dir` perf reads it at `/usr/lib/…`, the file the sandbox's root overlays (a file of
+/// the host's own `/root` is then looked for at the root: none that a sandbox runs).
+fn host_root_as_gofer_sees_it(dir: &Path) -> Result<()> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir)?;
+    for entry in std::fs::read_dir("/")?.flatten() {
+        if entry.file_name() != "root" {
+            std::os::unix::fs::symlink(entry.path(), dir.join(entry.file_name()))?;
+        }
+    }
+    std::os::unix::fs::symlink("/", dir.join("root"))?;
+    Ok(())
 }
 
 /// An empty symbol table for the kernel: its frames keep their object, `[kernel.kallsyms]`.
