@@ -181,7 +181,12 @@ impl HostCounters {
             host = None;
         }
         let jit: Vec<JitMap> = report.jit_maps.drain(..).map(|map| JitMap::parse(&map.content)).collect();
-        let parts = if let Some(w) = self.parts_window.into_inner().unwrap() {
+        let parts = if let Some(mut w) = self.parts_window.into_inner().unwrap() {
+            // With the processes that ended in the window, as a server's per-connection backends
+            // do when its load disconnects: their samples are the window's too.
+            for (pid, process) in seen.iter().flatten() {
+                w.seen.entry(*pid).or_insert_with(|| process.clone());
+            }
             let sampled = w.recorded.and_then(|r| r.samples(Some((w.from, w.to)), &pids_of(&w.seen)));
             parts_samples(sampled, &w.seen, w.measured, &jit, &mut report.setup)
         } else if let (Some(recorded), Some(seen)) = (whole_run, &seen) {
