@@ -180,21 +180,8 @@ impl HostCounters {
             ));
             host = None;
         }
-        let jit: Vec<JitMap> = report.jit_maps.drain(..).map(|map| JitMap::parse(&map.content)).collect();
-        let parts = if let Some(mut w) = self.parts_window.into_inner().unwrap() {
-            // With the processes that ended in the window, as a server's per-connection backends
-            // do when its load disconnects: their samples are the window's too.
-            for (pid, process) in seen.iter().flatten() {
-                w.seen.entry(*pid).or_insert_with(|| process.clone());
-            }
-            let sampled = w.recorded.and_then(|r| r.samples(Some((w.from, w.to)), &pids_of(&w.seen)));
-            parts_samples(sampled, &w.seen, w.measured, &jit, &mut report.setup)
-        } else if let (Some(recorded), Some(seen)) = (whole_run, &seen) {
-            let sampled = recorded.and_then(|r| r.samples(None, &pids_of(seen)));
-            parts_samples(sampled, seen, host, &jit, &mut report.setup)
-        } else {
-            Default::default()
-        };
+        let window = self.parts_window.into_inner().unwrap();
+        let parts = sampled_parts(window, whole_run, seen.as_ref(), host, &mut report.jit_maps, &mut report.setup);
         samples.extend(parts.0);
         report.functions = parts.1;
         if let Some(host) = host {
@@ -341,6 +328,33 @@ impl TreeSampler {
     fn stop(mut self) -> HashMap<i32, ProcessCpu> {
         drop(self.stop.take());
         self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
+    }
+}
+
+/// The sampled parts and functions of a served cell's measured phase (`window`) or, without one,
+/// of the whole run; nothing where nothing was sampled.
+fn sampled_parts(
+    window: Option<PartsWindow>,
+    whole_run: Option<Result<crate::sys::sampling::Recorded>>,
+    seen: Option<&HashMap<i32, ProcessCpu>>,
+    host: Option<f64>,
+    jit_maps: &mut Vec<crate::store::RawFile>,
+    setup: &mut BTreeMap<String, String>,
+) -> (Vec<Sample>, Vec<FunctionCpu>) {
+    let jit: Vec<JitMap> = jit_maps.drain(..).map(|map| JitMap::parse(&map.content)).collect();
+    if let Some(mut w) = window {
+        // With the processes that ended in the window, as a server's per-connection backends
+        // do when its load disconnects: their samples are the window's too.
+        for (pid, process) in seen.into_iter().flatten() {
+            w.seen.entry(*pid).or_insert_with(|| process.clone());
+        }
+        let sampled = w.recorded.and_then(|r| r.samples(Some((w.from, w.to)), &pids_of(&w.seen)));
+        parts_samples(sampled, &w.seen, w.measured, &jit, setup)
+    } else if let (Some(recorded), Some(seen)) = (whole_run, seen) {
+        let sampled = recorded.and_then(|r| r.samples(None, &pids_of(seen)));
+        parts_samples(sampled, seen, host, &jit, setup)
+    } else {
+        Default::default()
     }
 }
 
