@@ -32,7 +32,8 @@ pub const NATIVE_PORT: u16 = 9042;
 pub const STORAGE_PORT: u16 = 7000;
 /// JMX, on the pod's loopback only: `nodetool` runs inside the pod.
 pub const JMX_PORT: u16 = 7199;
-/// What the running node tells later `facts` calls (the container's own, lost with it).
+/// What the pod's running server tells later `ready` and `facts` calls (the container's own,
+/// lost with it).
 const STATUS_FILE: &str = "/tmp/isobench-db.json";
 
 /// What every pod of the StatefulSet runs: the same for all of them (a pod template), so what
@@ -155,7 +156,7 @@ fn node_dir() -> PathBuf {
     Path::new(DATA_DIR).join("cassandra")
 }
 
-fn pod_ip() -> Result<String> {
+pub(crate) fn pod_ip() -> Result<String> {
     std::env::var(POD_IP_VAR).map_err(|_| anyhow!("{POD_IP_VAR} is not set: the pod spec passes status.podIP"))
 }
 
@@ -197,7 +198,7 @@ pub fn run(spec: &DbPod) -> Result<()> {
         release_version: node.release_version.clone(),
         ..Default::default()
     };
-    std::fs::write(STATUS_FILE, serde_json::to_string(&status)?)?;
+    save_status(&status)?;
     println!(
         "isobench: Cassandra {} answers CQL on {ip}:{NATIVE_PORT} after {:.1} s",
         node.release_version,
@@ -227,22 +228,41 @@ fn resolve(name: &str, timeout: Duration) -> Result<String> {
     })
 }
 
-/// `isobench k8s db ready`: whether the node in this pod answered CQL (the pod's readiness:
-/// its port opens before the node answers a query).
-pub fn ready() -> Result<()> {
+/// What the pod's server says once it answers, for the later calls of `ready` and `facts`
+/// (the container's own file, lost with it).
+pub(crate) fn save_status(status: &PodFacts) -> Result<()> {
+    Ok(std::fs::write(STATUS_FILE, serde_json::to_string(status)?)?)
+}
+
+/// The pod's server's status with where the pod runs, or `not_yet` before it answered.
+pub(crate) fn status(not_yet: &str) -> Result<PodFacts> {
+    let mut out: PodFacts = std::fs::read_to_string(STATUS_FILE)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| anyhow!("{not_yet}"))?;
+    out.facts = crate::facts::sandbox_facts(Some(Path::new(DATA_DIR)));
+    Ok(out)
+}
+
+/// The pod's readiness: its server has answered, or `not_yet`.
+pub(crate) fn answered(not_yet: &str) -> Result<()> {
     if !Path::new(STATUS_FILE).exists() {
-        bail!("the node in this pod has not answered CQL yet");
+        bail!("{not_yet}");
     }
     Ok(())
 }
 
+const NODE_NOT_YET: &str = "the node in this pod has not answered CQL yet";
+
+/// `isobench k8s db ready`: whether the node in this pod answered CQL (the pod's readiness:
+/// its port opens before the node answers a query).
+pub fn ready() -> Result<()> {
+    answered(NODE_NOT_YET)
+}
+
 /// `isobench k8s db facts`: JSON of where this pod runs and how its node started.
 pub fn facts(spec: &DbPod) -> Result<String> {
-    let mut out: PodFacts = std::fs::read_to_string(STATUS_FILE)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| anyhow!("the node in this pod has not answered CQL yet"))?;
-    out.facts = crate::facts::sandbox_facts(Some(Path::new(DATA_DIR)));
+    let mut out = status(NODE_NOT_YET)?;
     if spec.tls {
         let config = spec.config(&pod_ip()?);
         out.certificate = Some(

@@ -137,14 +137,7 @@ pub fn database_objects(
 
 /// The cell's claim, or why the server cannot keep its data on this volume in these pods.
 fn claim_for<'v>(k8s: &K8s, db: &Database, volume: &'v Provisioned) -> Result<&'v crate::volume::pvc::Claim, String> {
-    let Some(claim) = &volume.claim else {
-        return Err(
-            "a database in a k8s environment keeps its data on a claim: give the cell a kind = \"pvc\" volume".into()
-        );
-    };
-    if claim.block {
-        return Err("volume_mode = \"Block\": a database needs a filesystem; use volume_mode = \"Filesystem\"".into());
-    }
+    let claim = super::filesystem_claim(volume)?;
     if let Some(memory) = k8s.pod.memory.filter(|m| *m < db.memory) {
         return Err(format!(
             "resources.memory = {} is less than the server's memory = {}: give the pods more, or the server less",

@@ -262,14 +262,7 @@ fn database_claim<'v>(
     managed: &Managed,
     volume: &'v Provisioned,
 ) -> Result<&'v crate::volume::pvc::Claim, String> {
-    let Some(claim) = &volume.claim else {
-        return Err(
-            "a database in a k8s environment keeps its data on a claim: give the cell a kind = \"pvc\" volume".into()
-        );
-    };
-    if claim.block {
-        return Err("volume_mode = \"Block\": a database needs a filesystem; use volume_mode = \"Filesystem\" (fio measures the raw device)".into());
-    }
+    let claim = filesystem_claim(volume)?;
     let heap = ::figures::units::parse_size(&managed.heap)?;
     if let Some(memory) = k8s.pod.memory.filter(|m| *m < heap + crate::server::cluster::OFF_HEAP) {
         return Err(format!(
@@ -278,6 +271,19 @@ fn database_claim<'v>(
             managed.heap,
             ::figures::units::human(crate::server::cluster::OFF_HEAP as f64, "B"),
         ));
+    }
+    Ok(claim)
+}
+
+/// The cell's claim where a database can keep its data: a `pvc` volume of a filesystem.
+fn filesystem_claim(volume: &Provisioned) -> Result<&crate::volume::pvc::Claim, String> {
+    let Some(claim) = &volume.claim else {
+        return Err(
+            "a database in a k8s environment keeps its data on a claim: give the cell a kind = \"pvc\" volume".into()
+        );
+    };
+    if claim.block {
+        return Err("volume_mode = \"Block\": a database needs a filesystem; use volume_mode = \"Filesystem\" (fio measures the raw device)".into());
     }
     Ok(claim)
 }

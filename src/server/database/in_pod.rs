@@ -7,12 +7,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::{DbServe, Running};
 use crate::server::STOP_TIMEOUT;
-use crate::server::in_pod::{DATA_DIR, POD_IP_VAR, PodFacts};
+use crate::server::in_pod::{self, DATA_DIR, PodFacts};
 
 /// What the run's Secret tells the database's pod.
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -22,9 +22,6 @@ pub struct ServedPod {
     pub serve: DbServe,
 }
 
-/// What the running server tells later `facts` calls (the container's own, lost with it).
-const STATUS_FILE: &str = "/tmp/isobench-served.json";
-
 /// Its logs and sockets: the container's own, off the claim.
 const SCRATCH_DIR: &str = "/tmp/isobench";
 
@@ -32,8 +29,7 @@ const SCRATCH_DIR: &str = "/tmp/isobench";
 /// when it answers, and keeps it until the pod is told to stop.
 pub fn run(spec: &ServedPod) -> Result<()> {
     crate::sys::install_interrupt_handler()?;
-    let ip =
-        std::env::var(POD_IP_VAR).map_err(|_| anyhow!("{POD_IP_VAR} is not set: the pod spec passes status.podIP"))?;
+    let ip = in_pod::pod_ip()?;
     let serve = DbServe { listen: ip.clone(), ..spec.serve.clone() };
     let name = serve.kind.engine().name();
     let scratch = Path::new(SCRATCH_DIR);
@@ -46,7 +42,7 @@ pub fn run(spec: &ServedPod) -> Result<()> {
         release_version: server.version.clone(),
         ..Default::default()
     };
-    std::fs::write(STATUS_FILE, serde_json::to_string(&status)?)?;
+    in_pod::save_status(&status)?;
     println!("isobench: {name} {} answers after {:.1} s", server.version, server.ready_after.as_secs_f64());
     while !crate::sys::interrupted() {
         if !server.alive() {
@@ -59,21 +55,16 @@ pub fn run(spec: &ServedPod) -> Result<()> {
     Ok(())
 }
 
+const NOT_YET: &str = "the server in this pod has not answered yet";
+
 /// `isobench k8s db ready`: whether the server in this pod has answered.
 pub fn ready() -> Result<()> {
-    if !Path::new(STATUS_FILE).exists() {
-        bail!("the server in this pod has not answered yet");
-    }
-    Ok(())
+    in_pod::answered(NOT_YET)
 }
 
 /// `isobench k8s db facts`: JSON of where this pod runs and how its server started.
 pub fn facts(spec: &ServedPod) -> Result<String> {
-    let mut out: PodFacts = std::fs::read_to_string(STATUS_FILE)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| anyhow!("the server in this pod has not answered yet"))?;
-    out.facts = crate::facts::sandbox_facts(Some(Path::new(DATA_DIR)));
+    let mut out = in_pod::status(NOT_YET)?;
     let data = Path::new(DATA_DIR).join(spec.serve.directory());
     let (files, bytes) = crate::server::serve::tree_size(&data);
     out.facts.insert("server.data".into(), data.display().to_string());
