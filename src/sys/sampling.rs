@@ -4,6 +4,7 @@
 //! CPU time it stands for, and its frames. Every CPU, not the sandbox's processes: a process
 //! the sandbox starts later (a stub, a helper) is sampled too, and the samples are kept by pid.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -41,9 +42,16 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// In the host's kernel.
+    /// In the host's kernel: its image and modules, or code it compiled (the BPF of a seccomp
+    /// filter, which gVisor's stubs run at each system call), which perf knows no object of.
     pub fn kernel(&self) -> bool {
-        self.dso.starts_with("[kernel")
+        self.dso.starts_with("[kernel") || (self.dso == "[unknown]" && self.ip >= KERNEL_SPACE)
+    }
+
+    /// At its address in the process, rather than at an offset in a file perf names: in memory
+    /// no file backs, in gVisor's memory file, or where perf knew of no mapping.
+    pub fn at_address(&self) -> bool {
+        self.anonymous() || self.dso == "[unknown]" || self.dso.starts_with(MEMORY_FILE)
     }
 
     /// In executable memory no file backs (perf looks for a JIT's map of it).
@@ -193,7 +201,8 @@ impl Recorded {
         let pids: Vec<String> = pids.iter().map(i32::to_string).collect();
         let kept = std::env::var_os("ISOBENCH_KEEP_SAMPLES");
         let mut script = Command::new("perf");
-        script.args(["script", "--fields", "comm,pid,tid,time,period,ip,sym,dso", "--pid", &pids.join(","), "--input"]);
+        script.args(["script", "--fields", "comm,pid,tid,time,period,ip,sym,dso", "--show-mmap-events"]);
+        script.args(["--pid", &pids.join(","), "--input"]);
         script.arg(&self.data);
         // The parts need a kernel frame's object, never its function, and gVisor's functions,
         // whose Go names are not mangled: the kernel's names (/proc/kallsyms) and demangled C++
@@ -215,10 +224,8 @@ impl Recorded {
         }
         // For whoever checks or extends the parts: `ISOBENCH_KEEP_SAMPLES=DIR` keeps each run's
         // samples as perf script printed them (docs/development.md).
-        if let Some(dir) = kept {
-            let name =
-                format!("{}-{}.txt", std::process::id(), KEPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-            std::fs::write(Path::new(&dir).join(name), &script.stdout).context("keeping the samples")?;
+        if kept.is_some() {
+            keep("txt", &script.stdout)?;
         }
         let mut samples = parse_script(&String::from_utf8_lossy(&script.stdout));
         if let Some((from, to)) = window {
@@ -246,8 +253,20 @@ fn host_root_as_gofer_sees_it(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Where the kernel's half of an x86-64 address space begins.
+const KERNEL_SPACE: u64 = 0xffff_8000_0000_0000;
+
 /// An empty symbol table for the kernel: its frames keep their object, `[kernel.kallsyms]`.
 const NO_KERNEL_SYMBOLS: &str = "/dev/null";
+
+/// With `ISOBENCH_KEEP_SAMPLES=DIR`, writes `content` there as a file of its own (`EXTENSION`):
+/// a run's samples as perf script printed them, the JIT maps that named them.
+pub fn keep(extension: &str, content: &[u8]) -> Result<()> {
+    let Some(dir) = std::env::var_os("ISOBENCH_KEEP_SAMPLES") else { return Ok(()) };
+    let n = KEPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("{}-{n}.{extension}", std::process::id());
+    std::fs::write(Path::new(&dir).join(name), content).context("keeping the samples")
+}
 
 static KEPT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
@@ -259,20 +278,33 @@ pub fn monotonic_now() -> f64 {
     now.tv_sec as f64 + now.tv_nsec as f64 / 1e9
 }
 
-/// `perf script --fields comm,pid,tid,time,period,ip,sym,dso`: a sample is a line `COMM PID/TID
-/// TIME: PERIOD` (the thread's name may hold spaces; without the time where it was not asked
-/// for) and a line per frame, `IP SYMBOL (DSO)`, indented, leaf first; a blank line ends it.
-/// Lines of any other shape are passed over.
+/// `perf script --fields comm,pid,tid,time,period,ip,sym,dso --show-mmap-events`: a sample is a
+/// line `COMM PID/TID TIME: PERIOD` (the thread's name may hold spaces; without the time where it
+/// was not asked for) and a line per frame, `IP SYMBOL (DSO)`, indented, leaf first; a blank line
+/// ends it. Lines of any other shape are passed over, but for the mappings of a memory file.
+///
+/// perf prints an unnamed frame in a mapped object at its offset in the object, not at its
+/// address. For a file that is what its symbols are found by, but gVisor maps the workload's
+/// memory into its stubs from one memory file (`/memfd:runsc-memory`), whose offset says nothing
+/// of the code there: such a frame is put back at its address in the process, by the process's
+/// latest mapping of that offset before it, so that a JIT's map can name it.
 pub fn parse_script(text: &str) -> Vec<StackSample> {
     let mut samples = Vec::new();
     let mut current: Option<StackSample> = None;
+    let mut memory_files = MemoryFileMaps::default();
     for line in text.lines() {
         if line.trim().is_empty() {
             samples.extend(current.take());
         } else if line.starts_with([' ', '\t']) {
-            if let (Some(sample), Some(frame)) = (current.as_mut(), frame(line.trim())) {
+            if let (Some(sample), Some(mut frame)) = (current.as_mut(), frame(line.trim())) {
+                if frame.dso.starts_with(MEMORY_FILE) {
+                    frame.ip = memory_files.address(sample.pid, frame.ip).unwrap_or(frame.ip);
+                }
                 sample.frames.push(frame);
             }
+        } else if let Some(mapped) = memory_file_mapping(line) {
+            samples.extend(current.take());
+            memory_files.add(mapped);
         } else {
             samples.extend(current.take());
             current = header(line);
@@ -280,6 +312,57 @@ pub fn parse_script(text: &str) -> Vec<StackSample> {
     }
     samples.extend(current);
     samples
+}
+
+/// How perf names a memory file's mapping (a memfd's).
+const MEMORY_FILE: &str = "/memfd:";
+
+/// A process's mapping of part of a memory file: `length` bytes at `offset` in the file, at
+/// `start` in the process.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct MemoryFileMapping {
+    pid: i32,
+    start: u64,
+    length: u64,
+    offset: u64,
+}
+
+/// Each process's mappings of memory files so far, by their offset in the file, the latest last.
+#[derive(Default)]
+struct MemoryFileMaps {
+    by_pid: HashMap<i32, BTreeMap<u64, Vec<(u64, u64)>>>,
+}
+
+impl MemoryFileMaps {
+    fn add(&mut self, m: MemoryFileMapping) {
+        self.by_pid.entry(m.pid).or_default().entry(m.offset).or_default().push((m.start, m.length));
+    }
+
+    /// The address in `pid` of `offset` in its memory file: by the latest mapping that holds it
+    /// among those that begin nearest below it (gVisor maps a few pages at a time).
+    fn address(&self, pid: i32, offset: u64) -> Option<u64> {
+        let maps = self.by_pid.get(&pid)?;
+        maps.range(..=offset).rev().take(64).find_map(|(at, mapped)| {
+            let (start, _) = mapped.iter().rev().find(|(_, length)| offset - at < *length)?;
+            Some(start + (offset - at))
+        })
+    }
+}
+
+/// A `PERF_RECORD_MMAP2 PID/TID: [0xSTART(0xLENGTH) @ 0xOFFSET …]: PROT /memfd:NAME` line.
+fn memory_file_mapping(line: &str) -> Option<MemoryFileMapping> {
+    let (_, event) = line.split_once("PERF_RECORD_MMAP")?;
+    let (event, object) = event.split_once("]: ")?;
+    let path = object.split_once(' ')?.1;
+    if !path.starts_with(MEMORY_FILE) {
+        return None;
+    }
+    let mut words = event.strip_prefix('2').unwrap_or(event).split_whitespace();
+    let pid = words.next()?.split('/').next()?.parse().ok()?;
+    let (start, length) = words.next()?.strip_prefix('[')?.strip_suffix(')')?.split_once('(')?;
+    let _at = words.next().filter(|w| *w == "@")?;
+    let hex = |w: &str| u64::from_str_radix(w.strip_prefix("0x")?, 16).ok();
+    Some(MemoryFileMapping { pid, start: hex(start)?, length: hex(length)?, offset: hex(words.next()?)? })
 }
 
 fn header(line: &str) -> Option<StackSample> {
@@ -363,8 +446,44 @@ garbage line
         assert_eq!(samples[2].frames[0].symbol, "gvisor.dev/gvisor/pkg/tcpip/stack.(*nic).DeliverNetworkPacket");
         assert_eq!(samples[2].frames.len(), 2, "a line that is not a frame is passed over");
         assert_eq!(samples[0].frames[0].ip, 0x7f3c25439418);
+        let bpf = frame("ffffffffc0028a1c [unknown] ([unknown])").unwrap();
+        assert!(bpf.kernel() && !frame("7f3c2543 [unknown] ([unknown])").unwrap().kernel());
         let memfd = &samples[2].frames[1];
         assert_eq!((memfd.symbol.as_str(), memfd.dso.as_str()), ("[unknown]", "/memfd:runsc-memory (deleted)"));
         assert!(parse_script("").is_empty());
+    }
+
+    #[test]
+    fn a_frame_in_gvisors_memory_file_is_put_back_at_its_address_in_the_process() {
+        // The JVM's code cache, mapped into a stub from gVisor's memory file at two places over
+        // time; perf prints the frames at their offsets in the file.
+        let text = "\
+exe     0/0         0.000000: PERF_RECORD_MMAP2 77/77: [0x7eefa8200000(0x10000) @ 0x3fb90000 00:01 86084 0]: rwxs /memfd:runsc-memory (deleted)
+exe     0/0         0.000000: PERF_RECORD_MMAP2 77/77: [0x7f0000000000(0x1000) @ 0x1000 fe:00 325 0]: r-xp /usr/lib/x86_64-linux-gnu/libc.so.6
+exe  77/78 10.5:    4000000 
+\t  3fb90a10 [unknown] (/memfd:runsc-memory (deleted))
+\t  3fb9ffff [unknown] (/memfd:runsc-memory (deleted))
+\t  3fba0000 [unknown] (/memfd:runsc-memory (deleted))
+\t  1010 [unknown] (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+exe     0/0         11.000000: PERF_RECORD_MMAP2 77/77: [0x7ab000000000(0x1000) @ 0x3fb90000 00:01 86084 0]: rwxs /memfd:runsc-memory (deleted)
+exe  77/78 11.5:    4000000 
+\t  3fb90a10 [unknown] (/memfd:runsc-memory (deleted))
+\t  3fb91a10 [unknown] (/memfd:runsc-memory (deleted))
+
+exe  88/88 11.6:    4000000 
+\t  3fb90a10 [unknown] (/memfd:runsc-memory (deleted))
+";
+        let samples = parse_script(text);
+        assert_eq!(samples.len(), 3, "a mapping is not a sample");
+        let ips = |s: &StackSample| s.frames.iter().map(|f| f.ip).collect::<Vec<_>>();
+        assert_eq!(
+            ips(&samples[0]),
+            [0x7eefa8200a10, 0x7eefa820ffff, 0x3fba0000, 0x1010],
+            "past the mapping's end, and a file's frame, stay as printed"
+        );
+        // The offset mapped again: its latest mapping; the rest of the first still holds.
+        assert_eq!(ips(&samples[1]), [0x7ab000000a10, 0x7eefa8201a10]);
+        assert_eq!(ips(&samples[2]), [0x3fb90a10], "another process's mappings are its own");
     }
 }
