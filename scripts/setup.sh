@@ -372,9 +372,10 @@ databases() {
 
 # The tests check what isobench wrote with a CQL client of another make: Python's. The history's
 # tests start a PostgreSQL server of their own, from the package's binaries, on a port of their own
-# (one of them speaking TLS only, its certificates made with openssl).
+# (one of them speaking TLS only, its certificates made with openssl). A known-answer Java program
+# is compiled with the JDK's javac.
 outside_clients() {
-  apt_install python3-cassandra postgresql openssl
+  apt_install python3-cassandra postgresql openssl openjdk-17-jdk-headless
 }
 
 need_root

@@ -33,6 +33,7 @@ pub const WORKLOADS: &[workload::Kind] = &[
     workload::pgbench::KIND,
     workload::oltp::KIND,
     workload::redis_bench::KIND,
+    workload::command::KIND,
 ];
 
 pub fn env(name: &str) -> Option<&'static env::Kind> {

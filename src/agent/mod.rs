@@ -111,7 +111,7 @@ pub fn execute(request: &Request) -> AgentReport {
     report.raw = out.raw;
     report.notes = out.notes;
     report.steps = out.steps;
-    report.jit_maps = out.jit_maps;
+    report.code_maps = out.code_maps;
     report
 }
 

@@ -12,6 +12,7 @@ use crate::ledger::{Ledger, Resource};
 use crate::store::{
     AgentReport, CPU_PART, DISK_IRQ_CPU_SHARE, FunctionCpu, IPC_UNIT, PERF, RUNTIME_BY, Sample, UNEXPLAINED,
 };
+use crate::sys::code_names::{CodeNames, MappedFiles};
 use crate::sys::cpu_parts::{self, Part};
 use crate::sys::jit_map::JitMap;
 use crate::sys::sampling::{PerfRecord, SAMPLES_PER_SECOND, StackSample, monotonic_now};
@@ -181,7 +182,7 @@ impl HostCounters {
             host = None;
         }
         let window = self.parts_window.into_inner().unwrap();
-        let parts = sampled_parts(window, whole_run, seen.as_ref(), host, &mut report.jit_maps, &mut report.setup);
+        let parts = sampled_parts(window, whole_run, seen.as_ref(), host, &mut report.code_maps, &mut report.setup);
         samples.extend(parts.0);
         report.functions = parts.1;
         if let Some(host) = host {
@@ -338,10 +339,13 @@ fn sampled_parts(
     whole_run: Option<Result<crate::sys::sampling::Recorded>>,
     seen: Option<&HashMap<i32, ProcessCpu>>,
     host: Option<f64>,
-    jit_maps: &mut Vec<crate::store::RawFile>,
+    code_maps: &mut Vec<crate::store::RawFile>,
     setup: &mut BTreeMap<String, String>,
 ) -> (Vec<Sample>, Vec<FunctionCpu>) {
-    let jit: Vec<JitMap> = jit_maps.drain(..).map(|map| JitMap::parse(&map.content)).collect();
+    for map in code_maps.iter() {
+        let _ = crate::sys::sampling::keep("map", map.content.as_bytes());
+    }
+    let names = code_names(code_maps.drain(..));
     if let Some(mut w) = window {
         // With the processes that ended in the window, as a server's per-connection backends
         // do when its load disconnects: their samples are the window's too.
@@ -349,13 +353,26 @@ fn sampled_parts(
             w.seen.entry(*pid).or_insert_with(|| process.clone());
         }
         let sampled = w.recorded.and_then(|r| r.samples(Some((w.from, w.to)), &pids_of(&w.seen)));
-        parts_samples(sampled, &w.seen, w.measured, &jit, setup)
+        parts_samples(sampled, &w.seen, w.measured, &names, setup)
     } else if let (Some(recorded), Some(seen)) = (whole_run, seen) {
         let sampled = recorded.and_then(|r| r.samples(None, &pids_of(seen)));
-        parts_samples(sampled, seen, host, &jit, setup)
+        parts_samples(sampled, seen, host, &names, setup)
     } else {
         Default::default()
     }
+}
+
+/// What the sandbox's processes said of their code, by each file's name.
+fn code_names(maps: impl Iterator<Item = crate::store::RawFile>) -> CodeNames {
+    let (mut jit, mut mapped) = (Vec::new(), Vec::new());
+    for map in maps {
+        if map.name.starts_with(crate::workload::MAPPINGS_PREFIX) {
+            mapped.push(MappedFiles::parse(&map.content));
+        } else {
+            jit.push(JitMap::parse(&map.content));
+        }
+    }
+    CodeNames::new(jit, mapped)
 }
 
 /// A served cell's measured phase, sampled.
@@ -384,7 +401,7 @@ fn parts_samples(
     sampled: Result<Vec<StackSample>>,
     seen: &HashMap<i32, ProcessCpu>,
     measured: Option<f64>,
-    jit: &[JitMap],
+    names: &CodeNames,
     setup: &mut std::collections::BTreeMap<String, String>,
 ) -> (Vec<Sample>, Vec<FunctionCpu>) {
     let samples = match sampled {
@@ -395,7 +412,7 @@ fn parts_samples(
         }
     };
     let roles = cpu_parts::roles(seen);
-    let parts = cpu_parts::attribute(&samples, &roles, jit);
+    let parts = cpu_parts::attribute(&samples, &roles, names);
     // Every part, those no sample went to at 0: each run of a cell has the same metrics.
     let mut out: Vec<Sample> = cpu_parts::Part::ALL
         .iter()
@@ -408,14 +425,21 @@ fn parts_samples(
     out.push(Sample::new(format!("{CPU_PART}{UNEXPLAINED}"), parts.unresolved + gap, "s"));
     out.push(Sample::new("sys.cpu_sampled", parts.sampled, "s"));
     setup.insert("sys.cpu_parts_by".into(), format!("{PARTS_COUNTED_BY}, {SAMPLES_PER_SECOND} per second per CPU"));
-    if !jit.is_empty() {
-        setup.insert("sys.cpu_functions_by".into(), JIT_NAMED_BY.into());
+    let by: Vec<&str> = [(names.has_jit(), JIT_NAMED_BY), (names.has_mappings(), MAPPINGS_NAMED_BY)]
+        .into_iter()
+        .filter_map(|(given, by)| given.then_some(by))
+        .collect();
+    if !by.is_empty() {
+        setup.insert("sys.cpu_functions_by".into(), format!("perf's symbols; {}", by.join("; ")));
     }
     (out, largest_functions(parts.functions, parts.sampled + gap))
 }
 
 /// How JIT-compiled code is named, for the run's setup.
-const JIT_NAMED_BY: &str = "perf's symbols, and for a JIT's code the JVM's own map of it (-XX:+DumpPerfMapAtExit, fetched from the sandbox when the server stopped)";
+const JIT_NAMED_BY: &str = "for a JIT's code, the JVM's own map of it (-XX:+DumpPerfMapAtExit, fetched from the sandbox when the server or command exited)";
+
+/// How native code perf knew no mapping of is named, for the run's setup.
+const MAPPINGS_NAMED_BY: &str = "for code perf knew no mapping of, the server's own mappings (/proc/PID/maps, read in the sandbox before it stopped) and the mapped files' symbols";
 
 /// The functions a run keeps: those of at least `FUNCTION_SHARE_KEPT` of the sandbox's CPU, at
 /// most `FUNCTIONS_KEPT`, the largest first.

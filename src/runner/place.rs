@@ -66,6 +66,10 @@ impl Place<'_> {
             }
             _ => None,
         };
+        // A JVM the command runs names its compiled code as it exits, for the sampled functions.
+        if let Spec::Command(c) = &mut spec {
+            c.jit_map = self.collect && self.attribute;
+        }
         let request = agent::Request {
             workload: spec.clone(),
             data_dir: if volume.raw { env.scratch_dir(run_dir) } else { env.data_dir(volume) },

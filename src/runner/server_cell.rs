@@ -360,7 +360,7 @@ fn combine(reports: Vec<Result<AgentReport>>) -> Result<AgentReport> {
         }
         into.notes.extend(report.notes);
         into.raw.extend(report.raw);
-        into.jit_maps.extend(report.jit_maps);
+        into.code_maps.extend(report.code_maps);
         into.setup.extend(report.setup);
         into.unfit |= report.unfit;
         if into.error.is_none() {

@@ -128,10 +128,11 @@ impl Started for Running {
     }
 }
 
-/// What the control loop learned: the server's memory when it stopped or was killed, and
-/// whether it was killed.
+/// What the control loop learned: the server's memory when it stopped or was killed, whether it
+/// was killed, and its mappings then.
 struct Ended {
     rss: Option<u64>,
+    mappings: Option<crate::store::RawFile>,
     killed: bool,
     stop_took: Duration,
 }
@@ -160,28 +161,20 @@ pub fn serve(served: &Served, data_dir: &Path, scratch: &Path, out: &mut Output)
             let mut node = started(&control, Node::start(&s.distribution, &config, start), |n| {
                 (n.ready_after, n.release_version.clone())
             })?;
-            let ended = control_loop(&control, &mut node)?;
-            out.jit_maps.extend(take_jit_map(node.pid));
+            let mut ended = control_loop(&control, &mut node)?;
+            out.code_maps.extend(ended.mappings.take());
+            out.code_maps.extend(crate::workload::take_jit_map(node.pid));
             record_node(s, &node, &config, &ended, out);
         }
         Served::Database(s) => {
             let mut db =
                 started(&control, Running::start(s, data_dir, scratch), |r| (r.ready_after, r.version.clone()))?;
-            let ended = control_loop(&control, &mut db)?;
+            let mut ended = control_loop(&control, &mut db)?;
+            out.code_maps.extend(ended.mappings.take());
             record_database(s, &db, &ended, out);
         }
     }
     Ok(())
-}
-
-/// The JIT map the server wrote as it exited (a JVM with `jit_map::JVM_FLAGS`), taken out of
-/// the environment's /tmp for the host: a map left there would name another run's process of the
-/// same pid.
-fn take_jit_map(pid: i32) -> Option<crate::store::RawFile> {
-    let path = crate::sys::jit_map::path_of(pid);
-    let content = std::fs::read_to_string(&path).ok()?;
-    let _ = std::fs::remove_file(&path);
-    Some(crate::store::RawFile { name: format!("perf-{pid}.map"), content })
 }
 
 /// Tells the host whether the server started.
@@ -205,7 +198,7 @@ fn started<S: Started>(control: &TcpStream, start: Result<S>, said: impl Fn(&S) 
 /// gone: either way the server stops.
 fn control_loop(control: &TcpStream, server: &mut dyn Started) -> Result<Ended> {
     let mut reader = BufReader::new(control);
-    let (mut rss, mut killed) = (None, false);
+    let (mut rss, mut killed, mut mappings) = (None, false, None);
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -215,6 +208,7 @@ fn control_loop(control: &TcpStream, server: &mut dyn Started) -> Result<Ended> 
             "status" => send(control, &Message::Status(server.status().map_err(|e| format!("{e:#}")))),
             "kill" => {
                 rss = rss_bytes(server.pid());
+                mappings = crate::workload::mappings_of(server.pid());
                 server.kill();
                 killed = true;
             }
@@ -223,9 +217,10 @@ fn control_loop(control: &TcpStream, server: &mut dyn Started) -> Result<Ended> 
     }
     if !killed {
         rss = rss_bytes(server.pid());
+        mappings = crate::workload::mappings_of(server.pid());
     }
     let stop_took = server.stop()?;
-    Ok(Ended { rss, killed, stop_took })
+    Ok(Ended { rss, mappings, killed, stop_took })
 }
 
 /// What every server records: its start and its phases, its stop, its memory.

@@ -135,10 +135,11 @@ pub struct AgentReport {
     /// A capacity search's steps, in the order they ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<cql_stress::capacity::Step>,
-    /// The JIT maps of the servers it ran (`sys::jit_map`): what the host names the sampled
-    /// code by. Read by the host, not kept.
+    /// What the processes it ran said of their code (`code_names`): a JIT's map of its compiled
+    /// code (`perf-PID.map`), a process's mappings (`maps-PID`). What the host names the sampled
+    /// code by; read by the host, not kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub jit_maps: Vec<RawFile>,
+    pub code_maps: Vec<RawFile>,
     /// The sampled CPU by part, thread and function (the host's, from the samples).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub functions: Vec<FunctionCpu>,

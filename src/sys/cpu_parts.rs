@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::ProcessCpu;
-use super::jit_map::JitMap;
+use super::code_names::CodeNames;
 use super::sampling::{Frame, StackSample};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -274,9 +274,9 @@ pub struct Parts {
     pub sampled: f64,
 }
 
-/// `roles`: the sandbox's processes by pid; samples of other processes are not its. `jit`: the
-/// JIT maps fetched from the sandbox, which name code perf could not.
-pub fn attribute(samples: &[StackSample], roles: &HashMap<i32, Role>, jit: &[JitMap]) -> Parts {
+/// `roles`: the sandbox's processes by pid; samples of other processes are not its. `names`:
+/// what the sandbox's processes said of their code, which names code perf could not.
+pub fn attribute(samples: &[StackSample], roles: &HashMap<i32, Role>, names: &CodeNames) -> Parts {
     let yields = Yields::of(samples, roles);
     let mut parts = Parts::default();
     for sample in samples {
@@ -286,7 +286,7 @@ pub fn attribute(samples: &[StackSample], roles: &HashMap<i32, Role>, jit: &[Jit
         match part_of(*role, sample, yields) {
             Some(part) => {
                 *parts.seconds.entry(part).or_default() += seconds;
-                let key = (part, sample.comm.clone(), function_of(sample, jit));
+                let key = (part, sample.comm.clone(), function_of(sample, names));
                 *parts.functions.entry(key).or_default() += seconds;
             }
             None => parts.unresolved += seconds,
@@ -295,17 +295,20 @@ pub fn attribute(samples: &[StackSample], roles: &HashMap<i32, Role>, jit: &[Jit
     parts
 }
 
-/// The function a sample was in: its leaf frame's, named by perf or by a JIT's map; for time in
-/// the host's kernel (whose names are not read), the function that entered it.
-pub fn function_of(sample: &StackSample, jit: &[JitMap]) -> String {
+/// The function a sample was in: its leaf frame's, named by perf or by what the sandbox's
+/// processes said of their code; for time in the host's kernel (whose names are not read), the
+/// function that entered it.
+pub fn function_of(sample: &StackSample, names: &CodeNames) -> String {
     let named = |f: &Frame| match f.symbol.as_str() {
-        "[unknown]" => jit.iter().find_map(|map| map.name(f.ip)).map(String::from),
+        UNRESOLVED if f.at_address() => names.name(f.ip),
+        UNRESOLVED => None,
         symbol => Some(symbol.to_string()),
     };
     // Anonymous code's object is named by the pid it ran in: the same code in every run.
-    let object = |f: &Frame| match f.anonymous() {
-        true => "anonymous memory".to_string(),
-        false => f.dso.rsplit('/').next().unwrap_or_default().to_string(),
+    let object = |f: &Frame| match (f.at_address().then(|| names.object(f.ip)).flatten(), f.anonymous()) {
+        (Some(file), _) => file.to_string(),
+        (None, true) => "anonymous memory".to_string(),
+        (None, false) => f.dso.rsplit('/').next().unwrap_or_default().to_string(),
     };
     let named = |f: &Frame| named(f).map(|name| readable(&name));
     let Some(leaf) = sample.frames.first() else { return UNRESOLVED.into() };
@@ -362,6 +365,8 @@ pub fn readable(symbol: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::code_names::MappedFiles;
+    use crate::sys::jit_map::JitMap;
 
     fn sample(pid: i32, comm: &str, frames: &[(&str, bool)]) -> StackSample {
         let frames =
@@ -418,7 +423,7 @@ mod tests {
         let yielded = sample(1, "exe", &[("runtime.findRunnable", false), ("runtime.goyield_m", false)]);
         let parked = sample(1, "exe", &[("runtime.findRunnable", false), ("runtime.park_m", false)]);
         let ptrace = sample(1, "exe", &[("gvisor.dev/gvisor/pkg/sentry/platform/ptrace.(*thread).wait", false)]);
-        let of = |samples: &[StackSample]| attribute(samples, &roles, &[]).seconds;
+        let of = |samples: &[StackSample]| attribute(samples, &roles, &CodeNames::default()).seconds;
         let systrap_run = of(&[sample(1, "exe", &[(SYSTRAP, false)]), yielded.clone(), parked.clone()]);
         assert_eq!(systrap_run[&Part::Platform], 0.008, "{systrap_run:?}");
         assert_eq!(systrap_run[&Part::GoRuntime], 0.004, "a goroutine that blocks is the scheduler's: {systrap_run:?}");
@@ -443,10 +448,13 @@ mod tests {
     }
 
     /// A JIT's code, which perf leaves unknown in gVisor's memory file, is named by the JVM's
-    /// map; time in the host's kernel by the function that entered it.
+    /// map, a file perf knew no mapping of by the process's own; time in the host's kernel by the
+    /// function that entered it.
     #[test]
-    fn functions_are_named_by_symbols_and_the_jit_map() {
-        let jit = [JitMap::parse("0x7f0000001000 0x100 void Foo.spin()\n0x7f0000002000 0x1000 Interpreter\n")];
+    fn functions_are_named_by_symbols_the_jit_map_and_the_process_mappings() {
+        let jit = vec![JitMap::parse("0x7f0000001000 0x100 void Foo.spin()\n0x7f0000002000 0x1000 Interpreter\n")];
+        let mapped = MappedFiles::parse("7e0000000000-7e0000100000 r-xp 00002000 fe:00 9 /nonexistent/libfoo.so\n");
+        let jit = CodeNames::new(jit, vec![mapped]);
         let at = |ip: u64, dso: &str| Frame { ip, symbol: "[unknown]".into(), dso: dso.into() };
         let memfd = "/memfd:runsc-memory (deleted)";
         let mut spin = sample_in(1, "exe", &[]);
@@ -454,10 +462,14 @@ mod tests {
         assert_eq!(function_of(&spin, &jit), "void Foo.spin()");
         spin.frames[0].ip = 0x7f0000009000;
         assert_eq!(function_of(&spin, &jit), "[unknown] in memfd:runsc-memory (deleted)");
+        spin.frames[0] = at(0x7e0000000100, "[unknown]");
+        assert_eq!(function_of(&spin, &jit), "[unknown] in libfoo.so", "a file the host cannot read is named");
+        spin.frames[0] = at(0x7e0000000100, "/usr/lib/libc.so.6");
+        assert_eq!(function_of(&spin, &jit), "[unknown] in libc.so.6", "a file's offset is not an address");
         let entered = sample_in(1, "java", &[("do_syscall_64", "[kernel.kallsyms]"), ("read", "/usr/lib/libc.so.6")]);
         assert_eq!(function_of(&entered, &jit), "[kernel] from read");
         let roles = HashMap::from([(1, Role::Stub)]);
-        spin.frames[0].ip = 0x7f0000001010;
+        spin.frames[0] = at(0x7f0000001010, memfd);
         let parts = attribute(&[spin.clone(), spin], &roles, &jit);
         assert_eq!(parts.functions[&(Part::App, "exe".to_string(), "void Foo.spin()".to_string())], 0.008);
     }
@@ -492,7 +504,7 @@ mod tests {
             sample(3, "java", &[("x", false)]),
             sample(9, "other", &[("x", false)]),
         ];
-        let parts = attribute(&samples, &roles, &[]);
+        let parts = attribute(&samples, &roles, &CodeNames::default());
         let got: Vec<(Part, f64)> = parts.seconds.iter().map(|(p, s)| (*p, (s * 1000.0).round())).collect();
         assert_eq!(got, [(Part::App, 12.0), (Part::Platform, 4.0), (Part::Guest, 4.0), (Part::Qemu, 4.0)]);
         assert!((parts.sampled - 0.024).abs() < 1e-9, "the other process's sample is not the sandbox's");

@@ -4,6 +4,7 @@
 //! machine let settle between runs, and the progress lines a run says.
 
 mod cgroup;
+pub mod code_names;
 mod counters;
 pub mod cpu_parts;
 mod cpuset;

@@ -1,6 +1,7 @@
 //! What is measured. Each kind is one file; its configuration is parsed from the suite on the
 //! host and travels to the agent inside the sandbox as a `Spec`, where `run` executes it.
 
+pub mod command;
 pub mod cpu;
 pub mod cql;
 pub mod fio;
@@ -33,9 +34,30 @@ pub struct Output {
     pub notes: Vec<String>,
     /// A capacity search's steps.
     pub steps: Vec<cql_stress::capacity::Step>,
-    /// The JIT maps of the servers it ran, for the host to name their sampled code by.
-    pub jit_maps: Vec<RawFile>,
+    /// What the processes it ran said of their code (`store::AgentReport::code_maps`).
+    pub code_maps: Vec<RawFile>,
 }
+
+/// The JIT map a process wrote as it exited (a JVM with `sys::jit_map::JVM_FLAGS`), taken out of
+/// the environment's /tmp for the host: a map left there would name another run's process of the
+/// same pid.
+pub fn take_jit_map(pid: i32) -> Option<RawFile> {
+    let path = crate::sys::jit_map::path_of(pid);
+    let content = std::fs::read_to_string(&path).ok()?;
+    let _ = std::fs::remove_file(&path);
+    Some(RawFile { name: format!("{JIT_MAP_PREFIX}{pid}.map"), content })
+}
+
+/// The mappings of a live process, as its kernel shows them (`/proc/PID/maps`): inside gVisor,
+/// its files at the addresses the workload sees them, which perf may not know.
+pub fn mappings_of(pid: i32) -> Option<RawFile> {
+    let content = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    Some(RawFile { name: format!("{MAPPINGS_PREFIX}{pid}"), content })
+}
+
+/// How the code maps are told apart: a JIT's map, a process's mappings.
+pub const JIT_MAP_PREFIX: &str = "perf-";
+pub const MAPPINGS_PREFIX: &str = "maps-";
 
 /// Where and with what a workload runs, as the agent sees it.
 pub struct RunContext<'a> {
@@ -90,7 +112,7 @@ pub fn records(workload: &dyn Workload, metric: &str) -> bool {
 
 pub trait Workload {
     /// Programs that must exist where the workload runs.
-    fn programs(&self) -> Vec<&'static str>;
+    fn programs(&self) -> Vec<&str>;
     /// Metrics for the terminal table, most important first.
     fn headline(&self) -> Vec<&'static str>;
     /// Every metric its own output gives (its headline among them), that a `[[bound]]` may
@@ -139,6 +161,7 @@ pub enum Spec {
     #[serde(rename = "redis-benchmark")]
     RedisBenchmark(redis_bench::RedisBenchmark),
     Oltp(oltp::Oltp),
+    Command(command::Command),
 }
 
 impl Spec {
@@ -153,6 +176,7 @@ impl Spec {
             Spec::Pgbench(w) => w,
             Spec::RedisBenchmark(w) => w,
             Spec::Oltp(w) => w,
+            Spec::Command(w) => w,
         }
     }
 
