@@ -258,7 +258,7 @@ mod tests {
         let named = named.expect("a line of the functions");
         assert!(
             named.contains(
-                "in app: void Foo.spin() +32.0 µs (ReadStage), Interpreter +6.00 µs (exe) — together 100% of its growth"
+                "in app: void Foo.spin() +32.0 µs (ReadStage), Interpreter (bytecode not compiled yet) +6.00 µs (exe) — together 100% of its growth"
             ),
             "{named}"
         );

@@ -59,6 +59,16 @@ pub fn grown(cell: &CellResult, base: &CellResult) -> Vec<Grown> {
 /// How many functions the why names for a part.
 const NAMED: usize = 5;
 
+/// What a runtime's own entry in a JIT's map stands for, where its name does not say.
+fn gloss(function: &str) -> &'static str {
+    match function {
+        // Time a JVM spends interpreting is time its JIT had not compiled the code yet
+        // (docs/gvisor-guide.md: under gVisor, its compiler is behind).
+        "Interpreter" => " (bytecode not compiled yet)",
+        _ => "",
+    }
+}
+
 /// The why's line of the functions that grew in the parts that grew most: "in app: void
 /// Foo.bar() +120 µs (thread ReadStage-1), Interpreter +40 µs, …; in platform: …", each part's
 /// functions together against the part's growth, and what no symbol or map named.
@@ -76,8 +86,10 @@ pub fn line(cell: &CellResult, base: &CellResult, parts: &[(&str, f64)]) -> Opti
             if top.is_empty() {
                 return None;
             }
-            let named: Vec<String> =
-                top.iter().map(|g| format!("{} +{} ({})", g.function, units::human(g.us, "us"), g.thread)).collect();
+            let named: Vec<String> = top
+                .iter()
+                .map(|g| format!("{}{} +{} ({})", g.function, gloss(&g.function), units::human(g.us, "us"), g.thread))
+                .collect();
             let together = top.iter().map(|g| g.us).sum::<f64>() / part_us * 100.0;
             Some(format!("in {part}: {} — together {together:.0}% of its growth", named.join(", ")))
         })

@@ -201,7 +201,8 @@ impl Recorded {
         let pids: Vec<String> = pids.iter().map(i32::to_string).collect();
         let kept = std::env::var_os("ISOBENCH_KEEP_SAMPLES");
         let mut script = Command::new("perf");
-        script.args(["script", "--fields", "comm,pid,tid,time,period,ip,sym,dso", "--show-mmap-events"]);
+        script.args(["script", "--fields", "comm,pid,tid,time,period,ip,sym,dso"]);
+        script.args(["--show-mmap-events", "--show-task-events"]);
         script.args(["--pid", &pids.join(","), "--input"]);
         script.arg(&self.data);
         // The parts need a kernel frame's object, never its function, and gVisor's functions,
@@ -278,10 +279,11 @@ pub fn monotonic_now() -> f64 {
     now.tv_sec as f64 + now.tv_nsec as f64 / 1e9
 }
 
-/// `perf script --fields comm,pid,tid,time,period,ip,sym,dso --show-mmap-events`: a sample is a
-/// line `COMM PID/TID TIME: PERIOD` (the thread's name may hold spaces; without the time where it
-/// was not asked for) and a line per frame, `IP SYMBOL (DSO)`, indented, leaf first; a blank line
-/// ends it. Lines of any other shape are passed over, but for the mappings of a memory file.
+/// `perf script --fields comm,pid,tid,time,period,ip,sym,dso --show-mmap-events
+/// --show-task-events`: a sample is a line `COMM PID/TID TIME: PERIOD` (the thread's name may hold
+/// spaces; without the time where it was not asked for) and a line per frame, `IP SYMBOL (DSO)`,
+/// indented, leaf first; a blank line ends it. Lines of any other shape are passed over, but for
+/// the mappings of a memory file and the processes forked (which inherit their parent's).
 ///
 /// perf prints an unnamed frame in a mapped object at its offset in the object, not at its
 /// address. For a file that is what its symbols are found by, but gVisor maps the workload's
@@ -305,6 +307,9 @@ pub fn parse_script(text: &str) -> Vec<StackSample> {
         } else if let Some(mapped) = memory_file_mapping(line) {
             samples.extend(current.take());
             memory_files.add(mapped);
+        } else if let Some((child, parent)) = forked(line) {
+            samples.extend(current.take());
+            memory_files.fork(child, parent);
         } else {
             samples.extend(current.take());
             current = header(line);
@@ -338,6 +343,18 @@ impl MemoryFileMaps {
         self.by_pid.entry(m.pid).or_default().entry(m.offset).or_default().push((m.start, m.length));
     }
 
+    /// A process forked from `parent` has its mappings, older than any of its own (perf tells a
+    /// process that was there when it started its mappings, and its fork, in either order).
+    fn fork(&mut self, child: i32, parent: i32) {
+        let Some(inherited) = self.by_pid.get(&parent).cloned() else { return };
+        let own = self.by_pid.entry(child).or_default();
+        for (offset, mut mapped) in inherited {
+            let later = own.entry(offset).or_default();
+            mapped.append(later);
+            *later = mapped;
+        }
+    }
+
     /// The address in `pid` of `offset` in its memory file: by the latest mapping that holds it
     /// among those that begin nearest below it (gVisor maps a few pages at a time).
     fn address(&self, pid: i32, offset: u64) -> Option<u64> {
@@ -347,6 +364,16 @@ impl MemoryFileMaps {
             Some(start + (offset - at))
         })
     }
+}
+
+/// A process (not a thread) forked: `PERF_RECORD_FORK(PID:TID):(PARENT_PID:PARENT_TID)`, as
+/// gVisor's stubs fork more stubs.
+fn forked(line: &str) -> Option<(i32, i32)> {
+    let (_, event) = line.split_once("PERF_RECORD_FORK(")?;
+    let (child, parent) = event.split_once("):(")?;
+    let pid = |ids: &str| ids.split(':').next()?.parse::<i32>().ok();
+    let (child, parent) = (pid(child)?, pid(parent)?);
+    (child != parent).then_some((child, parent))
 }
 
 /// A `PERF_RECORD_MMAP2 PID/TID: [0xSTART(0xLENGTH) @ 0xOFFSET …]: PROT /memfd:NAME` line.
@@ -473,9 +500,14 @@ exe  77/78 11.5:    4000000
 
 exe  88/88 11.6:    4000000 
 \t  3fb90a10 [unknown] (/memfd:runsc-memory (deleted))
+
+exe  77/77 11.7: PERF_RECORD_FORK(99:99):(77:77)
+exe  77/77 11.7: PERF_RECORD_FORK(77:100):(77:77)
+exe  99/99 11.8:    4000000 
+\t  3fb91a10 [unknown] (/memfd:runsc-memory (deleted))
 ";
         let samples = parse_script(text);
-        assert_eq!(samples.len(), 3, "a mapping is not a sample");
+        assert_eq!(samples.len(), 4, "a mapping or a fork is not a sample");
         let ips = |s: &StackSample| s.frames.iter().map(|f| f.ip).collect::<Vec<_>>();
         assert_eq!(
             ips(&samples[0]),
@@ -485,5 +517,6 @@ exe  88/88 11.6:    4000000
         // The offset mapped again: its latest mapping; the rest of the first still holds.
         assert_eq!(ips(&samples[1]), [0x7ab000000a10, 0x7eefa8201a10]);
         assert_eq!(ips(&samples[2]), [0x3fb90a10], "another process's mappings are its own");
+        assert_eq!(ips(&samples[3]), [0x7eefa8201a10], "a forked process's are its parent's");
     }
 }
