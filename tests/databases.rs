@@ -145,6 +145,21 @@ fn postgres_mariadb_and_redis_serve_in_host_and_runsc_with_their_data_on_the_vol
         let pgbench = run_record(&dir, &format!("{env}.ext4.tpcb"), 1);
         assert_eq!(value(&pgbench, "errors"), 0.0);
         assert!(value(&pgbench, "ops") > 0.0);
+        // A C server's own functions, by its binary's symbols: under gVisor too, where perf
+        // knows no mapping of most of its code and the server's own mappings name it.
+        let functions = pgbench["functions"].as_array().expect("the run's functions");
+        let named: Vec<&str> = functions
+            .iter()
+            .filter(|f| f["part"] == "app" && !f["function"].as_str().unwrap().starts_with('['))
+            .map(|f| f["function"].as_str().unwrap())
+            .collect();
+        assert!(named.len() >= 5, "{env}: PostgreSQL's functions named in the app part: {named:?}");
+        let unnamed: f64 = functions
+            .iter()
+            .filter(|f| f["function"] == "[unknown] in [unknown]")
+            .map(|f| f["share"].as_f64().unwrap())
+            .sum();
+        assert!(unnamed < 0.05, "{env}: {unnamed:.3} of the sampled CPU in no mapping at all");
     }
     sb.assert_nothing_left();
 }

@@ -15,6 +15,7 @@ pub mod sysbench;
 pub mod syscall;
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -49,9 +50,21 @@ pub fn take_jit_map(pid: i32) -> Option<RawFile> {
 }
 
 /// The mappings of a live process, as its kernel shows them (`/proc/PID/maps`): inside gVisor,
-/// its files at the addresses the workload sees them, which perf may not know.
+/// its files at the addresses the workload sees them, which perf may not know. A server that runs
+/// as a user of its own (PostgreSQL) shows them only to that user where the sandbox's root may
+/// not trace processes: they are then read as it.
 pub fn mappings_of(pid: i32) -> Option<RawFile> {
-    let content = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let path = format!("/proc/{pid}/maps");
+    let content = match std::fs::read_to_string(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let id =
+                |key: &str| status.lines().find_map(|l| l.strip_prefix(key)?.split_whitespace().next()?.parse().ok());
+            let read = std::process::Command::new("cat").arg(&path).uid(id("Uid:")?).gid(id("Gid:")?).output().ok()?;
+            read.status.success().then(|| String::from_utf8_lossy(&read.stdout).into_owned())?
+        }
+        read => read.ok()?,
+    };
     Some(RawFile { name: format!("{MAPPINGS_PREFIX}{pid}"), content })
 }
 
