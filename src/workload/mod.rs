@@ -318,6 +318,12 @@ pub fn parse_capacity(f: &mut Fields, defaults: CapacityDefaults) -> Result<Opti
     Ok(Some(Plan { bound, start, growth, resolution: resolution / 100.0, warmup, window, budget, max, retries }))
 }
 
+/// A database load's headline: the rate it was served at, its latencies and its errors; a
+/// capacity search's, the highest rate that passed.
+pub fn served_headline(capacity: bool) -> Vec<&'static str> {
+    if capacity { vec!["capacity"] } else { vec!["op_rate", "latency_mean", "latency_p99", "errors"] }
+}
+
 /// What a capacity search is expected to take (for the ETA): a dozen steps and their setup,
 /// within its budget.
 pub fn capacity_duration(plan: &Plan) -> Duration {

@@ -254,7 +254,7 @@ impl Workload for Oltp {
     }
 
     fn headline(&self) -> Vec<&'static str> {
-        vec!["op_rate", "latency_mean", "latency_p99", "errors"]
+        super::served_headline(false)
     }
 
     fn recorded(&self) -> Vec<String> {

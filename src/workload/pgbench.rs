@@ -385,10 +385,7 @@ impl Workload for Pgbench {
     }
 
     fn headline(&self) -> Vec<&'static str> {
-        if self.capacity.is_some() {
-            return vec!["capacity"];
-        }
-        vec!["op_rate", "latency_mean", "latency_p99", "errors"]
+        super::served_headline(self.capacity.is_some())
     }
 
     fn recorded(&self) -> Vec<String> {

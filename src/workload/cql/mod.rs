@@ -1,6 +1,8 @@
 //! CQL load with isobench's cassandra-stress-compatible generator (`isobench cql`), as a suite
-//! workload: `args` is the measured phase in cassandra-stress's syntax, `load` an optional phase
-//! run first and not measured (`load = "write n=100000"`, then `args = "read duration=30s"`).
+//! workload: `args` is the measured phase in cassandra-stress's syntax, `load` optional phases
+//! run first and not measured (`load = "write n=100000"`, then `args = "read duration=30s"`; or
+//! `load = ["write n=100000", "read duration=5s"]`, the rows written and then read once more to
+//! warm the server's code up).
 //! Which nodes it talks to comes from the suite's `[[server]]`, or from `-node` in `args`.
 
 use std::collections::BTreeMap;
@@ -18,7 +20,9 @@ use cql_stress::loaders;
 use cql_stress::process::{Finished, Launcher, StdinFeed};
 use cql_stress::{self as cql, settings, settings::Settings, stress::RunResult};
 
-pub const KIND: Kind = Kind { name: "cql", list_keys: &[], parse, capacity: Ok(()) };
+mod indexed;
+
+pub const KIND: Kind = Kind { name: "cql", list_keys: &["load"], parse, capacity: Ok(()) };
 
 /// Gives the load generator isobench's way of starting its loaders: as `isobench cql …`, each
 /// marked with the run's token for `cleanup` and stopped on an interrupt, as every process of a
@@ -42,7 +46,9 @@ fn run_loader(
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Cql {
     pub args: String,
-    pub load: Option<String>,
+    /// The phases run in turn before the measured one, not measured.
+    #[serde(default, deserialize_with = "one_or_more", skip_serializing_if = "Vec::is_empty")]
+    pub load: Vec<String>,
     /// The nodes to load, when the suite names a server; otherwise `-node` in `args`.
     #[serde(default)]
     pub target: Option<Target>,
@@ -120,22 +126,23 @@ fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
     let args = f.str("args")?.ok_or_else(|| {
         f.error_at("args", "the measured phase is required, e.g. args = \"read duration=30s -rate threads=32\"")
     })?;
-    let load = f.str("load")?;
+    let load = match f.node("load").map(|n| &n.value) {
+        Some(crate::syntax::Value::List(_)) => f.str_list("load")?.unwrap_or_default(),
+        _ => f.str("load")?.into_iter().collect(),
+    };
     let loaders = f.count("loaders")?.map(|n| n as u32).filter(|n| *n > 1);
     let mut profiles = BTreeMap::new();
-    for (key, text) in [("args", Some(&args)), ("load", load.as_ref())] {
-        if let Some(text) = text {
-            for name in profile_names(text) {
-                let full = ctx.resolve(&name);
-                let content = std::fs::read_to_string(&full)
-                    .map_err(|e| f.error_at(key, format!("profile={name}: cannot read {}: {e}", full.display())))?;
-                profiles.insert(name, content);
-            }
-            parse_phase(text, None, &profiles).map_err(|e| f.error_at(key, e.to_string()))?;
-            if let Some(n) = loaders {
-                loaders::split_with(&words(text), n, &profiles)
-                    .map_err(|e| f.error_at(key, e.to_string().trim_end().to_string()))?;
-            }
+    for (key, text) in std::iter::once(("args", &args)).chain(load.iter().map(|l| ("load", l))) {
+        for name in profile_names(text) {
+            let full = ctx.resolve(&name);
+            let content = std::fs::read_to_string(&full)
+                .map_err(|e| f.error_at(key, format!("profile={name}: cannot read {}: {e}", full.display())))?;
+            profiles.insert(name, content);
+        }
+        parse_phase(text, None, &profiles).map_err(|e| f.error_at(key, e.to_string()))?;
+        if let Some(n) = loaders {
+            loaders::split_with(&words(text), n, &profiles)
+                .map_err(|e| f.error_at(key, e.to_string().trim_end().to_string()))?;
         }
     }
     let nodes = f.count("nodes")?.map(|n| n as usize);
@@ -149,6 +156,22 @@ fn parse(f: &mut Fields, ctx: &ParseContext) -> Result<Spec, SuiteError> {
     let keep_warmup = f.choice("warmup", &["cut", "keep"])?.as_deref() == Some("keep");
     f.finish()?;
     Ok(Spec::Cql(Cql { args, load, target: None, loaders, indexed: false, profiles, nodes, capacity, keep_warmup }))
+}
+
+/// `load` as stored: one phase (a string, as result sets before the list have it), several, or
+/// none.
+fn one_or_more<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Phases {
+        One(String),
+        More(Vec<String>),
+    }
+    Ok(match Option::<Phases>::deserialize(d)? {
+        None => Vec::new(),
+        Some(Phases::One(p)) => vec![p],
+        Some(Phases::More(p)) => p,
+    })
 }
 
 /// A measured phase a capacity search can run: the search sets each step's rate and length.
@@ -292,10 +315,7 @@ impl Workload for Cql {
     }
 
     fn headline(&self) -> Vec<&'static str> {
-        if self.capacity.is_some() {
-            return vec!["capacity"];
-        }
-        vec!["op_rate", "latency_mean", "latency_p99", "errors"]
+        crate::workload::served_headline(self.capacity.is_some())
     }
 
     fn recorded(&self) -> Vec<String> {
@@ -306,8 +326,8 @@ impl Workload for Cql {
 
     fn describe(&self) -> BTreeMap<String, String> {
         let mut d = BTreeMap::from([("cql.args".to_string(), shown(&self.args))]);
-        if let Some(load) = &self.load {
-            d.insert("cql.load".into(), shown(load));
+        if !self.load.is_empty() {
+            d.insert("cql.load".into(), self.load.iter().map(|l| shown(l)).collect::<Vec<_>>().join(", then "));
         }
         if let Ok(s) = self.phase(&self.args) {
             let threads = match (&self.capacity, s.rate.threads) {
@@ -360,7 +380,7 @@ impl Workload for Cql {
             Some(plan) => super::capacity_duration(plan),
             None => phase(&self.args),
         };
-        measured + self.load.as_deref().map_or(Duration::ZERO, phase)
+        measured + self.load.iter().map(|l| phase(l)).sum::<Duration>()
     }
 
     fn run(&self, ctx: &RunContext, out: &mut Output) -> Result<()> {
@@ -369,6 +389,15 @@ impl Workload for Cql {
 }
 
 impl Cql {
+    /// The load phases with the names their loaders' files and folders take: `load`, then
+    /// `load-2`, `load-3`, ….
+    fn load_phases(&self) -> impl Iterator<Item = (String, &String)> {
+        self.load
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (if i == 0 { "load".to_string() } else { format!("load-{}", i + 1) }, l))
+    }
+
     /// Runs the phases; `measured` is called as the measured phase begins (a fault's cue).
     pub fn run_cued(&self, ctx: &RunContext, out: &mut Output, measured: &(dyn Fn() + Sync)) -> Result<()> {
         if let (Some(n), true) = (self.loaders, self.indexed) {
@@ -377,13 +406,15 @@ impl Cql {
         if let Some(n) = self.loaders {
             return self.run_with_loaders(n, ctx, out, measured);
         }
-        if let Some(load) = &self.load {
+        for (i, load) in self.load.iter().enumerate() {
             let report = cql::run(self.phase(load)?, &shown(load), false, cql::Pauses::None)?;
             let last = report.runs.last().ok_or_else(|| anyhow!("the load phase ran nothing"))?;
             if !report.success {
                 bail!("the load phase ({load}) failed: {} errors", last.total.errors);
             }
-            out.samples.push(Sample::new("load_op_rate", last.summary().op_rate, "op/s"));
+            if i == 0 {
+                out.samples.push(Sample::new("load_op_rate", last.summary().op_rate, "op/s"));
+            }
         }
         measured();
         if let Some(plan) = &self.capacity {
@@ -409,12 +440,14 @@ impl Cql {
     }
 
     fn run_with_loaders(&self, n: u32, ctx: &RunContext, out: &mut Output, measured: &(dyn Fn() + Sync)) -> Result<()> {
-        if let Some(load) = &self.load {
-            let merged = self.run_loaders(load, n, &ctx.scratch_dir.join("load"), out, &|| {})?;
+        for (i, (phase, load)) in self.load_phases().enumerate() {
+            let merged = self.run_loaders(load, n, &ctx.scratch_dir.join(&phase), out, &|| {})?;
             if let Some(failed) = &merged.failed {
                 bail!("the load phase ({}) failed: {failed}", shown(load));
             }
-            out.samples.push(Sample::new("load_op_rate", merged.op_rate, "op/s"));
+            if i == 0 {
+                out.samples.push(Sample::new("load_op_rate", merged.op_rate, "op/s"));
+            }
         }
         if let Some(plan) = &self.capacity {
             measured();
@@ -550,121 +583,6 @@ impl Cql {
         }
         Ok(())
     }
-
-    /// One pod's slice of each phase (load, then the measured one); its output and HDR logs go
-    /// back as raw files named as `combine_indexed` reads them.
-    fn run_slice(&self, n: u32, ctx: &RunContext, out: &mut Output) -> Result<()> {
-        let index: usize = std::env::var(INDEX_VAR)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow!("{INDEX_VAR} is not set: an indexed loader runs as a pod of an Indexed Job"))?;
-        let phases = self.load.iter().map(|l| ("load", l)).chain([("run", &self.args)]);
-        for (phase, text) in phases {
-            if phase == "run"
-                && let Some(plan) = &self.capacity
-            {
-                eprintln!("{MEASURED_LINE}");
-                // One loader pod searches alone, as a loader on the host does.
-                return self.search(plan, ctx, out);
-            }
-            let dir = ctx.scratch_dir.join(phase);
-            let commands = loaders::split(&self.loader_command(text, &dir)?, n)
-                .map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
-            let command = commands.get(index).ok_or_else(|| anyhow!("loader index {index} of {n}"))?;
-            // The measured phase begins when the loader has connected and made the schema: a
-            // fault timed from it must not hit a loader still setting up (on a busy machine a
-            // pod deleted 3 s in reset one's connection while it created the table).
-            let cue = || {
-                if phase == "run" {
-                    eprintln!("{MEASURED_LINE}");
-                }
-            };
-            let loader = loaders::run_single(index + 1, command, &ctx.scratch_dir.join(phase), &cue)?;
-            if phase == "run" {
-                eprintln!("{MEASURED_END_LINE}");
-            }
-            out.raw.push(RawFile {
-                name: format!("{phase}-loader-{}.log", index + 1),
-                content: format!("isobench cql {}\n\n{}", loader.command, loader.output),
-            });
-            if let Ok(hdr) = std::fs::read_to_string(&loader.hdr) {
-                out.raw.push(RawFile { name: format!("{phase}-loader-{}.hdr", index + 1), content: hdr });
-            }
-            if !loader.success {
-                bail!("loader {} failed ({phase}): {}", index + 1, loader.reason());
-            }
-            out.samples.push(Sample::new(format!("{phase}_loader_op_rate"), loader.op_rate, "op/s"));
-        }
-        Ok(())
-    }
-
-    /// The reports of an Indexed Job's pods (in index order) as one: each phase merged from the
-    /// pods' HDR logs (written into `dir`), exactly as local loader processes are merged.
-    pub fn combine_indexed(
-        &self,
-        reports: Vec<crate::store::AgentReport>,
-        dir: &std::path::Path,
-    ) -> crate::store::AgentReport {
-        let n = reports.len() as u32;
-        if let (Some(_), [_]) = (&self.capacity, reports.as_slice()) {
-            // One loader pod searched alone: its report is the run's.
-            return reports.into_iter().next().expect("one report");
-        }
-        let mut out = Output::default();
-        let mut combined = crate::store::AgentReport {
-            facts: reports.first().map(|r| r.facts.clone()).unwrap_or_default(),
-            ..Default::default()
-        };
-        let phases: Vec<&str> = if self.load.is_some() { vec!["load", "run"] } else { vec!["run"] };
-        let mut merged_phases = Vec::new();
-        for phase in phases {
-            let mut loaders = Vec::new();
-            for (i, report) in reports.iter().enumerate() {
-                let file = |ext: &str| {
-                    let name = format!("{phase}-loader-{}.{ext}", i + 1);
-                    report.raw.iter().find(|r| r.name == name).map(|r| r.content.clone())
-                };
-                let log = file("log").unwrap_or_default();
-                let hdr = dir.join(format!("{phase}-loader-{}.hdr", i + 1));
-                if let Some(content) = file("hdr") {
-                    let _ = std::fs::write(&hdr, content);
-                }
-                let (command, output) = log.split_once("\n\n").unwrap_or(("", &log));
-                let command = command.trim_start_matches("isobench cql ").to_string();
-                let failed = report.error.is_some() && !hdr.exists();
-                loaders.push(loaders::Loader::read(command, hdr, output.to_string(), !failed));
-            }
-            merged_phases.push((phase, loaders));
-        }
-        let result = (|| -> Result<()> {
-            for (phase, ran) in &merged_phases {
-                let fixed = self.phase(&self.args).map(|s| s.rate.fixed.is_some()).unwrap_or(false);
-                let merged = loaders::merge(ran, if fixed && *phase == "run" { "rt" } else { "st" })?;
-                if *phase == "load" {
-                    if let Some(failed) = &merged.failed {
-                        bail!("the load phase ({}) failed: {failed}", shown(self.load.as_deref().unwrap_or_default()));
-                    }
-                    out.samples.push(Sample::new("load_op_rate", merged.op_rate, "op/s"));
-                } else {
-                    self.merged_output(&merged, n, &mut out)?;
-                }
-            }
-            Ok(())
-        })();
-        for report in reports {
-            combined.raw.extend(report.raw.into_iter().filter(|r| r.name.ends_with(".log")));
-            combined.notes.extend(report.notes);
-            if combined.error.is_none() {
-                combined.error = report.error;
-            }
-        }
-        if let Err(e) = result {
-            combined.error = Some(format!("{e:#}"));
-        }
-        combined.samples = out.samples;
-        combined.notes.extend(out.notes);
-        combined
-    }
 }
 
 /// The summary figures, as cassandra-stress's Results block has them (latencies in µs); with
@@ -752,6 +670,18 @@ mod tests {
         assert_eq!(s.native_port, 19042);
         assert_eq!(s.mode.password.as_deref(), Some("p"));
         assert!(!format!("{target:?}").contains("\"p\""));
+    }
+
+    #[test]
+    fn load_is_one_phase_or_several_and_a_stored_string_still_reads() {
+        let read = |json: &str| serde_json::from_str::<Cql>(json).unwrap().load;
+        assert_eq!(read(r#"{"args": "read n=1", "load": "write n=10"}"#), ["write n=10"]);
+        assert_eq!(read(r#"{"args": "read n=1", "load": null}"#), Vec::<String>::new());
+        assert_eq!(read(r#"{"args": "read n=1"}"#), Vec::<String>::new());
+        let cql = serde_json::from_str::<Cql>(r#"{"args": "read n=1", "load": ["write n=10", "read n=5"]}"#).unwrap();
+        let names: Vec<String> = cql.load_phases().map(|(name, _)| name).collect();
+        assert_eq!(names, ["load", "load-2"]);
+        assert!(!serde_json::to_string(&Cql { load: Vec::new(), ..cql }).unwrap().contains(r#""load""#));
     }
 
     #[test]
