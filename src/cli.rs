@@ -430,6 +430,11 @@ fn run(workdir: &Path, mut args: RunArgs) -> Result<ExitCode> {
     }
     refuse_what_is_missing(&suite, &plan, args.allow_skips)?;
     let history = crate::history::command::before_run(args.no_history);
+    // Taken before the host's facts are written, which record it; dropped when the run ends.
+    let _polling =
+        suite.cpu_idle_poll.then(sys::cpu_idle::hold_poll).transpose().context(
+            "cpu_idle = \"poll\" needs the kernel's PM QoS request (run isobench as root, or remove cpu_idle)",
+        )?;
     let set = match resumed {
         Some(set) => {
             let stored = std::fs::read_to_string(set.dir.join("suite.toml")).unwrap_or_default();

@@ -75,6 +75,7 @@ pub fn host_facts() -> Facts {
     {
         f.insert("os".into(), name.trim_matches('"').to_string());
     }
+    f.extend(crate::sys::cpu_idle::facts());
     f.insert("isobench.version".into(), env!("CARGO_PKG_VERSION").into());
     if let Some(sha) = option_env!("ISOBENCH_GIT_SHA") {
         f.insert("isobench.git".into(), sha.into());

@@ -277,8 +277,12 @@ fn a_postgres_history_over_tls_is_verified_against_the_ca_the_url_names() {
 /// name: the history finds one change point in its getpid overhead, at the fifth result set, and
 /// names the platform; the host's series has none; the gate fails until it is acknowledged.
 /// Twice over: pinned to one CPU with the host (systrap ~14 µs ±15 %, ptrace ~27 µs), and free
-/// to use both CPUs, as users run it, where systrap's getpid took ~6 µs in some rounds and
-/// 50-100 µs in others: a noisy segment whose step the history must see all the same.
+/// to use both CPUs, as users run it. The CPUs poll while it runs: halting, the free sandbox's
+/// getpid took 6-10 µs in some runs and 30-110 µs in others (waking a halted CPU), its result
+/// sets' medians 9.0k-34.8k ns against ptrace's 72k-87k once, a step of 2 noise units that the
+/// detector, rightly at that noise, did not call; polling, 5-16 µs in every run, the medians
+/// 7.0k-10.3k ns against ptrace's 38k-43k. A step in a noisy segment is the unit tests'
+/// (history::detect).
 #[test]
 fn a_platform_change_is_found_where_it_happened_and_named() {
     skip_if!(unable());
@@ -293,6 +297,7 @@ fn a_platform_change_is_found_where_it_happened_and_named() {
 name = "known-answer"
 repeat = 4
 baseline = { env = "host" }
+cpu_idle = "poll"
 
 [[env]]
 name = "host"
@@ -356,7 +361,14 @@ time = "250ms"
         assert!(Path::new(cp["result_set"].as_str().unwrap()).join("plan.json").exists(), "{cp:#}");
     }
     let cp = points.iter().find(|c| c["cell"] == "gv.t.sc" && c["series"] == "overhead").unwrap();
-    assert!(!points.iter().any(|c| c["cell"] == "host.t.sc"), "no change in the host's series: {points:#?}");
+    // The host's series does not see the platform's change. Its level may move with the machine's
+    // (-1.9 % at p 0.005 once, between the third and fourth result sets, a 100-ns getpid): such a
+    // change is found, small, with nothing of its setup changed.
+    for host in points.iter().filter(|c| c["cell"] == "host.t.sc") {
+        let moved = host["change_pct"].as_f64().unwrap().abs();
+        assert!(moved < 5.0, "the platform's change in the host's series: {host:#}");
+        assert!(host["changed"].as_object().unwrap().is_empty(), "{host:#}");
+    }
 
     // The gate: regressed against the level before, until someone acknowledges the change.
     let gate = |extra: &[&str]| history(&sb, &location, &[&["gate", "--metric", "syscall_ns"][..], extra].concat());

@@ -656,3 +656,70 @@ time = "50ms"
         .unwrap();
     sb.assert_nothing_left();
 }
+
+/// Entries into the idle CPUs' POLL state and into every other (halting) state so far, all CPUs
+/// together; None where cpuidle has no POLL state.
+fn idle_entries() -> Option<(u64, u64)> {
+    let (mut polled, mut halted, mut seen) = (0, 0, false);
+    for cpu in std::fs::read_dir("/sys/devices/system/cpu").ok()?.flatten() {
+        for state in std::fs::read_dir(cpu.path().join("cpuidle")).into_iter().flatten().flatten() {
+            let read = |file: &str| std::fs::read_to_string(state.path().join(file)).unwrap_or_default();
+            let Ok(usage) = read("usage").trim().parse::<u64>() else { continue };
+            if read("name").trim() == "POLL" {
+                (polled, seen) = (polled + usage, true);
+            } else {
+                halted += usage;
+            }
+        }
+    }
+    seen.then_some((polled, halted))
+}
+
+/// `cpu_idle = "poll"` holds the kernel's PM QoS request at 0 µs through the run: meanwhile an
+/// idle CPU polls and never halts (its POLL state, which this machine's idle CPUs never choose
+/// alone), and the host's facts say so; once the run has ended, nothing holds them.
+#[test]
+fn cpu_idle_poll_keeps_the_cpus_polling_through_the_run_and_no_longer() {
+    skip_if!(need_root("the kernel's PM QoS request"));
+    use isobench::sys::cpu_idle::held_latency_us;
+    let sb = Scratch::new();
+    // Ten seconds of fio at 50 reads a second leave the CPUs idle almost throughout.
+    let fio = SMALL_FIO.replace("runtime = \"1s\"", "runtime = \"10s\"\nargs = [\"--rate_iops=50\"]");
+    let suite = suite("", &fio, "").replace("repeat = 2", "repeat = 1\ncpu_idle = \"poll\"");
+    let (mut run, out) = sb.start_suite(&suite, &[]);
+    Wait::new("the run to hold the CPUs polling", Duration::from_secs(30))
+        .until(|| Ok(if held_latency_us() == Some(0) { Check::Done(()) } else { Check::NotYet(String::new()) }))
+        .unwrap();
+    // Counted as entries into each kind of state, not as a number of polls: beside the other
+    // lane's tests the CPUs are idle less often (POLL chosen 11 times in a second in CI, 5,269
+    // on an idle machine), but whenever they are, they poll. Two seconds, and longer while the
+    // CPUs have not been idle at all (in a fresh clone's `make test` they once entered no idle
+    // state in two seconds): counted only while the run still holds them.
+    match idle_entries() {
+        Some(before) => {
+            let (began, mut after) = (Instant::now(), before);
+            while began.elapsed() < Duration::from_secs(2) || after == before {
+                std::thread::sleep(Duration::from_millis(250));
+                let now = idle_entries().unwrap();
+                if held_latency_us() != Some(0) {
+                    break;
+                }
+                after = now;
+            }
+            let (polled, halted) = (after.0 - before.0, after.1 - before.1);
+            let seconds = began.elapsed().as_secs_f64();
+            eprintln!(
+                "{seconds:.1} s with the CPUs held polling: POLL chosen {polled} times, a halting state {halted}"
+            );
+            assert!(polled > 0 && halted == 0, "held polling, POLL chosen {polled} times, a halting state {halted}");
+        }
+        None => common::skip_part(
+            "the POLL state chosen",
+            &common::missing("cpuidle", "this machine's cpuidle has no POLL state to count"),
+        ),
+    }
+    assert!(run.wait().unwrap().success());
+    assert_ne!(held_latency_us(), Some(0), "the request outlived the run");
+    let host = std::fs::read_to_string(out.join("host.json")).unwrap();
+    assert!(host.contains("\"cpu.idle_latency_limit\": \"0 µs: the CPUs poll when idle\""), "{host}");
+}

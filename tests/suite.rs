@@ -91,7 +91,7 @@ fn unknown_key_names_file_line_key_and_allowed_keys() {
 #[test]
 fn unknown_top_level_key() {
     let e = load(&format!("repeats = 3\n{BASE}")).err().expect("rejected");
-    assert!(e.starts_with("suite.toml:1: the suite: key \"repeats\": unknown key; allowed keys are: aa, attribute, baseline, bound, budget, cells, collect, cost, env, max_rounds, name, order, precision, repeat, server, settle, split_cpus, target, volume, workload"), "{e}");
+    assert!(e.starts_with("suite.toml:1: the suite: key \"repeats\": unknown key; allowed keys are: aa, attribute, baseline, bound, budget, cells, collect, cost, cpu_idle, env, max_rounds, name, order, precision, repeat, server, settle, split_cpus, target, volume, workload"), "{e}");
 }
 
 #[test]

@@ -646,21 +646,34 @@ mod tests {
     /// the flushes or the system calls, from fio's own timings of each.
     #[test]
     fn a_sandbox_that_beat_the_host_is_told_whether_its_flushes_or_its_calls_were_quicker() {
-        let beat = |(host_sync, host_write): (f64, f64), (sync, write): (f64, f64)| -> String {
-            let mut all = runs(&[100.0, 100.5, 99.5], &[115.0, 116.0, 114.0]);
-            for r in all.iter_mut() {
-                let (s, w) = if r.labels.env == "host" { (host_sync, host_write) } else { (sync, write) };
-                r.samples.push(Sample::new(crate::store::SYNC_LATENCY, s, "us"));
-                r.samples.push(Sample::new("write_clat_mean", w, "us"));
-            }
-            let w = warnings(&analyze(&plan(10.0), &all), &BTreeMap::new(), &[]);
-            w.into_iter().find(|w| w.message.contains("should not beat the host")).unwrap().message
-        };
+        let beat_on =
+            |host: &BTreeMap<String, String>, (host_sync, host_write): (f64, f64), (sync, write): (f64, f64)| {
+                let mut all = runs(&[100.0, 100.5, 99.5], &[115.0, 116.0, 114.0]);
+                for r in all.iter_mut() {
+                    let (s, w) = if r.labels.env == "host" { (host_sync, host_write) } else { (sync, write) };
+                    r.samples.push(Sample::new(crate::store::SYNC_LATENCY, s, "us"));
+                    r.samples.push(Sample::new("write_clat_mean", w, "us"));
+                }
+                let w = warnings(&analyze(&plan(10.0), &all), host, &[]);
+                w.into_iter().find(|w| w.message.contains("should not beat the host")).unwrap().message
+            };
+        let beat = |host, sync| beat_on(&BTreeMap::new(), host, sync);
         let flushes = beat((345.0, 8.6), (300.0, 8.4));
         assert!(flushes.contains("its flushes (fsync) took 300 µs against the host's 345 µs"), "{flushes}");
         assert!(flushes.contains("differs in the flushes the device completed"), "{flushes}");
+        assert!(!flushes.contains("halt"), "no cpuidle facts, nothing said of them: {flushes}");
         assert!(beat((300.0, 30.0), (297.0, 10.0)).contains("differs in the write system calls"));
         assert!(beat((300.0, 8.0), (299.0, 8.1)).contains("the cause is unknown"), "alike: nothing to name");
+        // Where the CPUs halt when idle, a flush's completion waits for one to wake.
+        let mut host = BTreeMap::from([
+            ("cpu.idle_driver".to_string(), "haltpoll".to_string()),
+            ("cpu.idle_latency_limit".to_string(), "none".to_string()),
+        ]);
+        let halting = beat_on(&host, (345.0, 8.6), (300.0, 8.4));
+        assert!(halting.contains("the CPUs here halt when idle (cpuidle haltpoll)"), "{halting}");
+        assert!(!beat_on(&host, (300.0, 30.0), (297.0, 10.0)).contains("halt"), "system calls are not a wake");
+        host.insert("cpu.idle_latency_limit".to_string(), crate::sys::cpu_idle::POLLING.to_string());
+        assert!(!beat_on(&host, (345.0, 8.6), (300.0, 8.4)).contains("halt"), "polling: no halted CPU to wake");
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub fn warnings(analysis: &Analysis, host: &BTreeMap<String, String>, runs: &[Ru
                             -d.overhead_pct,
                             -hi,
                             -lo,
-                            beats_host_cause(cell, base, carry)
+                            beats_host_cause(cell, base, carry, host)
                         ),
                     );
                     break;
@@ -102,7 +102,7 @@ fn time_per_write(cell: &CellResult, base: &CellResult) -> Option<String> {
         return None;
     }
     let part = if (host_sync - sync).abs() >= (host_write - write).abs() {
-        "the flushes the device completed, not the system calls"
+        FLUSHES
     } else {
         "the write system calls, not the flushes"
     };
@@ -111,10 +111,24 @@ fn time_per_write(cell: &CellResult, base: &CellResult) -> Option<String> {
     ))
 }
 
+const FLUSHES: &str = "the flushes the device completed, not the system calls";
+
+/// Where the machine's CPUs halt when idle (a cpuidle driver, and no request that they poll),
+/// what that does to a flush's time.
+fn halting_cpus(host: &BTreeMap<String, String>) -> Option<String> {
+    let driver = host.get("cpu.idle_driver").filter(|d| d.as_str() != "none")?;
+    if crate::sys::cpu_idle::held_polling(host) {
+        return None;
+    }
+    Some(format!(
+        "and the CPUs here halt when idle (cpuidle {driver}): a flush's completion waits for a halted CPU to wake, which side found its CPUs halted more often moves the result, and `cpu_idle = \"poll\"` measures both with the CPUs polling (docs/statistics.md)"
+    ))
+}
+
 /// Why a sandbox beat the host, as far as the figures its runs and the host's recorded show it;
 /// where they show nothing, that the cause is unknown. `carry`: a carry-over was found on
-/// either side.
-fn beats_host_cause(cell: &CellResult, base: &CellResult, carry: bool) -> String {
+/// either side; `host`: the machine's facts.
+fn beats_host_cause(cell: &CellResult, base: &CellResult, carry: bool, host: &BTreeMap<String, String>) -> String {
     let mut seen = Vec::new();
     let direct = cell.record.workload_setup.get("fio.direct").is_some_and(|v| v == "true");
     if direct && cell.setup.get("runtime.ignores_o_direct").is_some_and(|v| v == "true") {
@@ -141,7 +155,13 @@ fn beats_host_cause(cell: &CellResult, base: &CellResult, carry: bool) -> String
         ));
     }
     if let Some(split) = time_per_write(cell, base) {
-        seen.push(split);
+        if split.ends_with(FLUSHES)
+            && let Some(halting) = halting_cpus(host)
+        {
+            seen.push(format!("{split}, {halting}"));
+        } else {
+            seen.push(split);
+        }
     }
     if carry {
         seen.push(

@@ -7,8 +7,11 @@ pub mod explain;
 pub mod export;
 pub mod functions;
 pub mod html;
+mod machine;
 pub mod markdown;
 pub mod terminal;
+
+pub use machine::{machine_line, order_line};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -95,33 +98,6 @@ pub fn write(set: &ResultSet, report: &Report, formats: &[Format]) -> Result<Vec
         written.push(set.dir.join(format.file_name()));
     }
     Ok(written)
-}
-
-/// The machine a result set was measured on, as host.json records it: "AMD EPYC (microcode
-/// 0x1000065), 2 CPUs, 23.5 GiB, virtual, kernel 6.1.0-28-cloud-amd64, root disk vda (…)".
-pub fn machine_line(host: &BTreeMap<String, String>) -> Option<String> {
-    let model = host.get("machine.cpu_model")?;
-    let mut parts = vec![match host.get("machine.microcode") {
-        Some(code) => format!("{model} (microcode {code})"),
-        None => model.clone(),
-    }];
-    parts.extend(host.get("machine.cpus").map(|n| format!("{n} CPUs")));
-    parts.extend(host.get("machine.memory").and_then(|m| m.parse::<f64>().ok()).map(|b| units::human(b, "B")));
-    parts.extend(host.get("machine.product").cloned());
-    parts.extend((host.get("machine.virtual").map(String::as_str) == Some("true")).then(|| "virtual".to_string()));
-    parts.extend(host.get("kernel.release").map(|k| format!("kernel {k}")));
-    parts.extend(host.get("machine.root_disk").map(|d| format!("root disk {d}")));
-    Some(parts.join(", "))
-}
-
-/// How the runs were ordered: "Order: shuffled within each round (seed 123, `--seed 123` replays it)".
-pub fn order_line(plan: &crate::store::PlanRecord) -> String {
-    match (plan.order, plan.seed) {
-        (crate::store::Order::Shuffled, Some(seed)) => {
-            format!("Order: shuffled within each round (seed {seed}; --seed {seed} replays it)")
-        }
-        _ => "Order: fixed, every round as the suite lists its cells: a cell that always follows the same one cannot be told from what that one leaves behind".into(),
-    }
 }
 
 /// The answer a reader wants first: per environment and volume that is not a baseline, each

@@ -62,6 +62,9 @@ pub struct Suite {
     /// `split_cpus = true`: in each cell whose database isobench starts, the database gets the
     /// upper half of the machine's CPUs and the load generator the lower.
     pub split_cpus: bool,
+    /// `cpu_idle = "poll"`: every CPU kept polling rather than halting while the suite runs
+    /// (`sys::cpu_idle`); the default, `"as-is"`, leaves the machine's idle states alone.
+    pub cpu_idle_poll: bool,
     /// The suite after overrides, secrets redacted: what the result set keeps.
     pub resolved: String,
 }
@@ -161,6 +164,7 @@ impl Suite {
         };
         let settle = parse_settle(&mut top)?;
         let split_cpus = top.bool("split_cpus")?.unwrap_or(false);
+        let cpu_idle_poll = top.choice("cpu_idle", &["as-is", "poll"])?.as_deref() == Some("poll");
         let baseline_node = top.node("baseline").ok_or_else(|| {
             top.error("the key \"baseline\" is required, e.g. baseline = { env = \"host\", volume = \"tmpfs\" }")
         })?;
@@ -230,6 +234,7 @@ impl Suite {
             order,
             settle,
             split_cpus,
+            cpu_idle_poll,
             resolved: crate::syntax::to_toml(&resolved_tree),
         })
     }

@@ -6,6 +6,7 @@
 mod cgroup;
 pub mod code_names;
 mod counters;
+pub mod cpu_idle;
 pub mod cpu_parts;
 mod cpuset;
 mod files;
