@@ -54,6 +54,8 @@ pub struct HostCounters {
     not_counted: Option<String>,
     /// Where the sandbox ran against where the volume's disk interrupted (a cgroup only).
     placement: Option<Placement>,
+    /// The CPU time the hypervisor had taken from the machine when the sandbox started.
+    stolen: Option<f64>,
 }
 
 impl HostCounters {
@@ -84,6 +86,7 @@ impl HostCounters {
             parts_window: Default::default(),
             not_counted: None,
             placement: None,
+            stolen: crate::sys::stolen_cpu_s(),
         };
         match count {
             CpuCount::Group | CpuCount::GroupSplitByTree => match make_group(ledger) {
@@ -182,7 +185,9 @@ impl HostCounters {
             host = None;
         }
         let window = self.parts_window.into_inner().unwrap();
-        let parts = sampled_parts(window, whole_run, seen.as_ref(), host, &mut report.code_maps, &mut report.setup);
+        let stolen = self.stolen.zip(crate::sys::stolen_cpu_s()).map(|(before, now)| now - before);
+        let parts =
+            sampled_parts(window, whole_run, seen.as_ref(), host, stolen, &mut report.code_maps, &mut report.setup);
         samples.extend(parts.0);
         report.functions = parts.1;
         if let Some(host) = host {
@@ -339,6 +344,7 @@ fn sampled_parts(
     whole_run: Option<Result<crate::sys::sampling::Recorded>>,
     seen: Option<&HashMap<i32, ProcessCpu>>,
     host: Option<f64>,
+    stolen: Option<f64>,
     code_maps: &mut Vec<crate::store::RawFile>,
     setup: &mut BTreeMap<String, String>,
 ) -> (Vec<Sample>, Vec<FunctionCpu>) {
@@ -353,10 +359,10 @@ fn sampled_parts(
             w.seen.entry(*pid).or_insert_with(|| process.clone());
         }
         let sampled = w.recorded.and_then(|r| r.samples(Some((w.from, w.to)), &pids_of(&w.seen)));
-        parts_samples(sampled, &w.seen, w.measured, &names, setup)
+        parts_samples(sampled, &w.seen, w.measured, stolen, &names, setup)
     } else if let (Some(recorded), Some(seen)) = (whole_run, seen) {
         let sampled = recorded.and_then(|r| r.samples(None, &pids_of(seen)));
-        parts_samples(sampled, seen, host, &names, setup)
+        parts_samples(sampled, seen, host, stolen, &names, setup)
     } else {
         Default::default()
     }
@@ -396,11 +402,14 @@ fn pids_of(seen: &HashMap<i32, ProcessCpu>) -> Vec<i32> {
 /// `sys.cpu_part.PART` (CPU-seconds) for each part the samples of the sandbox's processes
 /// (`seen`, by pid) went to, `sys.cpu_sampled` what they stand for, and
 /// `sys.cpu_part.unexplained`: the samples no part took, plus what the sandbox's own count
-/// (`measured`) has that the samples do not.
+/// (`measured`) has that the samples do not. Where the samples stand for more than that count,
+/// each part is its share of the count: the CPU clock they are taken on runs on while the
+/// hypervisor holds the CPU (`stolen`, the machine's in the run), the sandbox's count does not.
 fn parts_samples(
     sampled: Result<Vec<StackSample>>,
     seen: &HashMap<i32, ProcessCpu>,
     measured: Option<f64>,
+    stolen: Option<f64>,
     names: &CodeNames,
     setup: &mut std::collections::BTreeMap<String, String>,
 ) -> (Vec<Sample>, Vec<FunctionCpu>) {
@@ -413,18 +422,30 @@ fn parts_samples(
     };
     let roles = cpu_parts::roles(seen);
     let parts = cpu_parts::attribute(&samples, &roles, names);
+    let mut counted_by = format!("{PARTS_COUNTED_BY}, {SAMPLES_PER_SECOND} per second per CPU");
+    let scale = match measured {
+        Some(m) if parts.sampled > m && m > 0.0 => {
+            let stolen = stolen.map_or(String::new(), |s| format!(", {s:.2} CPU-s of the machine's taken in the run"));
+            counted_by += &format!(
+                "; the samples stood for {:.2} CPU-s, the sandbox's count for {m:.2}: each part is its share of the count (the samples' clock runs on while the hypervisor holds the CPU{stolen})",
+                parts.sampled
+            );
+            m / parts.sampled
+        }
+        _ => 1.0,
+    };
     // Every part, those no sample went to at 0: each run of a cell has the same metrics.
     let mut out: Vec<Sample> = cpu_parts::Part::ALL
         .iter()
         .map(|part| {
-            let seconds = parts.seconds.get(part).copied().unwrap_or(0.0);
+            let seconds = parts.seconds.get(part).copied().unwrap_or(0.0) * scale;
             Sample::new(format!("{CPU_PART}{}", part.name()), seconds, "s")
         })
         .collect();
     let gap = measured.map_or(0.0, |m| (m - parts.sampled).max(0.0));
-    out.push(Sample::new(format!("{CPU_PART}{UNEXPLAINED}"), parts.unresolved + gap, "s"));
+    out.push(Sample::new(format!("{CPU_PART}{UNEXPLAINED}"), parts.unresolved * scale + gap, "s"));
     out.push(Sample::new("sys.cpu_sampled", parts.sampled, "s"));
-    setup.insert("sys.cpu_parts_by".into(), format!("{PARTS_COUNTED_BY}, {SAMPLES_PER_SECOND} per second per CPU"));
+    setup.insert("sys.cpu_parts_by".into(), counted_by);
     let by: Vec<&str> = [(names.has_jit(), JIT_NAMED_BY), (names.has_mappings(), MAPPINGS_NAMED_BY)]
         .into_iter()
         .filter_map(|(given, by)| given.then_some(by))
@@ -521,5 +542,48 @@ mod tests {
         let runtime: Vec<(&str, f64)> = split.runtime.iter().map(|(n, c)| (n.as_str(), *c)).collect();
         assert_eq!(runtime, [("runsc", 0.1), ("runsc-gofer", 0.5), ("runsc-sandbox", 2.5)]);
         assert_eq!(split_at(&HashMap::new(), 2).workload, 0.0);
+    }
+
+    #[test]
+    fn samples_over_the_sandboxs_count_are_its_shares_and_samples_under_it_leave_the_rest_unexplained() {
+        // A process of the workload: 3 samples in its code, 1 in the host's kernel, 4 ms each.
+        let seen = HashMap::from([(
+            7,
+            ProcessCpu { pid: 7, parent: 1, cpu_s: 0.0, name: "loop".into(), named_by_comm: false },
+        )]);
+        let frame = |dso: &str| crate::sys::sampling::Frame { ip: 0, symbol: "f".into(), dso: dso.into() };
+        let sample = |dso: &str| StackSample {
+            comm: "loop".into(),
+            pid: 7,
+            tid: 7,
+            time_s: 0.0,
+            period_ns: 4_000_000,
+            frames: vec![frame(dso)],
+        };
+        let samples =
+            || Ok(vec![sample("/bin/loop"), sample("/bin/loop"), sample("/bin/loop"), sample("[kernel.kallsyms]")]);
+        let names = CodeNames::new(Vec::new(), Vec::new());
+        let part =
+            |out: &[Sample], name: &str| out.iter().find(|s| s.metric == format!("{CPU_PART}{name}")).unwrap().value;
+        let mut setup = BTreeMap::new();
+        // 16 ms sampled where the sandbox's cgroup counted 8: the hypervisor held the CPU.
+        let (over, _) = parts_samples(samples(), &seen, Some(0.008), Some(1.5), &names, &mut setup);
+        assert!(
+            (part(&over, "app") - 0.006).abs() < 1e-12 && (part(&over, "host_kernel") - 0.002).abs() < 1e-12,
+            "{over:?}"
+        );
+        assert_eq!(part(&over, UNEXPLAINED), 0.0);
+        let said = &setup["sys.cpu_parts_by"];
+        assert!(
+            said.contains("stood for 0.02 CPU-s, the sandbox's count for 0.01") && said.contains("1.50 CPU-s"),
+            "{said}"
+        );
+        // 16 ms sampled where it counted 20: the 4 the samples missed are unexplained.
+        let (under, _) = parts_samples(samples(), &seen, Some(0.020), None, &names, &mut setup);
+        assert!(
+            (part(&under, "app") - 0.012).abs() < 1e-12 && (part(&under, UNEXPLAINED) - 0.004).abs() < 1e-12,
+            "{under:?}"
+        );
+        assert!(!setup["sys.cpu_parts_by"].contains("stood for"));
     }
 }

@@ -116,6 +116,19 @@ pub fn clock_ticks() -> f64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as f64
 }
 
+/// CPU seconds the hypervisor has taken from this machine's CPUs so far (/proc/stat's steal),
+/// all CPUs together; None on a machine that does not say.
+pub fn stolen_cpu_s() -> Option<f64> {
+    Some(*machine_cpu_ticks().get(7)? as f64 / clock_ticks())
+}
+
+/// The machine's CPU time so far by kind, in clock ticks: /proc/stat's first line (user nice
+/// system idle iowait irq softirq steal …); empty where it cannot be read.
+pub fn machine_cpu_ticks() -> Vec<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect()
+}
+
 /// CPU seconds used so far by the live processes named `names` (argv[0]'s file name) marked
 /// with a token starting `token_prefix`: a run's volume daemons (nbdkit, qemu-storage-daemon),
 /// their threads included.

@@ -166,9 +166,7 @@ struct CpuTimes {
 
 impl CpuTimes {
     fn now() -> CpuTimes {
-        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-        let fields: Vec<u64> =
-            stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
+        let fields = super::machine_cpu_ticks();
         // user nice system idle iowait irq softirq steal: time stolen by the hypervisor is
         // neither this machine's work nor anything a wait here could change.
         let at = |i: usize| fields.get(i).copied().unwrap_or(0);
