@@ -87,9 +87,7 @@ pub fn run(
     }
     let reach = env.reach().map_err(|why| anyhow!("env \"{env_name}\": {why}"))?;
     let listening = Listening::new(place, &reach, db)?;
-    let parts = place.attribute.then(|| run_dir.join("cpu-parts.perf"));
-    let counters =
-        place.collect.then(|| HostCounters::start(volume, true, env.cpu_count(), place.ledger, parts.as_deref()));
+    let counters = place.host_counters(volume, run_dir, true);
     let moved = Moved::plan(place, counters.as_ref());
     let request = agent::Request {
         workload: spec.clone(),

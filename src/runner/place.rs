@@ -1,12 +1,15 @@
 //! One sandbox of a cell: its network path and peer when the workload talks to one, the agent
 //! launched through the environment, and the volume's replicas checked after it.
 
+use std::path::Path;
+
 use anyhow::Result;
 
 use super::collect::HostCounters;
 use crate::agent;
 use crate::env::{Launch, StartGate};
 use crate::ledger::Ledger;
+use crate::volume::Provisioned;
 use crate::workload::Spec;
 
 /// Where sandboxes of one cell run: its environment, how a VM attaches the volume, and what
@@ -15,7 +18,7 @@ pub struct Place<'a> {
     pub env: &'a dyn crate::env::Environment,
     pub attach: Option<&'a crate::env::vm::attach::Attach>,
     pub ledger: &'a Ledger,
-    pub workdir: &'a std::path::Path,
+    pub workdir: &'a Path,
     /// The suite's `collect`: record what the sandbox used (`sys.` samples).
     pub collect: bool,
     /// The suite's `attribute`: sample where the sandbox's CPU goes, by part.
@@ -30,14 +33,28 @@ impl Place<'_> {
         self.env.wants_block(self.attach)
     }
 
+    /// Whether a run's CPU is sampled by part (and a JVM it runs names its compiled code).
+    pub fn samples_parts(&self) -> bool {
+        self.collect && self.attribute
+    }
+
+    /// The host's figures of a run, where the suite collects them: started before its sandbox
+    /// (or a served cell's sandboxes) starts, finished once it is gone, alike for a plain run, a
+    /// density run's sandboxes and a served cell. `alone`: no other sandbox of isobench's runs
+    /// meanwhile.
+    pub fn host_counters(&self, volume: &Provisioned, run_dir: &Path, alone: bool) -> Option<HostCounters> {
+        let parts = self.samples_parts().then(|| run_dir.join("cpu-parts.perf"));
+        self.collect.then(|| HostCounters::start(volume, alone, self.env.cpu_count(), self.ledger, parts.as_deref()))
+    }
+
     /// Runs the workload in one sandbox on `volume`; first its network path to the host and
     /// the peer there, when the workload talks to one. With a `gate`, the sandbox is one of
     /// several started together (density); `memory` replaces its environment's limit.
     pub fn run(
         &self,
         spec: &Spec,
-        volume: &crate::volume::Provisioned,
-        run_dir: &std::path::Path,
+        volume: &Provisioned,
+        run_dir: &Path,
         gate: Option<&dyn StartGate>,
         memory: Option<u64>,
     ) -> Result<crate::store::AgentReport> {
@@ -68,7 +85,7 @@ impl Place<'_> {
         };
         // A JVM the command runs names its compiled code as it exits, for the sampled functions.
         if let Spec::Command(c) = &mut spec {
-            c.jit_map = self.collect && self.attribute;
+            c.jit_map = self.samples_parts();
         }
         let request = agent::Request {
             workload: spec.clone(),
@@ -86,10 +103,7 @@ impl Place<'_> {
         if gate.is_some() {
             timeout += crate::runner::density::START_TIMEOUT;
         }
-        let parts = self.attribute.then(|| run_dir.join("cpu-parts.perf"));
-        let counters = self
-            .collect
-            .then(|| HostCounters::start(volume, gate.is_none(), env.cpu_count(), self.ledger, parts.as_deref()));
+        let counters = self.host_counters(volume, run_dir, gate.is_none());
         let mut report = env.run_agent(Launch {
             request: &request,
             volume,

@@ -108,16 +108,14 @@ pub fn run(
     }
     let nodes = Nodes::new(place, &reach, managed.nodes)?;
     let control_ports = nodes.layout.other_free_ports(managed.nodes)?;
-    let parts = place.attribute.then(|| run_dir.join("cpu-parts.perf"));
-    let counters =
-        place.collect.then(|| HostCounters::start(volume, true, env.cpu_count(), place.ledger, parts.as_deref()));
+    let counters = place.host_counters(volume, run_dir, true);
     let moved = Moved::plan(place, counters.as_ref());
     let mut serves = serves(cql, managed, &distribution, &nodes.layout, &control_ports)?;
     for serve in &mut serves {
         serve.processors = moved.as_ref().map(|moved| moved.set.len());
         // The JVM names its compiled code once, as it exits: what the sampled parts' functions
         // are named by (JIT code is anonymous memory, or gVisor's memory file, to perf).
-        if parts.is_some() {
+        if place.samples_parts() {
             serve.jvm_args.extend(crate::sys::jit_map::JVM_FLAGS.map(String::from));
         }
     }

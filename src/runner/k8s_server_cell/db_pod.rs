@@ -7,13 +7,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 
-use super::cpu::measured_cpu;
-use super::load::{add_loader_proof, record_cpu};
+use super::load::{add_loader_proof, record_cpu, run_counted};
 use super::placement::{pod_ip, pod_proof};
 use super::{Db, SCHEDULE_ALLOWANCE, set_name};
 use crate::agent;
@@ -186,13 +184,7 @@ fn load_pod(
         loaders: None,
         deadline: load.timeout() + SCHEDULE_ALLOWANCE,
     };
-    let load_done = AtomicBool::new(false);
-    let (loaded, cpu) = std::thread::scope(|scope| {
-        let cpu = scope.spawn(|| measured_cpu(server, name, 1, &load_done));
-        let loaded = k8s.run_job(&job);
-        load_done.store(true, Ordering::Relaxed);
-        (loaded, cpu.join().unwrap_or_else(|_| Err(anyhow!("counting the pods' CPU panicked"))))
-    });
+    let (loaded, _, cpu) = run_counted(k8s, &job, server, 1, |_| ());
     let mut report = match loaded {
         Ok((mut reports, proof)) => {
             let mut report = reports.pop().unwrap_or_default();

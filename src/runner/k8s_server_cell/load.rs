@@ -54,21 +54,10 @@ pub(super) fn load_pods(
         loaders: Some(loaders),
         deadline: crate::workload::Workload::timeout(&load) + SCHEDULE_ALLOWANCE,
     };
-    let load_done = AtomicBool::new(false);
-    let (loaded, killed, cpu) = std::thread::scope(|scope| {
-        let fault = kill.map(|kill| {
-            let (load_done, means) = (&load_done, &means);
-            scope.spawn(move || fault(db, name, loaders, kill, means, load_done))
-        });
-        let cpu = scope.spawn(|| measured_cpu(db, name, loaders, &load_done));
-        let loaded = k8s.run_job(&job);
-        load_done.store(true, Ordering::Relaxed);
-        (
-            loaded,
-            fault.map(|f| f.join().unwrap_or_else(|_| Err(anyhow!("the fault panicked")))),
-            cpu.join().unwrap_or_else(|_| Err(anyhow!("counting the pods' CPU panicked"))),
-        )
+    let (loaded, killed, cpu) = run_counted(k8s, &job, db, loaders, |load_done| {
+        kill.map(|kill| fault(db, name, loaders, kill, &means, load_done))
     });
+    let killed = killed.unwrap_or_else(|panicked| Some(Err(panicked)));
     let mut report = match loaded {
         Ok((reports, proof)) => loaders_report(&load, reports, proof, run_dir),
         Err(e) if e.downcast_ref::<crate::sys::Interrupted>().is_some() => return Err(e),
@@ -132,6 +121,32 @@ pub(super) fn add_loader_proof(setup: &mut BTreeMap<String, String>, proof: BTre
         };
         setup.insert(key, value);
     }
+}
+
+/// The loaders' reports and the proof of where they ran.
+type JobOutcome = Result<(Vec<AgentReport>, BTreeMap<String, String>)>;
+
+/// The loaders' Job run to its end while the database pods' CPU is counted over the load's
+/// measured phase, and `beside` (the fault) runs alongside, told when the load is done.
+pub(super) fn run_counted<T: Send>(
+    k8s: &K8s,
+    job: &JobRun,
+    db: &Db,
+    loaders: u32,
+    beside: impl FnOnce(&AtomicBool) -> T + Send,
+) -> (JobOutcome, Result<T>, Result<Option<PodsCpu>>) {
+    let load_done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let beside = scope.spawn(|| beside(&load_done));
+        let cpu = scope.spawn(|| measured_cpu(db, job.name, loaders, &load_done));
+        let loaded = k8s.run_job(job);
+        load_done.store(true, Ordering::Relaxed);
+        (
+            loaded,
+            beside.join().map_err(|_| anyhow!("what ran beside the load (the fault) panicked")),
+            cpu.join().unwrap_or_else(|_| Err(anyhow!("counting the pods' CPU panicked"))),
+        )
+    })
 }
 
 /// The pods' CPU in the measured phase, per operation for the database's, or why it is not.
