@@ -297,7 +297,10 @@ pub fn attribute(samples: &[StackSample], roles: &HashMap<i32, Role>, names: &Co
 
 /// The function a sample was in: its leaf frame's, named by perf or by what the sandbox's
 /// processes said of their code; for time in the host's kernel (whose names are not read), the
-/// function that entered it.
+/// nearest function on the stack that can be named and says what called: libc's generic
+/// `syscall` wrapper, named or not, is passed over for its caller (under gVisor the JIT
+/// compiler's parse traps in a `gettid` that `ttyLocker::release_tty_if_locked` makes through it,
+/// which otherwise read as `[kernel]` or `[kernel] from syscall`).
 pub fn function_of(sample: &StackSample, names: &CodeNames) -> String {
     let named = |f: &Frame| match f.symbol.as_str() {
         UNRESOLVED if f.at_address() => names.name(f.ip),
@@ -313,7 +316,8 @@ pub fn function_of(sample: &StackSample, names: &CodeNames) -> String {
     let named = |f: &Frame| named(f).map(|name| readable(&name));
     let Some(leaf) = sample.frames.first() else { return UNRESOLVED.into() };
     if leaf.kernel() {
-        return match sample.frames.iter().find(|f| !f.kernel()).and_then(named) {
+        let caller = |f: &Frame| named(f).filter(|name| name != GENERIC_SYSCALL);
+        return match sample.frames.iter().filter(|f| !f.kernel()).find_map(caller) {
             Some(caller) => format!("[kernel] from {caller}"),
             None => "[kernel]".into(),
         };
@@ -321,13 +325,16 @@ pub fn function_of(sample: &StackSample, names: &CodeNames) -> String {
     named(leaf).unwrap_or_else(|| format!("{UNRESOLVED} in {}", object(leaf)))
 }
 
+/// libc's wrapper for any system call by number, which names no call.
+const GENERIC_SYSCALL: &str = "syscall";
+
 /// How a function no symbol or map names is called, followed by its object.
 pub const UNRESOLVED: &str = "[unknown]";
 
 /// A C++ function's name as its source says it (`PhaseChaitin::Split` for
 /// `_ZN12PhaseChaitin5SplitEjP12ResourceArea`), its parameters left out: the mangled names of
-/// the nested and plain functions a JVM's C++ is made of (perf's script does not demangle here,
-/// which would cost every run a tenth of a second); any other name as it is.
+/// the nested and plain functions a JVM's C++ is made of, and a Rust binary's paths (perf's script
+/// does not demangle here, which would cost every run a tenth of a second); any other name as it is.
 pub fn readable(symbol: &str) -> String {
     fn identifier<'a>(rest: &mut &'a str) -> Option<&'a str> {
         let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
@@ -352,7 +359,7 @@ pub fn readable(symbol: &str) -> String {
                 names.push(if kind.starts_with('C') { class } else { format!("~{class}") });
                 rest = &rest[2..];
             } else if rest.starts_with('E') {
-                return (!names.is_empty()).then(|| names.join("::"));
+                return (!names.is_empty()).then(|| rust_legacy(&names).unwrap_or_else(|| names.join("::")));
             } else {
                 // Templates and operators: the name so far, marked as cut short.
                 return (!names.is_empty()).then(|| format!("{}::…", names.join("::")));
@@ -360,6 +367,37 @@ pub fn readable(symbol: &str) -> String {
         }
     };
     demangled().unwrap_or_else(|| symbol.to_string())
+}
+
+/// A Rust function's path from its legacy mangled parts, which end in a hash (`h` and 16 hex
+/// digits) and spell `<`, `>`, spaces and `::` inside a part as `$LT$`, `$GT$`, `$u20$` and `..`:
+/// `<isobench::cli::RunArgs as clap_builder::derive::Args>::augment_args`. None for C++'s parts.
+fn rust_legacy(names: &[String]) -> Option<String> {
+    let (hash, path) = names.split_last()?;
+    let hex = hash.strip_prefix('h')?;
+    if hex.len() != 16 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    const ESCAPES: [(&str, &str); 13] = [
+        ("$LT$", "<"),
+        ("$GT$", ">"),
+        ("$u20$", " "),
+        ("$RF$", "&"),
+        ("$BP$", "*"),
+        ("$C$", ","),
+        ("$SP$", "@"),
+        ("$LP$", "("),
+        ("$RP$", ")"),
+        ("$u7b$", "{"),
+        ("$u7d$", "}"),
+        ("$u5b$", "["),
+        ("$u5d$", "]"),
+    ];
+    let part = |name: &String| {
+        let name = name.strip_prefix("_$").map(|n| format!("${n}")).unwrap_or_else(|| name.clone());
+        ESCAPES.iter().fold(name.replace("..", "::"), |n, (escape, c)| n.replace(escape, c))
+    };
+    Some(path.iter().map(part).collect::<Vec<_>>().join("::"))
 }
 
 #[cfg(test)]
@@ -435,13 +473,20 @@ mod tests {
     }
 
     #[test]
-    fn a_cpp_name_reads_as_in_its_source() {
+    fn a_cpp_or_rust_name_reads_as_in_its_source() {
         assert_eq!(readable("_ZN12PhaseChaitin5SplitEjP12ResourceArea"), "PhaseChaitin::Split");
         assert_eq!(readable("_ZN14PhaseIdealLoop10DominatorsEv"), "PhaseIdealLoop::Dominators");
         assert_eq!(readable("_ZNK4Node7is_CFG2Ev"), "Node::is_CFG2");
         assert_eq!(readable("_ZN9PhaseLiveC2EjP12ResourceArea"), "PhaseLive::PhaseLive");
         assert_eq!(readable("_ZN6Thread4callI3FooEEvv"), "Thread::call::…");
         assert_eq!(readable("_Z13os_sleep_msecl"), "os_sleep_msec");
+        assert_eq!(
+            readable(
+                "_ZN69_$LT$isobench..cli..RunArgs$u20$as$u20$clap_builder..derive..Args$GT$12augment_args17h0123456789abcdefE"
+            ),
+            "<isobench::cli::RunArgs as clap_builder::derive::Args>::augment_args"
+        );
+        assert_eq!(readable("_ZN3std2io5stdio6_print17h89abcdef01234567E"), "std::io::stdio::_print");
         for other in ["void java.lang.Object.<init>()", "Interpreter", "_ZN99short", "_Z", "runtime.futex"] {
             assert_eq!(readable(other), other);
         }
@@ -468,6 +513,13 @@ mod tests {
         assert_eq!(function_of(&spin, &jit), "[unknown] in libc.so.6", "a file's offset is not an address");
         let entered = sample_in(1, "java", &[("do_syscall_64", "[kernel.kallsyms]"), ("read", "/usr/lib/libc.so.6")]);
         assert_eq!(function_of(&entered, &jit), "[kernel] from read");
+        let mut trapped = sample_in(1, "exe", &[("do_syscall_64", "[kernel.kallsyms]")]);
+        trapped.frames.extend([at(0x7f0000009000, memfd), at(0x7f0000001010, memfd)]);
+        assert_eq!(function_of(&trapped, &jit), "[kernel] from void Foo.spin()", "an unnamed wrapper is passed over");
+        trapped.frames[1] = Frame { ip: 0x5b829, symbol: "syscall".into(), dso: "/usr/lib/libc.so.6".into() };
+        assert_eq!(function_of(&trapped, &jit), "[kernel] from void Foo.spin()", "so is libc's generic one");
+        trapped.frames.truncate(2);
+        assert_eq!(function_of(&trapped, &jit), "[kernel]");
         let roles = HashMap::from([(1, Role::Stub)]);
         spin.frames[0] = at(0x7f0000001010, memfd);
         let parts = attribute(&[spin.clone(), spin], &roles, &jit);

@@ -1,7 +1,8 @@
 //! The stylesheet of isobench's HTML pages: the report and cql's graph share one look.
 
 pub const STYLE: &str = r#"
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; margin: 0; background: #fafafa; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; margin: 0; background: #fafafa;
+  overflow-wrap: break-word; }
 main { max-width: 1280px; margin: 0 auto; padding: 8px 24px 48px; }
 h1 { font-size: 22px; margin: 18px 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
 h3 { font-size: 15px; margin: 22px 0 6px; }
