@@ -273,10 +273,13 @@ args = "-c 2 -j 1 -T 3"
 fn pgbench_finds_the_rate_postgres_holds_under_a_latency_bound() {
     skip_if!(unable());
     let sb = Scratch::new();
+    // Its data on tmpfs: what it checks is the search against pgbench's schedule, and on a loop
+    // device beside the other lane's I/O the disk's flushes alone held every commit's p99 above
+    // the bound (31-32 ms at 6 op/s, in a fresh clone's `make test` on 12-03).
     let suite = r#"
 name = "pg-capacity"
 repeat = 1
-baseline = { env = "host", volume = "ext4" }
+baseline = { env = "host", volume = "mem" }
 
 [[server]]
 kind = "postgres"
@@ -287,9 +290,8 @@ name = "host"
 kind = "host"
 
 [[volume]]
-name = "ext4"
-kind = "loop"
-fs = "ext4"
+name = "mem"
+kind = "tmpfs"
 size = "512M"
 
 [[workload]]
@@ -301,7 +303,7 @@ capacity = { percentile = 99, latency = "30ms", start = 100, growth = 4, warmup 
 "#;
     let (out, dir) = sb.run_suite(suite, &[]);
     common::ok(&out);
-    let run = run_record(&dir, "host.ext4.tpcb", 1);
+    let run = run_record(&dir, "host.mem.tpcb", 1);
     let steps = run["steps"].as_array().unwrap();
     assert!(steps.len() >= 2, "{}", run["steps"]);
     let capacity = value(&run, "capacity");

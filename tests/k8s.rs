@@ -266,8 +266,13 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
             a_database_in_a_pod_is_written_and_read_with_a_login(&sb, &cluster, "gvisor", "isobench-loop")
         });
         // The gVisor pod's count holds its sentry and gofer: a read costs it more CPU (one run
-        // of each: ×1.45 in a fresh clone's `make test` on 2026-11-28, 945 against 651 µs).
-        assert!(gvisor > runc * 1.25, "CPU per read: gvisor {gvisor:.0} µs, runc {runc:.0} µs");
+        // of each: ×1.45 in a fresh clone's `make test`, ×2.9 to ×6.2 in eight runs by hand; once
+        // ×1.14, 352 against 308 µs, cause unknown: a failure says each side's CPU and reads).
+        let ((gvisor, gvisor_said), (runc, runc_said)) = (gvisor, &runc);
+        assert!(
+            gvisor > runc * 1.25,
+            "CPU per read: gvisor {gvisor:.0} µs ({gvisor_said}), runc {runc:.0} µs ({runc_said})"
+        );
     }
     timed("PostgreSQL in a runc pod", || postgres_in_a_pod_is_loaded_by_pgbench_from_a_loader_pod(&sb, &cluster));
     timed("a ring of three losing a machine", || {
@@ -711,7 +716,7 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
     cluster: &LocalCluster,
     runtime_class: &str,
     storage_class: &str,
-) -> f64 {
+) -> (f64, String) {
     let out = format!("out-db-{runtime_class}");
     let suite = database_suite(
         cluster,
@@ -795,7 +800,8 @@ fn a_database_in_a_pod_is_written_and_read_with_a_login(
     assert!(database > 0.0 && database <= cores * (phase + 2.0), "{database} CPU-s in {phase:.1} s");
     assert!(loaders > 0.0 && loaders <= cores * (phase + 2.0), "{loaders} CPU-s in {phase:.1} s");
     assert_eq!(cluster.isobench_objects(), Vec::<String>::new(), "objects left after the run");
-    value(&record, "sys.cpu_per_op")
+    let said = format!("{database:.2} CPU-s for {:.0} reads in {phase:.1} s, by {counted_by}", value(&record, "ops"));
+    (value(&record, "sys.cpu_per_op"), said)
 }
 
 /// PostgreSQL as a StatefulSet's pod of runc on a local claim, loaded by pgbench from a loader
@@ -953,7 +959,7 @@ fn machine_commands(cluster: &LocalCluster) -> String {
 }
 
 /// A ring of three spread over the three nodes, each on a volume of its own node, loses the
-/// machine of its second pod 5 s into a write at RF 3 of 300 op/s, loaded as a well-configured
+/// machine of its second pod 5 s into a write at RF 3 of 100 op/s, loaded as a well-configured
 /// client loads it (heartbeats, failover and speculation for its idempotent writes): at QUORUM and at ONE,
 /// every whole second of the loss still serves (two replicas answer), the load is back within
 /// 10 s of the pod's Ready, with no error. The client as it was (no heartbeat, no failover)
@@ -961,9 +967,12 @@ fn machine_commands(cluster: &LocalCluster) -> String {
 fn a_ring_of_three_on_three_nodes_serves_through_a_lost_machine(sb: &Scratch, cluster: &LocalCluster) {
     let client = "-mode speculate=100ms";
     for cl in ["QUORUM", "ONE"] {
-        // Unthrottled, the writes took both cores and the pod was Ready again 35-62 s after the
-        // stop (5 s in), so the load lasted 90 s; at a rate the machine has room for, 20-25 s
-        // after: the load lasts until 10 s after that with room to spare.
+        // The restarted node's JVM needs the cores the ring leaves it. Unthrottled, the writes
+        // took both and the pod was Ready again 35-62 s after the stop (5 s in). At 300 op/s the
+        // ring's warming JVMs served 100-340 op/s in its first seconds, the backlog then came at
+        // up to 690 op/s, and the pod was Ready 35-60 s after the stop (after the load's end
+        // once, in CI). At 100 op/s, served from the first second on, 23-35 s after: the load
+        // lasts until 10 s after that with room to spare.
         let Some(record) = lost_machine_run(sb, cluster, cl, client, "60s") else { return };
         let setup = &record["setup"];
         let kept = setup["fault.kept_serving"].as_str().unwrap_or_default();
@@ -994,7 +1003,7 @@ fn a_ring_of_three_on_three_nodes_serves_through_a_lost_machine(sb: &Scratch, cl
 }
 
 /// One run of a ring of three losing the machine of its second pod 5 s into a write at `cl`,
-/// RF 3, of 300 op/s from two loaders with `client`'s `-mode`: the loss recorded (the machine, when the API
+/// RF 3, of 100 op/s from two loaders with `client`'s `-mode`: the loss recorded (the machine, when the API
 /// server saw it NotReady, the load each second around it, who served it), the loaders kept off
 /// that machine, the pod back on its machine and volume, every machine up, nothing left.
 fn lost_machine_run(
@@ -1006,7 +1015,7 @@ fn lost_machine_run(
 ) -> Option<serde_json::Value> {
     let fault = "kill_node = 2\nkill_after = \"5s\"\nkill = \"machine\"";
     let load = format!(
-        "args = \"write duration={duration} cl={cl} no-warmup -schema replication(factor=3) -rate threads=8 fixed=150/s {client}\""
+        "args = \"write duration={duration} cl={cl} no-warmup -schema replication(factor=3) -rate threads=8 fixed=50/s {client}\""
     );
     let suite = ring(cluster, 3, "a ring of three losing a machine", fault, &load)?;
     let suite = with_env_keys(suite, &format!("spread = \"required\"\n{}", machine_commands(cluster)));

@@ -312,13 +312,22 @@ fn loaders_split_a_cells_key_space_and_log_in_without_showing_the_password() {
     let sb = Scratch::new();
     let suite = db_suite("", TMPFS, "768M")
         .replace("quick_jit = true", "quick_jit = true\nuser = \"bench\"\npassword = \"not-for-logs\"")
-        .replace("-pop dist=uniform(1..5000)\"", "-pop seq=1..5000\"\nloaders = 2");
+        .replace("-pop dist=uniform(1..5000)\"", "-pop seq=1..5000\"\nloaders = 2")
+        // Two load phases, run in turn: the second writes the rows the first did not.
+        .replace(
+            "load = \"write n=5000 -rate threads=16\"",
+            "load = [\"write n=2500 -rate threads=16\", \"write n=2500 -rate threads=16 -pop seq=2501..5000\"]",
+        );
     let (out, dir) = sb.run_suite(&suite, &[]);
     assert!(out.status.success(), "{}", text(&out));
     let r = run_record(&dir, "host.data.cassandra", 1);
     assert_eq!(r["status"], "ok", "{r:#}");
     assert_eq!(sample(&r, "loaders"), 2.0);
-    assert_eq!(sample(&r, "errors"), 0.0, "every row the loaders wrote, each its half, was read back");
+    assert_eq!(sample(&r, "errors"), 0.0, "every row the two load phases wrote, each loader its half, was read back");
+    let raw = r["raw"].to_string();
+    for log in ["load-loader-2.log", "load-2-loader-1.log", "load-2-loader-2.log", "run-loader-2.log"] {
+        assert!(raw.contains(log), "{log}: {raw}");
+    }
     assert!(sample(&r, "loader_1_op_rate") > 0.0 && sample(&r, "loader_2_op_rate") > 0.0);
     assert!(sample(&r, "latency_p99") >= sample(&r, "latency_p50"));
     let notes = r["notes"].to_string();
