@@ -10,9 +10,11 @@
 # (goals: write ≤ 0.6, read ≤ 0.8). A validating read that reports an error fails the bench: a
 # validation that compared nothing would look frugal.
 # Then where the read's CPU went: the medians' user/sys split, and (with valgrind) callgrind's
-# instructions per read of each tool (the difference between a run of 2×PROFILE_OPS reads and
-# one of PROFILE_OPS, which cancels start-up), isobench's split into the driver's request path,
-# the connection's reader/writer task and isobench around the driver call. PROFILE_OPS=0 skips it.
+# instructions per write and per read of each tool (the difference between a run of
+# 2×PROFILE_OPS operations and one of PROFILE_OPS, which cancels start-up), isobench's reads split
+# into the driver's request path, the connection's reader/writer task and isobench around the
+# driver call. Instructions do not wander with the machine as CPU-seconds do: where two builds'
+# CPU per operation cannot be told apart in a few runs, theirs can. PROFILE_OPS=0 skips it.
 # With ISOBENCH_B, another build of isobench takes latte's place (its own keyspace, the same
 # runs): how a build profile changes the client's CPU per operation.
 #
@@ -167,10 +169,10 @@ if ! command -v valgrind >/dev/null; then
   echo "no valgrind: instructions per read not counted (apt-get install valgrind)"
   exit 0
 fi
-# instructions TOOL OPS: callgrind's instruction count of one read run of OPS operations.
+# instructions TOOL WORKLOAD OPS: callgrind's instruction count of one run of OPS operations.
 instructions() {
-  local out="$WORK/callgrind.$1.$2"
-  "$1" read "$2" valgrind --tool=callgrind --callgrind-out-file="$out" 2> /dev/null
+  local out="$WORK/callgrind.$1.$2.$3"
+  "$1" "$2" "$3" valgrind --tool=callgrind --callgrind-out-file="$out" 2> /dev/null
   callgrind_annotate --inclusive=yes "$out" > "$out.txt" 2> /dev/null
   awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }' "$out.txt"
 }
@@ -178,12 +180,14 @@ instructions() {
 inclusive() { awk -v p="$2" 'index($0, p) { gsub(",", "", $1); print $1; exit }' "$1"; }
 per_op() { echo "$1 $2 $PROFILE_OPS" | awk '{ printf "%.0f", ($1 - $2) / $3 }'; }
 for tool in isobench latte_run; do
-  once=$(instructions "$tool" "$PROFILE_OPS") twice=$(instructions "$tool" $(( 2 * PROFILE_OPS )))
-  line="$(per_op "$twice" "$once") instructions per read"
+  once=$(instructions "$tool" write "$PROFILE_OPS") twice=$(instructions "$tool" write $(( 2 * PROFILE_OPS )))
+  line="$(per_op "$twice" "$once") instructions per write, "
+  once=$(instructions "$tool" read "$PROFILE_OPS") twice=$(instructions "$tool" read $(( 2 * PROFILE_OPS )))
+  line+="$(per_op "$twice" "$once") per read"
   if [ "$tool" = isobench ]; then
-    # Of the longer run, per operation: each operation's task (our work and the driver call it
+    # Of the longer read, per operation: each operation's task (our work and the driver call it
     # makes), the driver's request path inside it, and the connection's reader/writer task.
-    txt="$WORK/callgrind.isobench.$(( 2 * PROFILE_OPS )).txt" ops=$(( 2 * PROFILE_OPS ))
+    txt="$WORK/callgrind.isobench.read.$(( 2 * PROFILE_OPS )).txt" ops=$(( 2 * PROFILE_OPS ))
     task=$(inclusive "$txt" 'cql_stress::engine::Load::task')
     request=$(inclusive "$txt" 'Session::execute_unpaged_nongeneric')
     router=$(inclusive "$txt" 'Connection::router')
