@@ -12,6 +12,8 @@
 #
 #   bench/precision.sh                      SETS=2, both suites (~45 min)
 #   SETS=3 SUITES=examples/io-verdicts.toml bench/precision.sh
+#   KEEP=/var/tmp/precision bench/precision.sh   keeps the result sets there and adds to those a
+#                                                  run before left, so that sets taken apart count together
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SETS=${SETS:-2}
@@ -19,16 +21,22 @@ SUITES=${SUITES:-examples/demo.toml examples/io-verdicts.toml}
 BIN=${ISOBENCH:-target/release/isobench}
 [ -x "$BIN" ] || cargo build --release -q
 "$BIN" server fetch cassandra >/dev/null
-WORK=$(mktemp -d /var/tmp/isobench-bench.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+if [ -n "${KEEP:-}" ]; then
+  WORK=$KEEP && mkdir -p "$WORK"
+else
+  WORK=$(mktemp -d /var/tmp/isobench-bench.XXXXXX)
+  trap 'rm -rf "$WORK"' EXIT
+fi
 
 for suite in $SUITES; do
   name=$(basename "$suite" .toml)
   cp "$suite" "$WORK/$name-slices.toml"
   grep -v '^slice *=' "$suite" >"$WORK/$name-blocks.toml"
-  for i in $(seq 1 "$SETS"); do
+  taken=$(find "$WORK" -path "$WORK/$name-slices-*/report.json" | wc -l)
+  for i in $(seq $((taken + 1)) $((taken + SETS))); do
     for design in blocks slices; do
       out=$WORK/$name-$design-$i
+      rm -rf "$out"
       "$BIN" run "$WORK/$name-$design.toml" --no-history --out "$out" >"$out.log" 2>&1 || status=$?
       case ${status:-0} in
         0 | 3) echo "ran $name $design #$i" ;;
@@ -44,7 +52,7 @@ python3 - "$WORK" <<'EOF'
 import json, math, pathlib, statistics, sys
 work = pathlib.Path(sys.argv[1])
 rows, aa = {}, {}
-for out in sorted(p for p in work.iterdir() if p.is_dir()):
+for out in sorted(p for p in work.iterdir() if (p / "report.json").exists()):
     suite, design, _ = out.name.rsplit("-", 2)
     minutes = sum(json.loads(r.read_text())["seconds"] for r in out.glob("runs/*/*.json")) / 60
     report = json.loads((out / "report.json").read_text())
