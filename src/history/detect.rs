@@ -21,6 +21,18 @@ pub struct Obs {
     pub se: f64,
 }
 
+impl Obs {
+    /// A point whose 95 % CI `lo..hi` (on the series' scale) is a t interval from `runs` runs:
+    /// its standard error is the half-width over t at `runs - 1` degrees of freedom. Over 1.96
+    /// instead, a result set of 4 runs (t = 3.18) counted 1.6 times its noise, which then floored
+    /// the series' noise: CI's unpinned runsc overhead stepped +4110 points at t = 4.6 in its
+    /// runs' own spread, and was not called.
+    pub fn from_interval(value: f64, lo: f64, hi: f64, runs: usize) -> Obs {
+        let t = if runs >= 2 { stats::student_t_quantile(0.05, (runs - 1) as f64) } else { 1.96 };
+        Obs { value, se: (hi - lo).abs() / (2.0 * t) }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
     /// The largest p-value a change may have.
@@ -304,7 +316,7 @@ fn despiked(series: &[Obs]) -> Vec<Obs> {
 /// The noise of one point about its level: from the successive differences (a step moves one of
 /// them, an outlier two, so their median absolute deviation sees neither), and at least what the
 /// points' own CIs say.
-fn noise(series: &[Obs]) -> f64 {
+pub fn noise(series: &[Obs]) -> f64 {
     let diffs: Vec<f64> = series.windows(2).map(|w| w[1].value - w[0].value).collect();
     let mid = stats::median(&diffs);
     let deviations: Vec<f64> = diffs.iter().map(|d| (d - mid).abs()).collect();
@@ -471,6 +483,30 @@ mod tests {
         let flat: Vec<Obs> = us[..4].iter().chain(&us[5..]).map(|v: &f64| Obs { value: v.ln(), se: 0.05 }).collect();
         let found = change_points(&flat, &Options::default(), &relative, &[2]);
         assert_eq!(found.iter().map(|c| c.index).collect::<Vec<_>>(), [4], "the min segment holds: {found:?}");
+    }
+
+    /// CI's unpinned runsc, 2026-12-04: getpid's overhead over 4 result sets of 4 runs with
+    /// systrap, then 4 with ptrace (each set's geometric-mean overhead and its t interval, in %).
+    /// Each set's interval is wide (the sandbox's runs 5-25 µs), the step clear in the sets' own
+    /// spread: found at the fifth.
+    #[test]
+    fn a_step_clear_in_the_sets_spread_is_found_though_each_sets_interval_is_wide() {
+        let sets = [
+            (6433.0, 3936.0, 10475.0),
+            (6653.0, 2900.0, 15101.0),
+            (7721.0, 4275.0, 13882.0),
+            (7068.0, 2641.0, 18648.0),
+            (12950.0, 10986.0, 15263.0),
+            (11011.0, 7601.0, 15929.0),
+            (9836.0, 8937.0, 10825.0),
+            (9806.0, 8814.0, 10908.0),
+        ];
+        let ratio = |pct: f64| (1.0 + pct / 100.0_f64).ln();
+        let s: Vec<Obs> =
+            sets.iter().map(|&(o, lo, hi)| Obs::from_interval(ratio(o), ratio(lo), ratio(hi), 4)).collect();
+        let found = change_points(&s, &Options::default(), &relative, &[4]);
+        assert_eq!(found.iter().map(|c| c.index).collect::<Vec<_>>(), [4], "{found:?}");
+        assert!(found[0].p_value <= 0.01, "{found:?}");
     }
 
     /// A segment whose points scatter (a bimodal platform) and a step many times its spread: the

@@ -135,7 +135,7 @@ impl Series {
             };
             if let (Some(value), Some(lo), Some(hi)) = (scale.to(x), scale.to(ci.0), scale.to(ci.1)) {
                 observed.points.push(p);
-                observed.obs.push(Obs { value, se: (hi - lo).abs() / (2.0 * 1.96) });
+                observed.obs.push(Obs::from_interval(value, lo, hi, p.values.len()));
             }
         }
         observed
