@@ -28,7 +28,7 @@ impl Obs {
     /// the series' noise: CI's unpinned runsc overhead stepped +4110 points at t = 4.6 in its
     /// runs' own spread, and was not called.
     pub fn from_interval(value: f64, lo: f64, hi: f64, runs: usize) -> Obs {
-        let t = if runs >= 2 { stats::student_t_quantile(0.05, (runs - 1) as f64) } else { 1.96 };
+        let t = if runs >= 2 { stats::t_critical((runs - 1) as f64) } else { 1.96 };
         Obs { value, se: (hi - lo).abs() / (2.0 * t) }
     }
 }

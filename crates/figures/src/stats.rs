@@ -107,7 +107,7 @@ fn t_interval(estimate: f64, se: f64, df: f64) -> Option<(f64, f64)> {
 
 /// The two-sided `LEVEL` quantile of Student's t, remembered per `df` (a report asks for the
 /// same few again and again).
-fn t_critical(df: f64) -> f64 {
+pub fn t_critical(df: f64) -> f64 {
     thread_local! {
         static KNOWN: std::cell::RefCell<std::collections::HashMap<u64, f64>> = Default::default();
     }
