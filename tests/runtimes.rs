@@ -555,6 +555,12 @@ fn slices_alternate_between_the_environments_of_a_block() {
             assert_eq!(run["status"], "ok", "{run}");
             assert!(run["setup"]["slices"].as_str().unwrap().contains("4 slices of 500 ms"), "{}", run["setup"]);
             assert!(run["setup"]["slices.precondition"].as_str().is_some(), "the file was written first");
+            // fio said which clock it read: the one it need not calibrate at each slice's start.
+            let fio =
+                std::fs::read_to_string(dir.join("raw").join(cell).join(rep.to_string()).join("slice-1.fio.json"))
+                    .unwrap();
+            let fio: serde_json::Value = serde_json::from_str(&fio).unwrap();
+            assert_eq!(fio["jobs"][0]["job options"]["clocksource"], "clock_gettime", "{}", fio["jobs"][0]);
             let series = |m: &str| -> Vec<f64> {
                 let s = run["series"].as_array().unwrap().iter().find(|s| s["metric"] == m).unwrap();
                 s["points"].as_array().unwrap().iter().map(|p| p[1].as_f64().unwrap()).collect()
