@@ -374,7 +374,7 @@ impl Fio {
     /// One slice of a run cut in slices: this job for one slice's time, and how many slices make
     /// the run. A slice reads fio's clock through clock_gettime unless `args` name a clock source:
     /// fio's default (the CPU's TSC) is calibrated at every start, 65 ms here, which a run pays
-    /// once but a run in slices once a slice (a tenth of a half-second slice's time); the vDSO's
+    /// once but a run in slices once a slice (13 % of a half-second slice's time); the vDSO's
     /// clock needs no calibration, and its read is tens of nanoseconds against an I/O's µs.
     pub fn sliced(&self) -> Option<(Fio, u32, Duration)> {
         let (slice_ms, Job::Options(o)) = (self.slice_ms?, &self.job) else { return None };
