@@ -51,6 +51,10 @@ fn start_from_the_cache_then_stop_leaves_no_java_and_a_killed_node_keeps_its_tab
     while std::path::Path::new(&format!("/proc/{pid}")).exists() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    // What the killed JVM unpacked (lz4-java's native library) stays in the node's directory,
+    // which goes with its volume, not in the machine's /tmp for good.
+    let unpacked: Vec<_> = std::fs::read_dir(data.join("tmp")).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(unpacked.iter().any(|n| n.to_string_lossy().starts_with("liblz4-java")), "{unpacked:?}");
     ok(&sb.run(&start));
     let rows = common::cassandra::count_at_quorum("127.0.0.1", port.parse().unwrap(), "killed.standard1");
     eprintln!("{rows} of 500 rows after a kill and a start on the same data");

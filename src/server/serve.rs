@@ -161,9 +161,10 @@ pub fn serve(served: &Served, data_dir: &Path, scratch: &Path, out: &mut Output)
             let mut node = started(&control, Node::start(&s.distribution, &config, start), |n| {
                 (n.ready_after, n.release_version.clone())
             })?;
-            let mut ended = control_loop(&control, &mut node)?;
-            out.code_maps.extend(ended.mappings.take());
+            let ended = control_loop(&control, &mut node);
             out.code_maps.extend(crate::workload::take_jit_map(node.pid));
+            let mut ended = ended?;
+            out.code_maps.extend(ended.mappings.take());
             record_node(s, &node, &config, &ended, out);
         }
         Served::Database(s) => {

@@ -294,10 +294,16 @@ disk_access_mode: mmap_index_only
         )
     }
 
+    /// The JVM's temporary directory: its libraries' native code (lz4-java's) is unpacked there,
+    /// and a node killed (a fault, a run stopped halfway) leaves it behind, in /tmp for good.
+    pub(super) fn tmp(&self) -> PathBuf {
+        self.data.join("tmp")
+    }
+
     /// Writes cassandra.yaml and logback.xml under `data/conf`.
     pub(super) fn write(&self) -> Result<PathBuf> {
         let conf = self.data.join("conf");
-        for dir in [&conf, &self.data.join("logs")] {
+        for dir in [&conf, &self.data.join("logs"), &self.tmp()] {
             fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
         // Private: with client TLS on, it holds the keystore's password.

@@ -54,6 +54,7 @@ pub(super) fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, c
     .arg(format!("-Dlogback.configurationFile=file://{}/logback.xml", conf.display()))
     .arg(format!("-Dcassandra.logdir={}/logs", cfg.data.display()))
     .arg(format!("-Dcassandra.storagedir={}", cfg.data.display()))
+    .arg(format!("-Djava.io.tmpdir={}", cfg.tmp().display()))
     .args(["-Dcassandra-foreground=yes", "-Dcassandra.skip_wait_for_gossip_to_settle=0"])
     .arg(format!("-Dcassandra.ring_delay_ms={}", cfg.ring_delay.as_millis()))
     .args(cfg.serves_jmx().then(|| format!("-Dcassandra.jmx.local.port={}", cfg.jmx_port)))

@@ -132,6 +132,8 @@ impl Node {
             }
             Err(e) => {
                 let _ = node.stop(Duration::from_secs(10));
+                // A JVM asked for its JIT map writes it at any exit (`sys::jit_map::JVM_FLAGS`).
+                let _ = fs::remove_file(sys::jit_map::path_of(pid));
                 Err(e)
             }
         }
