@@ -358,16 +358,22 @@ time = "250ms"
     // at 4.6 standard errors in CI, and 1.7 times at 3.3 on an AMD guest (overheads +4487 % to
     // +9093 %, then +9674 % to +12744 %: p = 0.02 over 8 result sets, past the 0.01 asked).
     // Four result sets a side cannot always tell that from noise, and the detector rightly says
-    // nothing then; what it calls there, it calls at the change, named. The pinned sandbox's
-    // step, several times its noise, is found every time.
-    for (cell, series) in
-        [("gv.t.sc", "overhead"), ("gv.t.sc", "value"), ("free.t.sc", "overhead"), ("free.t.sc", "value")]
-    {
-        let found: Vec<_> = points.iter().filter(|c| c["cell"] == cell && c["series"] == series).collect();
-        if cell == "free.t.sc" && found.is_empty() {
-            eprintln!("{cell}'s {series}: its step not called at this noise");
-            continue;
+    // nothing then. Its systrap level may also move by itself (4.6k-6.3k ns in two result sets,
+    // then 12.4k-14.5k in the next two, nothing of its setup changed): a change found there is not
+    // the platform's, as the host's are not. A change that names the platform is at the change. The pinned
+    // sandbox's step, several times its noise, is found every time.
+    for (cell, series) in [("free.t.sc", "overhead"), ("free.t.sc", "value")] {
+        for cp in points.iter().filter(|c| c["cell"] == cell && c["series"] == series) {
+            if cp["changed"].get("runtime.platform").is_none() {
+                eprintln!("{cell}'s {series}: a change of its own level at result set {}: {cp}", cp["index"]);
+                continue;
+            }
+            assert_eq!(cp["index"], 4, "at the fifth result set: {cp:#}");
+            assert_eq!(cp["changed"]["runtime.platform"], serde_json::json!(["systrap", "ptrace"]), "{cp:#}");
         }
+    }
+    for (cell, series) in [("gv.t.sc", "overhead"), ("gv.t.sc", "value")] {
+        let found: Vec<_> = points.iter().filter(|c| c["cell"] == cell && c["series"] == series).collect();
         assert_eq!(found.len(), 1, "one change in {cell}'s {series}: {points:#?}");
         let cp = found[0];
         assert_eq!(cp["index"], 4, "at the fifth result set: {cp:#}");
@@ -394,7 +400,9 @@ time = "250ms"
     let o = gate(&[]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("REGRESSED") && text(&o).contains(cp["id"].as_str().unwrap()), "{}", text(&o));
-    let free_called = points.iter().any(|c| c["cell"] == "free.t.sc" && c["series"] == "overhead");
+    // The unpinned sandbox's gate is a known answer where its one change is the platform's.
+    let free: Vec<_> = points.iter().filter(|c| c["cell"] == "free.t.sc" && c["series"] == "overhead").collect();
+    let free_called = free.len() == 1 && free[0]["index"] == 4;
     if free_called {
         assert!(text(&o).lines().any(|l| l.contains("free.t.sc") && l.contains("REGRESSED")), "{}", text(&o));
     }
@@ -407,7 +415,7 @@ time = "250ms"
         ok(&history(&sb, &location, &["ack", overhead["id"].as_str().unwrap(), "--why", "ptrace on purpose"]));
     }
     let o = gate(&[]);
-    // A free step the detector did not call is still judged against the whole series before it.
+    // An unpinned series whose platform step was not called alone is judged on its own changes.
     let accepted = |l: &str| !l.contains("REGRESSED") || (!free_called && l.contains("free.t.sc"));
     assert!(text(&o).lines().all(accepted), "acknowledged, the level after it is the accepted one: {}", text(&o));
     if free_called {
