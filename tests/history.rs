@@ -359,9 +359,9 @@ time = "250ms"
     // +9093 %, then +9674 % to +12744 %: p = 0.02 over 8 result sets, past the 0.01 asked).
     // Four result sets a side cannot always tell that from noise, and the detector rightly says
     // nothing then. Its systrap level may also move by itself (4.6k-6.3k ns in two result sets,
-    // then 12.4k-14.5k in the next two, nothing of its setup changed): a change found there is not
-    // the platform's, as the host's are not. A change that names the platform is at the change. The pinned
-    // sandbox's step, several times its noise, is found every time.
+    // then 12.4k-14.5k in the next two, nothing of its setup changed): a change found there is
+    // not the platform's, as the host's are not. A change that names the platform is at the
+    // change. The pinned sandbox's step, several times its noise, is found every time.
     for (cell, series) in [("free.t.sc", "overhead"), ("free.t.sc", "value")] {
         for cp in points.iter().filter(|c| c["cell"] == cell && c["series"] == series) {
             if cp["changed"].get("runtime.platform").is_none() {
