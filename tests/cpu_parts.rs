@@ -2,7 +2,8 @@
 //! to the CPU the sandbox's cgroup counted; a getpid loop under gVisor lands in its platform and
 //! system calls; a CPU-bound loop is the workload's own code under gVisor as under runc; a Java
 //! method that does all a program's work is the top function of its own code, named by the JVM's
-//! map, under gVisor as on the host.
+//! map, under gVisor as on the host; Cassandra's interpreted methods are named by its JVM's own
+//! samples, on the Java threads that ran them.
 
 mod common;
 
@@ -220,6 +221,7 @@ split_cpus = true
 kind = "cassandra"
 heap = "768M"
 quick_jit = true
+java_samples = true
 
 [[env]]
 name = "netstack"
@@ -277,5 +279,21 @@ args = "read duration=4s no-warmup -rate threads=8 -pop dist=uniform(1..2000)"
     let unnamed = share(&|f| f.starts_with(isobench::sys::cpu_parts::UNRESOLVED));
     assert!(unnamed < 0.05 * share(&|_| true), "unnamed {unnamed:.3} of the app part's {app:?}");
     assert!(netstack["setup"]["sys.cpu_functions_by"].as_str().unwrap_or_default().contains("DumpPerfMapAtExit"));
+    // The interpreter's share is split by the methods the JVM's own samples found it running in
+    // the measured phase, on the Java threads that ran them (to perf, under gVisor, every thread
+    // is one of the sentry's).
+    let interpreted: Vec<(&str, &str)> = functions
+        .iter()
+        .filter_map(|f| Some((f["function"].as_str()?.strip_suffix(" (interpreted)")?, f["thread"].as_str()?)))
+        .collect();
+    assert!(interpreted.iter().any(|(m, _)| m.starts_with("org.apache.cassandra.")), "{interpreted:?}");
+    let request_thread = |t: &str| {
+        ["Native-Transport-Requests", "SharedPool-Worker", "ReadStage", "epollEventLoopGroup"]
+            .iter()
+            .any(|p| t.starts_with(p))
+    };
+    assert!(interpreted.iter().any(|(_, t)| request_thread(t)), "{interpreted:?}");
+    assert!(!app.iter().any(|(f, _)| *f == "Interpreter"), "the interpreter's share is split whole: {app:?}");
+    assert!(netstack["setup"]["sys.cpu_functions_by"].as_str().unwrap_or_default().contains("jdk.ExecutionSample"));
     sb.assert_nothing_left();
 }

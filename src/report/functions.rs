@@ -1,5 +1,6 @@
 //! Which code a sandbox's extra CPU per operation went to: each sampled part split by function
-//! (a JIT's compiled methods named by the JVM's own map, the interpreter as `Interpreter`, native
+//! (a JIT's compiled methods named by the JVM's own map, the interpreter's CPU by the methods the
+//! JVM's own samples found it running, `… (interpreted)`, or as `Interpreter` without them, native
 //! code by its symbols) and by thread, set against the baseline per operation as the parts are.
 //! A function's CPU per operation is its share of the sandbox's sampled CPU times the cell's CPU
 //! per operation; its growth is the cell's less the baseline's for the same part and function
@@ -64,7 +65,7 @@ fn gloss(function: &str) -> &'static str {
     match function {
         // Time a JVM spends interpreting is time its JIT had not compiled the code yet
         // (docs/gvisor-guide.md: under gVisor, its compiler is behind).
-        "Interpreter" => " (bytecode not compiled yet)",
+        crate::sys::jit_map::INTERPRETER => " (bytecode not compiled yet)",
         _ => "",
     }
 }

@@ -351,6 +351,8 @@ fn sampled_parts(
     for map in code_maps.iter() {
         let _ = crate::sys::sampling::keep("map", map.content.as_bytes());
     }
+    let recordings = code_maps.extract_if(.., |m| m.name.starts_with(crate::workload::JAVA_SAMPLES_PREFIX));
+    let java = interpreted_methods(recordings.collect(), window.as_ref().map(|w| (w.from, w.to)), setup);
     let names = code_names(code_maps.drain(..));
     if let Some(mut w) = window {
         // With the processes that ended in the window, as a server's per-connection backends
@@ -359,14 +361,60 @@ fn sampled_parts(
             w.seen.entry(*pid).or_insert_with(|| process.clone());
         }
         let sampled = w.recorded.and_then(|r| r.samples(Some((w.from, w.to)), &pids_of(&w.seen)));
-        parts_samples(sampled, &w.seen, w.measured, stolen, &names, setup)
+        parts_samples(sampled, &w.seen, w.measured, stolen, &names, &java, setup)
     } else if let (Some(recorded), Some(seen)) = (whole_run, seen) {
         let sampled = recorded.and_then(|r| r.samples(None, &pids_of(seen)));
-        parts_samples(sampled, seen, host, stolen, &names, setup)
+        parts_samples(sampled, seen, host, stolen, &names, &java, setup)
     } else {
         Default::default()
     }
 }
+
+/// The methods the JVMs' own samples (`sys::jfr`) found their interpreter running in `window`
+/// (the host's monotonic clock; the whole recording without one), by thread and method.
+fn interpreted_methods(
+    recordings: Vec<crate::store::RawFile>,
+    window: Option<(f64, f64)>,
+    setup: &mut BTreeMap<String, String>,
+) -> BTreeMap<(String, String), usize> {
+    use base64::Engine as _;
+    if recordings.is_empty() {
+        return BTreeMap::new();
+    }
+    // The JVM stamps its samples with the wall clock, which a sandbox shares with the host.
+    let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let offset = unix.as_secs_f64() - monotonic_now();
+    let window = window.map(|(from, to)| (from + offset, to + offset));
+    let (mut counts, mut sampled) = (BTreeMap::new(), 0);
+    for recording in recordings {
+        let read = base64::engine::general_purpose::STANDARD
+            .decode(&recording.content)
+            .map_err(anyhow::Error::from)
+            .and_then(|bytes| crate::sys::jfr::read(&bytes));
+        match read {
+            Ok(samples) => {
+                sampled += crate::sys::jfr::within(&samples, window).count();
+                for (key, n) in crate::sys::jfr::interpreted(crate::sys::jfr::within(&samples, window)) {
+                    *counts.entry(key).or_default() += n;
+                }
+            }
+            Err(e) => {
+                setup.insert(JAVA_SAMPLES.into(), format!("not read: {e:#}"));
+                return BTreeMap::new();
+            }
+        }
+    }
+    let interpreted: usize = counts.values().sum();
+    // Few where the JVM's CPU is scarce: its sampler is one more thread waiting for it.
+    setup.insert(
+        JAVA_SAMPLES.into(),
+        format!("{sampled} of the JVM's samples of its Java threads in the phase, {interpreted} of them interpreted"),
+    );
+    counts
+}
+
+/// The setup entry that says how many of the JVM's own samples the interpreter's split rests on.
+const JAVA_SAMPLES: &str = "sys.cpu_java_samples";
 
 /// What the sandbox's processes said of their code, by each file's name.
 fn code_names(maps: impl Iterator<Item = crate::store::RawFile>) -> CodeNames {
@@ -405,12 +453,14 @@ fn pids_of(seen: &HashMap<i32, ProcessCpu>) -> Vec<i32> {
 /// (`measured`) has that the samples do not. Where the samples stand for more than that count,
 /// each part is its share of the count: the CPU clock they are taken on runs on while the
 /// hypervisor holds the CPU (`stolen`, the machine's in the run), the sandbox's count does not.
+/// The interpreter's functions are split by the methods `interpreted` counts.
 fn parts_samples(
     sampled: Result<Vec<StackSample>>,
     seen: &HashMap<i32, ProcessCpu>,
     measured: Option<f64>,
     stolen: Option<f64>,
     names: &CodeNames,
+    interpreted: &BTreeMap<(String, String), usize>,
     setup: &mut std::collections::BTreeMap<String, String>,
 ) -> (Vec<Sample>, Vec<FunctionCpu>) {
     let samples = match sampled {
@@ -421,7 +471,8 @@ fn parts_samples(
         }
     };
     let roles = cpu_parts::roles(seen);
-    let parts = cpu_parts::attribute(&samples, &roles, names);
+    let mut parts = cpu_parts::attribute(&samples, &roles, names);
+    parts.split_interpreter(interpreted);
     let mut counted_by = format!("{PARTS_COUNTED_BY}, {SAMPLES_PER_SECOND} per second per CPU");
     let scale = match measured {
         Some(m) if parts.sampled > m && m > 0.0 => {
@@ -446,10 +497,15 @@ fn parts_samples(
     out.push(Sample::new(format!("{CPU_PART}{UNEXPLAINED}"), parts.unresolved * scale + gap, "s"));
     out.push(Sample::new("sys.cpu_sampled", parts.sampled, "s"));
     setup.insert("sys.cpu_parts_by".into(), counted_by);
-    let by: Vec<&str> = [(names.has_jit(), JIT_NAMED_BY), (names.has_mappings(), MAPPINGS_NAMED_BY)]
-        .into_iter()
-        .filter_map(|(given, by)| given.then_some(by))
-        .collect();
+    let split = !interpreted.is_empty();
+    let by: Vec<&str> = [
+        (names.has_jit(), JIT_NAMED_BY),
+        (split, crate::sys::jfr::NAMED_BY),
+        (names.has_mappings(), MAPPINGS_NAMED_BY),
+    ]
+    .into_iter()
+    .filter_map(|(given, by)| given.then_some(by))
+    .collect();
     if !by.is_empty() {
         setup.insert("sys.cpu_functions_by".into(), format!("perf's symbols; {}", by.join("; ")));
     }
@@ -567,7 +623,7 @@ mod tests {
             |out: &[Sample], name: &str| out.iter().find(|s| s.metric == format!("{CPU_PART}{name}")).unwrap().value;
         let mut setup = BTreeMap::new();
         // 16 ms sampled where the sandbox's cgroup counted 8: the hypervisor held the CPU.
-        let (over, _) = parts_samples(samples(), &seen, Some(0.008), Some(1.5), &names, &mut setup);
+        let (over, _) = parts_samples(samples(), &seen, Some(0.008), Some(1.5), &names, &BTreeMap::new(), &mut setup);
         assert!(
             (part(&over, "app") - 0.006).abs() < 1e-12 && (part(&over, "host_kernel") - 0.002).abs() < 1e-12,
             "{over:?}"
@@ -579,7 +635,7 @@ mod tests {
             "{said}"
         );
         // 16 ms sampled where it counted 20: the 4 the samples missed are unexplained.
-        let (under, _) = parts_samples(samples(), &seen, Some(0.020), None, &names, &mut setup);
+        let (under, _) = parts_samples(samples(), &seen, Some(0.020), None, &names, &BTreeMap::new(), &mut setup);
         assert!(
             (part(&under, "app") - 0.012).abs() < 1e-12 && (part(&under, UNEXPLAINED) - 0.004).abs() < 1e-12,
             "{under:?}"

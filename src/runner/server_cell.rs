@@ -114,9 +114,11 @@ pub fn run(
     for serve in &mut serves {
         serve.processors = moved.as_ref().map(|moved| moved.set.len());
         // The JVM names its compiled code once, as it exits: what the sampled parts' functions
-        // are named by (JIT code is anonymous memory, or gVisor's memory file, to perf).
+        // are named by (JIT code is anonymous memory, or gVisor's memory file, to perf); its own
+        // samples, where asked for, name the methods its interpreter ran.
         if place.samples_parts() {
             serve.jvm_args.extend(crate::sys::jit_map::JVM_FLAGS.map(String::from));
+            serve.java_samples = managed.java_samples;
         }
     }
     let mut load = cql.clone();
@@ -199,6 +201,7 @@ fn serves(
             ring: layout.slot(k),
             connect_window: CONNECT_WINDOW + managed.start_timeout * k as u32,
             directory: if nodes > 1 { format!("cassandra/node{}", k + 1) } else { "cassandra".into() },
+            java_samples: false,
         })
         .collect())
 }

@@ -296,6 +296,10 @@ pub struct Managed {
     pub tls: bool,
     /// The nodes' image in a k8s environment (default `isobench-cassandra:VERSION`).
     pub image: Option<String>,
+    /// Where the CPU is sampled by part, the JVM records its own samples of its Java threads
+    /// (`sys::jfr`), which name the methods its interpreter ran. Off by default: the recorder
+    /// slowed the demo's read by a fifth (docs/statistics.md).
+    pub java_samples: bool,
 }
 
 /// A fault: node `node` (from 1) is killed `after` the measured phase began.
@@ -404,6 +408,7 @@ impl Managed {
             kill,
             tls: f.bool("tls")?.unwrap_or(false),
             image: f.str("image")?,
+            java_samples: f.bool("java_samples")?.unwrap_or(false),
         })
     }
 }

@@ -56,6 +56,9 @@ pub struct Serve {
     pub connect_window: Duration,
     /// The node's directory under the volume ("cassandra", or "cassandra/node2" in a cluster).
     pub directory: String,
+    /// Record the JVM's own samples of its Java threads once it is up (`sys::jfr`).
+    #[serde(default)]
+    pub java_samples: bool,
 }
 
 /// What the agent says to the host: whether its node is up, and what its `nodetool status`
@@ -158,11 +161,19 @@ pub fn serve(served: &Served, data_dir: &Path, scratch: &Path, out: &mut Output)
         Served::Cassandra(s) => {
             let config = node_config(s, data_dir);
             let start = Start { token: None, detached: false, timeout: s.start_timeout, make_archive: true };
-            let mut node = started(&control, Node::start(&s.distribution, &config, start), |n| {
-                (n.ready_after, n.release_version.clone())
-            })?;
+            let node = Node::start(&s.distribution, &config, start);
+            // Up and not yet loaded: the recorder's start is neither the server's start nor its load.
+            if let Ok(node) = &node
+                && s.java_samples
+                && let Err(e) = crate::sys::jfr::start(node.pid, &config.tmp())
+            {
+                out.notes.push(format!("the JVM's own samples were not recorded: {e:#}"));
+            }
+            let mut node = started(&control, node, |n| (n.ready_after, n.release_version.clone()))?;
             let ended = control_loop(&control, &mut node);
             out.code_maps.extend(crate::workload::take_jit_map(node.pid));
+            let recording = crate::sys::jfr::recording_in(&config.tmp());
+            out.code_maps.extend(crate::workload::take_java_samples(node.pid, &recording));
             let mut ended = ended?;
             out.code_maps.extend(ended.mappings.take());
             record_node(s, &node, &config, &ended, out);

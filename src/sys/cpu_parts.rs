@@ -274,6 +274,30 @@ pub struct Parts {
     pub sampled: f64,
 }
 
+impl Parts {
+    /// The interpreter's CPU (`jit_map::INTERPRETER`) split among the Java threads and methods
+    /// the JVM's own samples found it running (`jfr::interpreted`), in proportion to their
+    /// counts; left whole where there are none.
+    pub fn split_interpreter(&mut self, interpreted: &BTreeMap<(String, String), usize>) {
+        let total = interpreted.values().sum::<usize>() as f64;
+        if total == 0.0 {
+            return;
+        }
+        let whole: Vec<(Part, String, String)> =
+            self.functions.keys().filter(|(_, _, f)| f == super::jit_map::INTERPRETER).cloned().collect();
+        let mut by_part: BTreeMap<Part, f64> = BTreeMap::new();
+        for key in whole {
+            *by_part.entry(key.0).or_default() += self.functions.remove(&key).unwrap_or(0.0);
+        }
+        for (part, seconds) in by_part {
+            for ((thread, method), n) in interpreted {
+                let key = (part, thread.clone(), format!("{method} (interpreted)"));
+                *self.functions.entry(key).or_default() += seconds * *n as f64 / total;
+            }
+        }
+    }
+}
+
 /// `roles`: the sandbox's processes by pid; samples of other processes are not its. `names`:
 /// what the sandbox's processes said of their code, which names code perf could not.
 pub fn attribute(samples: &[StackSample], roles: &HashMap<i32, Role>, names: &CodeNames) -> Parts {
@@ -470,6 +494,27 @@ mod tests {
         // A stub's chain naming systrap is not the sentry's.
         let stub = sample(2, "exe", &[(SYSTRAP, false)]);
         assert_eq!(Yields::of(&[stub, yielded], &roles), Yields::GoRuntime);
+    }
+
+    #[test]
+    fn the_interpreters_cpu_is_split_by_the_methods_the_jvm_sampled_it_running() {
+        let mut parts = Parts::default();
+        parts.functions.insert((Part::App, "exe".into(), "Interpreter".into()), 0.3);
+        parts.functions.insert((Part::App, "exe2".into(), "Interpreter".into()), 0.1);
+        parts.functions.insert((Part::App, "exe".into(), "void Foo.bar()".into()), 0.2);
+        let none = BTreeMap::new();
+        parts.split_interpreter(&none);
+        assert_eq!(parts.functions.len(), 3, "left whole without samples");
+        let interpreted = BTreeMap::from([
+            (("ReadStage-1".to_string(), "a.B.c".to_string()), 3),
+            (("Native-Transport-Requests-2".to_string(), "a.B.d".to_string()), 1),
+        ]);
+        parts.split_interpreter(&interpreted);
+        let of = |thread: &str, function: &str| parts.functions[&(Part::App, thread.into(), function.into())];
+        assert!((of("ReadStage-1", "a.B.c (interpreted)") - 0.3).abs() < 1e-12);
+        assert!((of("Native-Transport-Requests-2", "a.B.d (interpreted)") - 0.1).abs() < 1e-12);
+        assert!((of("exe", "void Foo.bar()") - 0.2).abs() < 1e-12, "compiled code stays as it was");
+        assert!(!parts.functions.keys().any(|(_, _, f)| f == "Interpreter"));
     }
 
     #[test]

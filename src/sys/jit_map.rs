@@ -15,6 +15,9 @@ pub struct JitMap {
 /// it runs).
 pub const JVM_FLAGS: [&str; 2] = ["-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit"];
 
+/// What the map calls the JVM's bytecode interpreter.
+pub const INTERPRETER: &str = "Interpreter";
+
 /// Where a process's map is, as the JVM and perf name it.
 pub fn path_of(pid: i32) -> std::path::PathBuf {
     std::path::PathBuf::from(format!("/tmp/perf-{pid}.map"))

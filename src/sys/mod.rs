@@ -10,6 +10,7 @@ pub mod cpu_idle;
 pub mod cpu_parts;
 mod cpuset;
 mod files;
+pub mod jfr;
 pub mod jit_map;
 mod perf;
 mod placement;

@@ -68,9 +68,20 @@ pub fn mappings_of(pid: i32) -> Option<RawFile> {
     Some(RawFile { name: format!("{MAPPINGS_PREFIX}{pid}"), content })
 }
 
-/// How the code maps are told apart: a JIT's map, a process's mappings.
+/// A JVM's recording of its own samples (`sys::jfr`), written as it exited, taken out of the
+/// environment for the host, which reads it: binary, so in base64.
+pub fn take_java_samples(pid: i32, recording: &Path) -> Option<RawFile> {
+    use base64::Engine as _;
+    let bytes = std::fs::read(recording).ok()?;
+    let _ = std::fs::remove_file(recording);
+    let content = base64::engine::general_purpose::STANDARD.encode(bytes);
+    Some(RawFile { name: format!("{JAVA_SAMPLES_PREFIX}{pid}.jfr"), content })
+}
+
+/// How the code maps are told apart: a JIT's map, a process's mappings, a JVM's own samples.
 pub const JIT_MAP_PREFIX: &str = "perf-";
 pub const MAPPINGS_PREFIX: &str = "maps-";
+pub const JAVA_SAMPLES_PREFIX: &str = "jfr-";
 
 /// Where and with what a workload runs, as the agent sees it.
 pub struct RunContext<'a> {

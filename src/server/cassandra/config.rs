@@ -295,8 +295,9 @@ disk_access_mode: mmap_index_only
     }
 
     /// The JVM's temporary directory: its libraries' native code (lz4-java's) is unpacked there,
-    /// and a node killed (a fault, a run stopped halfway) leaves it behind, in /tmp for good.
-    pub(super) fn tmp(&self) -> PathBuf {
+    /// and a node killed (a fault, a run stopped halfway) leaves it behind, in /tmp for good; its
+    /// recorder's samples are written there (`sys::jfr`).
+    pub(crate) fn tmp(&self) -> PathBuf {
         self.data.join("tmp")
     }
 
