@@ -393,8 +393,9 @@ fn interpreted_methods(
             .and_then(|bytes| crate::sys::jfr::read(&bytes));
         match read {
             Ok(samples) => {
-                sampled += crate::sys::jfr::within(&samples, window).count();
-                for (key, n) in crate::sys::jfr::interpreted(crate::sys::jfr::within(&samples, window)) {
+                let phase: Vec<_> = crate::sys::jfr::within(&samples, window).collect();
+                sampled += phase.len();
+                for (key, n) in crate::sys::jfr::interpreted(phase.into_iter()) {
                     *counts.entry(key).or_default() += n;
                 }
             }

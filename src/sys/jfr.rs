@@ -17,8 +17,8 @@ use nix::unistd::Pid;
 
 use super::{Check, Wait};
 
-/// The recording's settings: the execution samples alone, every 10 ms (the shortest period JDK 17
-/// takes), so that the recorder costs the JVM a stack walk per sampled thread and period.
+/// The recording's settings: the execution samples alone, every 10 ms (the JDK's `profile`
+/// settings' period), so that the recorder records nothing else.
 const SETTINGS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
 <configuration version="2.0" label="isobench" description="The execution samples alone">
   <event name="jdk.ExecutionSample">
@@ -37,7 +37,7 @@ pub fn recording_in(dir: &Path) -> PathBuf {
 /// and the recording in `dir`, through the JVM's attach mechanism as jcmd does, without a JVM of
 /// its own. The recorder's start loads its classes, most of a CPU-second on this machine's host
 /// and more under gVisor: asked for once the server is up and before its load, it stays out of
-/// the server's start and its measured phase, which a flag at the JVM's start would not.
+/// the server's start, which a flag at the JVM's start would not.
 pub fn start(pid: i32, dir: &Path) -> Result<()> {
     let settings = dir.join("isobench.jfc");
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

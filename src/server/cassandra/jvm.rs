@@ -59,10 +59,10 @@ pub(super) fn java_command(dist: &Distribution, cfg: &NodeConfig, conf: &Path, c
     .arg(format!("-Dcassandra.ring_delay_ms={}", cfg.ring_delay.as_millis()))
     .args(cfg.serves_jmx().then(|| format!("-Dcassandra.jmx.local.port={}", cfg.jmx_port)))
     // The default superuser is made at once rather than 10 s after start: with logins, so that
-    // it can log in; on a node alone, so that its password's hashing (bcrypt, 1,024 rounds, 2 CPU-s
-    // interpreted under gVisor on the node's one CPU) is part of its start and load, not of its
-    // measured phase, which it fell in or not by the start's length. A ring's seeds must agree
-    // on it first, so a ring without logins keeps the delay.
+    // it can log in; on a node alone, so that its password's hashing (bcrypt, 1,024 rounds,
+    // interpreted under gVisor on the node's one CPU: 6-12 % of a read's sampled CPU) is part of
+    // its start and load, not of its measured phase, which it fell in or not by the start's
+    // length. A ring's seeds must agree on it first, so a ring without logins keeps the delay.
     .args((cfg.auth || cfg.ring.nodes <= 1).then_some("-Dcassandra.superuser_setup_delay_ms=0"))
     // A fresh node makes its system keyspaces and flushes them table by table (some 25
     // blocking flushes, each with its fsyncs: 0.9 s of a 4.6 s start on the host, 2.4 s of 8.5 s
