@@ -136,7 +136,8 @@ command = ["java", "-cp", "JAVA", "Spinner", "1000000000"]
         let parts = parts(&run);
         let host = value(&run, "sys.cpu_host");
         let sum: f64 = parts.values().sum();
-        let by = run["setup"]["sys.cpu_parts_by"].as_str().unwrap_or_default().to_string();
+        let said = |key: &str| run["setup"][key].as_str().unwrap_or_default().to_string();
+        let by = format!("{} {}", said("sys.cpu_parts_by"), said("sys.cpu_parts_scaled"));
         seen.push(format!("{cell}: {parts:?}, the cgroup's count {host:.3} CPU-s, {by}"));
         // Closure: the rest is what the samples did not resolve plus what they missed; where they
         // stand for more than the cgroup counted (their clock ran while the hypervisor held the

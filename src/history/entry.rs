@@ -68,13 +68,19 @@ pub struct Point {
 }
 
 /// Facts that differ from one run to the next whatever ran (namespaces, boot, the host's name,
-/// the first line of dmesg): never a component, and not worth keeping.
+/// the first line of dmesg) and the run's own figures that its setup says (how long gVisor's
+/// clock took, by how much the CPU's samples were scaled, how many of the JVM's were read):
+/// never a component, and not worth keeping. A figure kept as a fact, when its presence follows
+/// a change (the samples scaled in every result set on one platform, in none on the other),
+/// would be named as a second component that changed.
 pub fn is_volatile(fact: &str) -> bool {
     let name = fact.strip_prefix("host.").unwrap_or(fact);
     let per_run = ["ns.", "pid1.", "boot_id", "dmesg.", "hostname", "loader.nodes", "net.address", "server.addresses"];
+    let figures = ["agent.clock_ready_after", "sys.cpu_parts_scaled", "sys.cpu_java_samples"];
     // A database pod's name, machine and claim are the run's; its runtime class and image are not.
     let per_pod = [".name", ".node", ".volume_node", ".pv", ".claim"];
     per_run.iter().any(|p| name.starts_with(p))
+        || figures.contains(&name)
         || name == "k8s.statefulset"
         || (name.starts_with("db.pod") && per_pod.iter().any(|s| name.ends_with(s)))
         || [".path", "_path", ".dir", ".time", ".started", ".pid", ".token", ".uid"].iter().any(|s| name.ends_with(s))
@@ -318,10 +324,19 @@ mod tests {
 
     #[test]
     fn facts_of_one_run_are_not_components() {
-        for fact in ["ns.net", "host.boot_id", "db.pod2.node", "db.pod1.pv", "server.addresses", "runtime.path"] {
+        let per_run = ["ns.net", "host.boot_id", "db.pod2.node", "db.pod1.pv", "server.addresses", "runtime.path"];
+        let figures = ["sys.cpu_parts_scaled", "agent.clock_ready_after"];
+        for fact in per_run.into_iter().chain(figures) {
             assert!(is_volatile(fact), "{fact}");
         }
-        for fact in ["runtime.version", "runtime.platform", "runtime.name", "db.pod1.image_id", "host.kernel.release"] {
+        for fact in [
+            "runtime.version",
+            "runtime.platform",
+            "runtime.name",
+            "db.pod1.image_id",
+            "host.kernel.release",
+            "sys.cpu_parts_by",
+        ] {
             assert!(!is_volatile(fact), "{fact}");
         }
     }
