@@ -96,7 +96,7 @@ fn the_baseline_against_its_twin_and_a_planted_slowdown() {
     for (cell, baseline, d) in
         [("host-aa.tmpfs.cpu", "host.tmpfs.cpu", twin), ("runc-slow.tmpfs.planted", "runc.tmpfs.planted", planted)]
     {
-        let (rounds, recomputed) = paired_t_interval(&dir, baseline, cell);
+        let (rounds, recomputed) = paired_t_interval(&dir, baseline, cell, 6);
         let reported = [pct(d), d["ci"][0].as_f64().unwrap(), d["ci"][1].as_f64().unwrap()];
         let same = reported.iter().zip(recomputed).all(|(r, c)| (r - c).abs() < 0.01);
         assert!(same, "{cell}: reported {reported:?}, from its rounds {recomputed:?} ({rounds})");
@@ -111,11 +111,11 @@ fn the_baseline_against_its_twin_and_a_planted_slowdown() {
 }
 
 /// The difference of `cell` from `baseline` in `events_per_s` as the runs give it, paired by
-/// round: the geometric mean of the rounds' ratios and its 95 % t interval, in %; and the
-/// rounds' values, for a failure's message.
-fn paired_t_interval(dir: &std::path::Path, baseline: &str, cell: &str) -> (String, [f64; 3]) {
+/// round over its first `rounds` rounds: the geometric mean of the rounds' ratios and its 95 % t
+/// interval, in %; and the rounds' values, for a failure's message.
+fn paired_t_interval(dir: &std::path::Path, baseline: &str, cell: &str, rounds: u32) -> (String, [f64; 3]) {
     let by_round = |cell: &str| -> std::collections::BTreeMap<u64, f64> {
-        (1..=6)
+        (1..=rounds)
             .map(|rep| run_record(dir, cell, rep))
             .map(|r| {
                 let samples = r["samples"].as_array().unwrap();
@@ -126,12 +126,13 @@ fn paired_t_interval(dir: &std::path::Path, baseline: &str, cell: &str) -> (Stri
     };
     let (base, other) = (by_round(baseline), by_round(cell));
     let logs: Vec<f64> = base.iter().map(|(round, b)| (other[round] / b).ln()).collect();
+    assert_eq!(logs.len(), rounds as usize);
     let n = logs.len() as f64;
     let mean = logs.iter().sum::<f64>() / n;
     let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
-    // Student's t for 95 % and 5 degrees of freedom (six rounds), from the tables.
-    assert_eq!(logs.len(), 6);
-    let half = 2.5706 * sd / n.sqrt();
+    // Student's t for 95 % and 2 to 5 degrees of freedom, from the tables.
+    let t = [4.3027, 3.1824, 2.7764, 2.5706][rounds as usize - 3];
+    let half = t * sd / n.sqrt();
     let pct = |l: f64| (l.exp() - 1.0) * 100.0;
     (format!("{baseline} {base:?}, {cell} {other:?}"), [pct(mean), pct(mean - half), pct(mean + half)])
 }
@@ -147,6 +148,7 @@ fn a_precision_goal_runs_rounds_until_the_comparisons_are_narrow_or_the_rounds_r
     let unreachable = suite("precision = \"±0.001%\"\nmax_rounds = 5").replace("repeat = 6", "repeat = 3");
     let (out, dir) = sb.run_suite(&unreachable, &[]);
     let said = text(&out);
+    eprintln!("{said}");
     assert!(out.status.success(), "{said}");
     for cell in ["runc.tmpfs.planted", "runc-slow.tmpfs.planted"] {
         let rounds: Vec<u64> =
@@ -159,11 +161,22 @@ fn a_precision_goal_runs_rounds_until_the_comparisons_are_narrow_or_the_rounds_r
     assert!(said.contains("round 4: 1 comparison(s) wider than ±0.001%"), "{said}");
     assert!(said.contains("Precision goal ±0.001%"), "{said}");
     assert!(said.contains("(5 rounds; missed by") && said.contains("max_rounds reached"), "{said}");
-    // A goal the first rounds meet: no round more.
+    // A goal the first rounds meet: no round more. Whether they meet it is the machine's noise
+    // that minute: a quiet one gives ±5 points, three busy loops and a disk's load beside it ±92,
+    // and CI's other lane once more than ±400. The rounds follow from the width the first three
+    // reached, recomputed from their runs.
     let (out, dir) = sb.run_suite(&suite("precision = \"±400%\"").replace("repeat = 6", "repeat = 3"), &[]);
     let said = text(&out);
+    eprintln!("{said}");
     assert!(out.status.success(), "{said}");
-    assert!(!dir.join("runs/runc-slow.tmpfs.planted/4.json").exists(), "{said}");
-    assert!(said.contains("met by 1 of 1"), "{said}");
+    let (rounds, [_, lo, hi]) = paired_t_interval(&dir, "runc.tmpfs.planted", "runc-slow.tmpfs.planted", 3);
+    let fourth = dir.join("runs/runc-slow.tmpfs.planted/4.json").exists();
+    let half = (hi - lo) / 2.0;
+    if half <= 400.0 {
+        assert!(!fourth && said.contains("met by 1 of 1"), "±{half:.1} at 3 rounds ({rounds}): {said}");
+    } else {
+        eprintln!("the first three rounds were ±{half:.1} points wide ({rounds}): the goal asked for more");
+        assert!(fourth && said.contains("round 4: 1 comparison(s) wider than ±400%"), "{said}");
+    }
     sb.assert_nothing_left();
 }
