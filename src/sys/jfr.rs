@@ -184,7 +184,7 @@ mod tests {
         assert_eq!(samples[0].method, "org.apache.cassandra.db.ReadCommand.executeLocally");
         assert_eq!((samples[0].thread.as_str(), samples[0].interpreted), ("ReadStage-1", true));
         assert_eq!((samples[1].method.as_str(), samples[1].interpreted), ("java.lang.String.hashCode", false));
-        // Both at 21:00 UTC, the first half a second later.
+        // Both at 21:00 UTC, the first half a second earlier.
         assert!((samples[0].at - samples[1].at + 0.5).abs() < 1e-6, "{samples:?}");
         assert_eq!(within(&samples, None).count(), 2);
         assert_eq!(interpreted(within(&samples, None)).len(), 1);
