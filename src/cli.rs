@@ -430,7 +430,15 @@ fn run(workdir: &Path, mut args: RunArgs) -> Result<ExitCode> {
     }
     refuse_what_is_missing(&suite, &plan, args.allow_skips)?;
     let history = crate::history::command::before_run(args.no_history);
-    // Taken before the host's facts are written, which record it; dropped when the run ends.
+    // Taken before the host's facts are written, which record it (and whether it is honoured);
+    // dropped when the run ends.
+    if suite.cpu_idle_poll
+        && let Some(why) = sys::cpu_idle::poll_unavailable()
+    {
+        eprintln!(
+            "isobench: cpu_idle = \"poll\" changes nothing here: {why}; the runs go on with the CPUs as they idle"
+        );
+    }
     let _polling =
         suite.cpu_idle_poll.then(sys::cpu_idle::hold_poll).transpose().context(
             "cpu_idle = \"poll\" needs the kernel's PM QoS request (run isobench as root, or remove cpu_idle)",

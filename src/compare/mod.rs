@@ -674,6 +674,14 @@ mod tests {
         assert!(!beat_on(&host, (300.0, 30.0), (297.0, 10.0)).contains("halt"), "system calls are not a wake");
         host.insert("cpu.idle_latency_limit".to_string(), crate::sys::cpu_idle::POLLING.to_string());
         assert!(!beat_on(&host, (345.0, 8.6), (300.0, 8.4)).contains("halt"), "polling: no halted CPU to wake");
+        // No driver: the kernel's default idle halts, and a request to poll is not honoured.
+        host.insert("cpu.idle_driver".to_string(), "none".to_string());
+        host.insert("cpu.idle_latency_limit".to_string(), crate::sys::cpu_idle::NOT_HONOURED.to_string());
+        let driverless = beat_on(&host, (345.0, 8.6), (300.0, 8.4));
+        assert!(
+            driverless.contains("halt when idle (no cpuidle driver, so `cpu_idle = \"poll\"` cannot"),
+            "{driverless}"
+        );
     }
 
     #[test]

@@ -113,16 +113,21 @@ fn time_per_write(cell: &CellResult, base: &CellResult) -> Option<String> {
 
 const FLUSHES: &str = "the flushes the device completed, not the system calls";
 
-/// Where the machine's CPUs halt when idle (a cpuidle driver, and no request that they poll),
-/// what that does to a flush's time.
+/// Where the machine's CPUs halt when idle (a cpuidle driver and no request that they poll, or no
+/// driver at all, where the kernel's default idle halts), what that does to a flush's time.
 fn halting_cpus(host: &BTreeMap<String, String>) -> Option<String> {
-    let driver = host.get("cpu.idle_driver").filter(|d| d.as_str() != "none")?;
-    if crate::sys::cpu_idle::held_polling(host) {
-        return None;
+    const WAKE: &str = "a flush's completion waits for a halted CPU to wake, which side found its CPUs halted more often moves the result";
+    match host.get("cpu.idle_driver").map(String::as_str) {
+        // Not recorded: the machine's idling is not known.
+        None => None,
+        Some("none") => Some(format!(
+            "and the CPUs here halt when idle (no cpuidle driver, so `cpu_idle = \"poll\"` cannot keep them polling): {WAKE}; more rounds narrow it (docs/statistics.md)"
+        )),
+        Some(_) if crate::sys::cpu_idle::held_polling(host) => None,
+        Some(driver) => Some(format!(
+            "and the CPUs here halt when idle (cpuidle {driver}): {WAKE}, and `cpu_idle = \"poll\"` measures both with the CPUs polling (docs/statistics.md)"
+        )),
     }
-    Some(format!(
-        "and the CPUs here halt when idle (cpuidle {driver}): a flush's completion waits for a halted CPU to wake, which side found its CPUs halted more often moves the result, and `cpu_idle = \"poll\"` measures both with the CPUs polling (docs/statistics.md)"
-    ))
 }
 
 /// Why a sandbox beat the host, as far as the figures its runs and the host's recorded show it;

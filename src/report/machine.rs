@@ -50,5 +50,7 @@ mod tests {
         let polled = machine_line(&host(crate::sys::cpu_idle::POLLING)).unwrap();
         assert_eq!(polled, "Xeon, 2 CPUs, idle CPUs polling through the run (cpu_idle = \"poll\")");
         assert_eq!(machine_line(&host("none")).unwrap(), "Xeon, 2 CPUs");
+        let asked = machine_line(&host(crate::sys::cpu_idle::NOT_HONOURED)).unwrap();
+        assert_eq!(asked, "Xeon, 2 CPUs", "asked where no cpuidle driver honours it: not polled");
     }
 }
