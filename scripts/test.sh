@@ -82,7 +82,10 @@ EOF
 # grace periods and timeouts with a core often idle, and which bounds no latency; it runs last of
 # the alone jobs, so that the fuzzing goes on beside the lanes if it is not done by then. Not
 # beside the other alone jobs: even niced, it took the Cassandra capacity search's p99 to
-# 26-42 ms at 31-500 op/s (14 ms alone), failing it. Each job's output is shown whole when it ends.
+# 26-42 ms at 31-500 op/s (14 ms alone), failing it. Beside the k8s job runs one lane too, of
+# the jobs that start no database ("light": unit tests, and test files that name none), which
+# takes the core its pods leave idle; the database rings it once failed beside (a nodetool with
+# no answer in 180 s) wait for the two lanes after it. Each job's output is shown whole when it ends.
 durations=target/ci/test-durations.txt
 [ -f "$durations" ] || durations=tests/durations.txt
 python3 - "$work/binaries" "$durations" "${cargo_args[*]}" "${harness_args[*]}" >"$work/queue" <<'EOF2'
@@ -94,7 +97,9 @@ for line in open(durations):
     words = line.split()
     if len(words) == 2 and not line.startswith("#"):
         seconds[words[1]] = float(words[0])
-jobs = []  # (where it runs, -expected seconds, name, source, executable, harness arguments)
+# A test file that names a database starts one (a JVM, a ring, a PostgreSQL); unit tests start none.
+DATABASE = re.compile(r"cassandra|postgres|mariadb|redis|\[\[server\]\]", re.I)
+jobs = []  # (where it runs, -expected seconds, name, source, executable, harness arguments, light)
 for line in open(binaries):
     kind, src, exe = line.rstrip("\n").split("\t")
     name = src.split("/")[-1].removesuffix(".rs")
@@ -108,13 +113,15 @@ for line in open(binaries):
     ]
     if alone:
         where = "alone+niced" if name == NICED_BESIDE else "alone"
-        jobs.append((where, 0, f"{name}-alone", src, exe, "--exact " + " ".join(alone)))
+        jobs.append((where, 0, f"{name}-alone", src, exe, "--exact " + " ".join(alone), "0"))
     skips = ("--exact " + " ".join(f"--skip {t}" for t in alone)) if alone else ""
-    jobs.append(("lane", -seconds.get(name, 60), name, src, exe, skips))
+    light = kind == "lib" or not DATABASE.search(open(src).read())
+    jobs.append(("lane", -seconds.get(name, 60), name, src, exe, skips, "1" if light else "0"))
 if not (selected or harness):
-    jobs.append(("niced", 0, "fuzz", "scripts/fuzz.sh", "-", ""))
-for where, _, name, src, exe, args in sorted(jobs):
-    print("\t".join([where, name, src, exe, args]))
+    jobs.append(("niced", 0, "fuzz", "scripts/fuzz.sh", "-", "", "0"))
+for where, _, name, src, exe, args, light in sorted(jobs):
+    # The arguments last: an empty field between tabs would vanish in the shell's `read`.
+    print("\t".join([where, name, src, exe, light, args]))
 EOF2
 run_job() { # name src exe args: runs one job into its log, shows it and keeps its time
   local name=$1 src=$2 exe=$3 log=$work/log.$1 start=$SECONDS rc args
@@ -139,12 +146,24 @@ run_job() { # name src exe args: runs one job into its log, shows it and keeps i
     [ "$rc" -eq 0 ] || echo "$name" >>"$work/failed"
   ) 9>"$work/show.lock"
 }
+# A lane takes the longest job left; while "$work/beside-k8s" exists, only a light one.
 lane() {
   local job name src exe args
   while :; do
-    job=$( (flock 9; head -n1 "$work/lane"; sed -i 1d "$work/lane") 9>"$work/queue.lock")
-    [ -n "$job" ] || return 0
-    IFS=$'\t' read -r name src exe args <<<"$job"
+    job=$( (
+      flock 9
+      only_light=0
+      [ ! -e "$work/beside-k8s" ] || only_light=1
+      n=$(awk -F'\t' -v only="$only_light" '!only || $4 == 1 {print NR; exit}' "$work/lane")
+      [ -z "$n" ] || { sed -n "${n}p" "$work/lane"; sed -i "${n}d" "$work/lane"; }
+    ) 9>"$work/queue.lock")
+    if [ -z "$job" ]; then
+      # Heavy jobs wait for the k8s job's end; then this lane takes them.
+      [ -e "$work/beside-k8s" ] && [ -s "$work/lane" ] || return 0
+      sleep 1
+      continue
+    fi
+    IFS=$'\t' read -r name src exe _ args <<<"$job"
     run_job "$name" "$src" "$exe" "$args"
   done
 }
@@ -155,16 +174,23 @@ start_niced() {
   [ -z "$niced_started" ] || return 0
   niced_started=1
   local name src exe args
-  while IFS=$'\t' read -r _ name src exe args; do
+  while IFS=$'\t' read -r _ name src exe _ args; do
     (renice -n 19 "$BASHPID" >/dev/null && run_job "$name" "$src" "$exe" "$args") &
   done < <(grep -P '^niced\t' "$work/queue")
 }
-while IFS=$'\t' read -r where name src exe args; do
-  [ "$where" != alone+niced ] || start_niced
+beside_lane=
+while IFS=$'\t' read -r where name src exe _ args; do
+  if [ "$where" = alone+niced ]; then
+    start_niced
+    : >"$work/beside-k8s"
+    lane &
+    beside_lane=1
+  fi
   run_job "$name" "$src" "$exe" "$args"
+  rm -f "$work/beside-k8s"
 done < <(grep -P '^alone' "$work/queue")
 start_niced
-lane &
+[ -n "$beside_lane" ] || lane &
 lane
 wait
 [ -s "$work/failed" ] && status=1
