@@ -75,10 +75,10 @@ pub fn facts() -> BTreeMap<String, String> {
             facts.insert(key.to_string(), value.trim().to_string());
         }
     }
-    let driver = facts.get("cpu.idle_driver").is_some_and(|d| d != "none");
+    let honoured = poll_unavailable().is_none();
     if let Some(us) = held_latency_us() {
         let said = match us {
-            0 if driver => POLLING.to_string(),
+            0 if honoured => POLLING.to_string(),
             0 => NOT_HONOURED.to_string(),
             // The kernel's default: no request.
             2_000_000_000.. => "none".to_string(),
