@@ -180,7 +180,11 @@ pub fn run(spec: &DbPod) -> Result<()> {
     let (seed_name, seed) = if ring.index == 0 {
         ("itself", ip.clone())
     } else {
-        (spec.seed.as_str(), resolve(&spec.seed, spec.start_timeout)?)
+        let seed = resolve(&spec.seed, spec.start_timeout)?;
+        // The pods start together, and a node that is not a seed gives up on a seed that does
+        // not answer within twice its ring delay: it starts once the seed listens to its peers.
+        listening(&spec.seed, &seed, spec.start_timeout)?;
+        (spec.seed.as_str(), seed)
     };
     let config = NodeConfig { seeds: vec![format!("{seed}:{STORAGE_PORT}")], ring, ..spec.config(&ip) };
     println!(
@@ -224,6 +228,19 @@ fn resolve(name: &str, timeout: Duration) -> Result<String> {
         Ok(match (name, STORAGE_PORT).to_socket_addrs().ok().and_then(|mut a| a.next()) {
             Some(address) => crate::sys::Check::Done(address.ip().to_string()),
             None => crate::sys::Check::NotYet(String::new()),
+        })
+    })
+}
+
+/// Waits until the seed at `address` accepts connections on its storage port.
+fn listening(name: &str, address: &str, timeout: Duration) -> Result<()> {
+    let ip: std::net::IpAddr = address.parse().with_context(|| format!("the seed's address {address}"))?;
+    let to = std::net::SocketAddr::from((ip, STORAGE_PORT));
+    let what = format!("the seed {name} ({to}) to listen to its peers");
+    crate::sys::Wait::new(what, timeout).every(Duration::from_millis(500)).until(|| {
+        Ok(match std::net::TcpStream::connect_timeout(&to, Duration::from_secs(1)) {
+            Ok(_) => crate::sys::Check::Done(()),
+            Err(e) => crate::sys::Check::NotYet(e.to_string()),
         })
     })
 }

@@ -133,9 +133,10 @@ impl Database<'_> {
             spec: Some(StatefulSetSpec {
                 replicas: Some(self.replicas as i32),
                 service_name: Some(self.name.to_string()),
-                // One after another, as operators start a ring: fresh nodes started together race
-                // for their tokens.
-                pod_management_policy: Some("OrderedReady".into()),
+                // Together: each node's tokens are set from its place in the ring, not allocated,
+                // so fresh nodes started together do not race for them, and every node but the
+                // seed waits in its pod until the seed listens to its peers (in_pod.rs).
+                pod_management_policy: Some("Parallel".into()),
                 selector: LabelSelector { match_labels: Some(self.selector()), ..Default::default() },
                 persistent_volume_claim_retention_policy: Some(StatefulSetPersistentVolumeClaimRetentionPolicy {
                     when_deleted: Some("Delete".into()),
@@ -302,7 +303,7 @@ mod tests {
         let spec = o.set.spec.as_ref().unwrap();
         assert_eq!(spec.replicas, Some(3));
         assert_eq!(spec.service_name.as_deref(), Some("isobench-1-2-db"));
-        assert_eq!(spec.pod_management_policy.as_deref(), Some("OrderedReady"));
+        assert_eq!(spec.pod_management_policy.as_deref(), Some("Parallel"));
         let claims = spec.volume_claim_templates.as_ref().unwrap();
         let claim = claims[0].spec.as_ref().unwrap();
         assert_eq!(claim.storage_class_name.as_deref(), Some("fast"));

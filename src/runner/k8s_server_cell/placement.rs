@@ -13,8 +13,8 @@ use crate::env::k8s::cluster_api::ClusterApi;
 use crate::env::k8s::manifest::Apart;
 
 /// Why the cluster cannot place the database and its loaders as the env asks, judged from its
-/// schedulable nodes before anything is made: a StatefulSet starts its pods one after another,
-/// so the scheduler's refusal of the last one would come minutes later.
+/// schedulable nodes before anything is made: the scheduler's refusal would only leave a pod
+/// Pending, which the run would wait out for the ring's start timeout.
 pub(super) fn unplaceable(k8s: &K8s, replicas: usize) -> Result<Option<String>> {
     if k8s.spread != Apart::Required && k8s.loaders_apart != Apart::Required {
         return Ok(None);
