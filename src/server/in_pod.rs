@@ -183,8 +183,8 @@ pub fn run(spec: &DbPod) -> Result<()> {
         let seed = resolve(&spec.seed, spec.start_timeout)?;
         // The pods start together, and a node that is not a seed gives up on a seed that does
         // not answer within twice its ring delay: it starts once the seed listens to its peers.
-        listening(&spec.seed, &seed, spec.start_timeout)?;
-        (spec.seed.as_str(), seed)
+        listening(&spec.seed, seed, spec.start_timeout)?;
+        (spec.seed.as_str(), seed.ip().to_string())
     };
     let config = NodeConfig { seeds: vec![format!("{seed}:{STORAGE_PORT}")], ring, ..spec.config(&ip) };
     println!(
@@ -219,23 +219,21 @@ pub fn run(spec: &DbPod) -> Result<()> {
     Ok(())
 }
 
-/// The address `name` resolves to, waiting for the cluster's DNS to have it.
-fn resolve(name: &str, timeout: Duration) -> Result<String> {
+/// The seed's storage address, `name` resolved, waiting for the cluster's DNS to have it.
+fn resolve(name: &str, timeout: Duration) -> Result<std::net::SocketAddr> {
     use std::net::ToSocketAddrs;
     let what =
         format!("the seed's name {name} to resolve (the cluster's DNS must serve the StatefulSet's headless Service)");
     crate::sys::Wait::new(what, timeout).every(Duration::from_millis(500)).until(|| {
         Ok(match (name, STORAGE_PORT).to_socket_addrs().ok().and_then(|mut a| a.next()) {
-            Some(address) => crate::sys::Check::Done(address.ip().to_string()),
+            Some(address) => crate::sys::Check::Done(address),
             None => crate::sys::Check::NotYet(String::new()),
         })
     })
 }
 
-/// Waits until the seed at `address` accepts connections on its storage port.
-fn listening(name: &str, address: &str, timeout: Duration) -> Result<()> {
-    let ip: std::net::IpAddr = address.parse().with_context(|| format!("the seed's address {address}"))?;
-    let to = std::net::SocketAddr::from((ip, STORAGE_PORT));
+/// Waits until the seed accepts connections on its storage address `to`.
+fn listening(name: &str, to: std::net::SocketAddr, timeout: Duration) -> Result<()> {
     let what = format!("the seed {name} ({to}) to listen to its peers");
     crate::sys::Wait::new(what, timeout).every(Duration::from_millis(500)).until(|| {
         Ok(match std::net::TcpStream::connect_timeout(&to, Duration::from_secs(1)) {
