@@ -176,13 +176,26 @@ fn slices_note(judged: &[&CellResult]) -> Option<String> {
             sliced.push((workload, design.clone()));
         }
     }
-    let unsliced = judged.iter().any(|c| !c.setup.contains_key(crate::store::SLICES_SETUP));
+    let unsliced: Vec<&&CellResult> =
+        judged.iter().filter(|c| !c.setup.contains_key(crate::store::SLICES_SETUP)).collect();
+    // A database isobench starts for each run (not a user's own cluster, "external …").
+    let started_per_run = |c: &&&CellResult| c.setup.get("server.kind").is_some_and(|k| !k.starts_with("external"));
+    let others = match (unsliced.is_empty(), unsliced.iter().any(started_per_run)) {
+        (true, _) => "",
+        (false, false) => "; the other workloads ran each cell's run at once, back to back in its block",
+        // Why a served cell is not sliced: its runs' spread is mostly each start's own, which
+        // slices of one start would share and so leave out of the interval (docs/statistics.md).
+        (false, true) => {
+            "; the other workloads ran each cell's run at once, back to back in its block, a database started for each run: \
+             its runs differ by what each start does (a JIT compiles for the first minute), which slices of one start \
+             would leave out of the interval"
+        }
+    };
     (!sliced.is_empty()).then(|| {
         let each: Vec<String> = sliced.iter().map(|(w, design)| format!("{w}: {design}")).collect();
         format!(
-            "Interleaved in slices, each run's figure the geometric mean of its slices and each block one pair ({}){}.",
+            "Interleaved in slices, each run's figure the geometric mean of its slices and each block one pair ({}){others}.",
             each.join("; "),
-            if unsliced { "; the other workloads ran each cell's run at once, back to back in its block" } else { "" }
         )
     })
 }
@@ -762,5 +775,23 @@ mod tests {
         }
         let plain = super::verdict_notes(&report(&[]).analysis).join(" ");
         assert!(!plain.contains("slices"), "{plain}");
+    }
+
+    /// Beside a sliced workload, a database started for each run is said to run whole, and why;
+    /// a user's own cluster, never started by isobench, is not given that reason.
+    #[test]
+    fn a_served_cell_beside_slices_says_why_it_runs_whole() {
+        fn runc(r: &super::Report) -> &crate::compare::CellResult {
+            r.analysis.cells.iter().find(|c| c.record.labels.env == "runc").unwrap()
+        }
+        let sliced = report(&[(crate::store::SLICES_SETUP, "6 slices of 1000 ms")]);
+        let note = |kind: &str| {
+            let served = report(&[("server.kind", kind)]);
+            super::slices_note(&[runc(&sliced), runc(&served)]).unwrap()
+        };
+        let managed = note("cassandra");
+        assert!(managed.contains("a database started for each run") && managed.contains("each start"), "{managed}");
+        let external = note("external (pods in the cluster)");
+        assert!(external.contains("back to back in its block") && !external.contains("each start"), "{external}");
     }
 }
