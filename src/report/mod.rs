@@ -179,8 +179,9 @@ fn slices_note(judged: &[&CellResult]) -> Option<String> {
     let unsliced: Vec<&&CellResult> =
         judged.iter().filter(|c| !c.setup.contains_key(crate::store::SLICES_SETUP)).collect();
     // A database isobench starts for each run (not a user's own cluster, "external …").
-    let started_per_run = |c: &&&CellResult| c.setup.get("server.kind").is_some_and(|k| !k.starts_with("external"));
-    let others = match (unsliced.is_empty(), unsliced.iter().any(started_per_run)) {
+    let started_per_run =
+        unsliced.iter().any(|c| c.setup.get("server.kind").is_some_and(|k| !k.starts_with("external")));
+    let others = match (unsliced.is_empty(), started_per_run) {
         (true, _) => "",
         (false, false) => "; the other workloads ran each cell's run at once, back to back in its block",
         // Why a served cell is not sliced: while its JIT compiles, the two sides' ratio moves,
