@@ -178,8 +178,7 @@ fn slices_note(judged: &[&CellResult]) -> Option<String> {
     }
     let unsliced: Vec<&&CellResult> =
         judged.iter().filter(|c| !c.setup.contains_key(crate::store::SLICES_SETUP)).collect();
-    // A Cassandra isobench starts for each run (a user's own cluster is "external …"; the other
-    // databases have no JIT to climb).
+    // A Cassandra started for each run: a user's own is "external …", other databases have no JIT.
     let jvm_started_per_run = unsliced.iter().any(|c| c.setup.get("server.kind").is_some_and(|k| k == "cassandra"));
     let others = match (unsliced.is_empty(), jvm_started_per_run) {
         (true, _) => "",
