@@ -178,18 +178,18 @@ fn slices_note(judged: &[&CellResult]) -> Option<String> {
     }
     let unsliced: Vec<&&CellResult> =
         judged.iter().filter(|c| !c.setup.contains_key(crate::store::SLICES_SETUP)).collect();
-    // A Cassandra started for each run: a user's own is "external …", other databases have no JIT.
-    let jvm_started_per_run = unsliced.iter().any(|c| c.setup.get("server.kind").is_some_and(|k| k == "cassandra"));
-    let others = match (unsliced.is_empty(), jvm_started_per_run) {
-        (true, _) => "",
-        (false, false) => "; the other workloads ran each cell's run at once, back to back in its block",
-        // Why a served cell is not sliced: while its JIT compiles, the two sides' ratio moves,
-        // so slices of one start would pair ever later stages of it (docs/statistics.md).
-        (false, true) => {
-            "; the other workloads ran each cell's run at once, back to back in its block, a Cassandra node started for each run: \
-             its JIT compiles through a node's first minute and the sides' ratio moves with it, so slices of servers \
-             that stayed up would each pair a later stage of that climb"
+    // Why a Cassandra started for each run is not sliced (docs/statistics.md); a user's own is
+    // "external …", and the other databases have no JIT.
+    let why = match unsliced.iter().any(|c| c.setup.get("server.kind").is_some_and(|k| k == "cassandra")) {
+        true => {
+            ", a Cassandra node started for each run: its JIT compiles through a node's first minute and the sides' \
+                 ratio moves with it, so slices of servers that stayed up would each pair a later stage of that climb"
         }
+        false => "",
+    };
+    let others = match unsliced.is_empty() {
+        true => String::new(),
+        false => format!("; the other workloads ran each cell's run at once, back to back in its block{why}"),
     };
     (!sliced.is_empty()).then(|| {
         let each: Vec<String> = sliced.iter().map(|(w, design)| format!("{w}: {design}")).collect();
