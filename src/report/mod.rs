@@ -180,16 +180,16 @@ fn slices_note(judged: &[&CellResult]) -> Option<String> {
         judged.iter().filter(|c| !c.setup.contains_key(crate::store::SLICES_SETUP)).collect();
     // Why a Cassandra started for each run is not sliced (docs/statistics.md); a user's own is
     // "external …", and the other databases have no JIT.
-    let why = match unsliced.iter().any(|c| c.setup.get("server.kind").is_some_and(|k| k == "cassandra")) {
-        true => {
-            ", a Cassandra node started for each run: its JIT compiles through a node's first minute and the sides' \
-                 ratio moves with it, so slices of servers that stayed up would each pair a later stage of that climb"
-        }
-        false => "",
+    let why = if unsliced.iter().any(|c| c.setup.get("server.kind").is_some_and(|k| k == "cassandra")) {
+        ", a Cassandra node started for each run: its JIT compiles through a node's first minute and the sides' \
+         ratio moves with it, so slices of servers that stayed up would each pair a later stage of that climb"
+    } else {
+        ""
     };
-    let others = match unsliced.is_empty() {
-        true => String::new(),
-        false => format!("; the other workloads ran each cell's run at once, back to back in its block{why}"),
+    let others = if unsliced.is_empty() {
+        String::new()
+    } else {
+        format!("; the other workloads ran each cell's run at once, back to back in its block{why}")
     };
     (!sliced.is_empty()).then(|| {
         let each: Vec<String> = sliced.iter().map(|(w, design)| format!("{w}: {design}")).collect();
