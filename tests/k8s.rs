@@ -395,7 +395,9 @@ runtime_class = "runc"
     let mut seen = Vec::new();
     while Instant::now() < deadline {
         seen = cluster.isobench_objects();
-        if seen.iter().any(|o| o.starts_with("Pod ")) {
+        // Jobs are listed before Pods, not at once: a Job made between the two lists shows its
+        // pod without itself (seen once, 12-05), so the wait is for both.
+        if seen.iter().any(|o| o.starts_with("Pod ")) && seen.iter().any(|o| o.starts_with("Job ")) {
             break;
         }
         std::thread::sleep(Duration::from_millis(500));
