@@ -3,7 +3,7 @@
 # machine's disk: two ext4 loop volumes as the demo makes them (2 GiB, direct I/O to their backing
 # files on the root disk), fio on each, with a planted difference (side B writes or reads 8k where
 # side A does 4k) and without one (A/A). Each design estimates B against A:
-#   duet  both fio processes at once for SECONDS, each pinned to a CPU of its own; their IOPS
+#   duet  both fio processes at once for SECONDS_A_RUN s, each pinned to a CPU of its own; their IOPS
 #         logged every 0.5 s, the log-ratio of each window's pair
 #   alt   0.5-s runs alternating between the sides, in a random order each cycle, as isobench's
 #         slices do; the log-ratio of each cycle's pair
