@@ -3,10 +3,10 @@
 # machine's disk: two ext4 loop volumes as the demo makes them (2 GiB, direct I/O to their backing
 # files on the root disk), fio on each, with a planted difference (side B writes or reads 8k where
 # side A does 4k) and without one (A/A). Each design estimates B against A:
-#   duet  both fio processes at once for SECONDS_A_RUN s, each pinned to a CPU of its own; their IOPS
-#         logged every 0.5 s, the log-ratio of each window's pair
-#   alt   0.5-s runs alternating between the sides, in a random order each cycle, as isobench's
-#         slices do; the log-ratio of each cycle's pair
+#   duet  both fio processes at once for SECONDS_A_RUN s, each pinned to a CPU of its own;
+#         their IOPS logged every 0.5 s, the log-ratio of each window's pair
+#   alt   as many cycles of 0.5-s runs alternating between the sides, in a random order each
+#         cycle, as isobench's slices do; the log-ratio of each cycle's pair
 # and prints the mean difference with the sd of a window's or a cycle's log-ratio. A duet that
 # reads the planted difference as the alternation does would share the disk's wander between
 # the sides at every instant; one that reads it near 0 couples the sides (a device serving the
@@ -39,40 +39,47 @@ for i in 1 2; do
   devs+=("$(losetup --direct-io=on -f --show "$WORK/v$i.img")")
   mkdir -p "$WORK/m$i"
   mount "${devs[-1]}" "$WORK/m$i"
-  fio --name=w --rw=write --bs=1M --size=256M --directory="$WORK/m$i" --output-format=terse >/dev/null
+  fio --name=w --rw=write --bs=1M --size=256M --directory="$WORK/m$i" --output-format=terse \
+    >/dev/null
 done
 
 # In the background and waited for, so that a signal reaches the trap at once.
 python3 - "$WORK" "$SETS" "$SECS" <<'EOF' &
 import json, math, random, statistics, subprocess, sys
 work, sets, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-JOBS = {"fsynced 4k random writes": ["--rw=randwrite", "--fsync=1"], "direct 4k random reads": ["--rw=randread", "--direct=1"]}
+JOBS = {
+    "fsynced 4k random writes": ["--rw=randwrite", "--fsync=1"],
+    "direct 4k random reads": ["--rw=randread", "--direct=1"],
+}
 
 def fio(side, job, planted, extra):
     bs = "8k" if planted and side == 2 else "4k"
     return ["fio", "--name=w", f"--bs={bs}", "--size=256M", "--ioengine=psync", "--time_based",
-            "--clocksource=clock_gettime", "--output-format=json", f"--directory={work}/m{side}", *job, *extra]
+            "--clocksource=clock_gettime", "--output-format=json", f"--directory={work}/m{side}",
+            *job, *extra]
 
 def iops(out):
     j = json.loads(out[out.index("{"):])["jobs"][0]
     return j["read"]["iops"] + j["write"]["iops"]
 
 def duet(job, planted):
-    procs = [subprocess.Popen(["taskset", "-c", str(side - 1), *fio(side, job, planted, [
-        f"--runtime={secs}", f"--write_iops_log={work}/log{side}", "--log_avg_msec=500"])],
-        stdout=subprocess.PIPE, text=True) for side in (1, 2)]
+    logged = lambda side: [f"--runtime={secs}", f"--write_iops_log={work}/log{side}", "--log_avg_msec=500"]
+    procs = [subprocess.Popen(["taskset", "-c", str(side - 1), *fio(side, job, planted, logged(side))],
+                              stdout=subprocess.PIPE, text=True) for side in (1, 2)]
     for p in procs:
         p.communicate()
     a, b = ([float(l.split(",")[1]) for l in open(f"{work}/log{side}_iops.1.log")] for side in (1, 2))
     # The first and last windows are partial.
-    return [math.log(b[k] / a[k]) for k in range(1, min(len(a), len(b)) - 1) if a[k] > 0 and b[k] > 0]
+    windows = range(1, min(len(a), len(b)) - 1)
+    return [math.log(b[k] / a[k]) for k in windows if a[k] > 0 and b[k] > 0]
 
 def alternating(job, planted):
     out = []
     for _ in range(int(secs)):
         rate = {}
         for side in random.sample((1, 2), 2):
-            rate[side] = iops(subprocess.run(fio(side, job, planted, ["--runtime=500ms"]), capture_output=True, text=True).stdout)
+            ran = subprocess.run(fio(side, job, planted, ["--runtime=500ms"]), capture_output=True, text=True)
+            rate[side] = iops(ran.stdout)
         out.append(math.log(rate[2] / rate[1]))
     return out
 
@@ -83,7 +90,8 @@ for name, job in JOBS.items():
             for design, measure in (("duet", duet), ("alt", alternating)):
                 lr = measure(job, planted)
                 what = "B at 8k" if planted else "A/A"
-                print(f"{name:26} {what:12} {design:5} {s:>3} {100 * math.expm1(statistics.mean(lr)):>+9.1f}% "
+                difference = 100 * math.expm1(statistics.mean(lr))
+                print(f"{name:26} {what:12} {design:5} {s:>3} {difference:>+9.1f}% "
                       f"{100 * statistics.stdev(lr):>8.1f}% {len(lr):>5}", flush=True)
 EOF
 py=$!
