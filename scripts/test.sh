@@ -173,6 +173,7 @@ run_job() { # name src exe args: runs one job into its log, shows it and keeps i
     cat "$log"
     cat "$log" >>"$work/tests.log"
     echo "$((SECONDS - start)) $name" >>"$work/durations"
+    echo "$start $SECONDS $name" >>"$work/timeline"
     [ "$rc" -eq 0 ] || echo "$name" >>"$work/failed"
   ) 9>"$work/show.lock"
 }
@@ -197,7 +198,7 @@ lane() {
     run_job "$name" "$src" "$exe" "$args"
   done
 }
-: >"$work/tests.log" && : >"$work/durations" && : >"$work/failed"
+: >"$work/tests.log" && : >"$work/durations" && : >"$work/timeline" && : >"$work/failed"
 grep -P '^lane\t' "$work/queue" | cut -f2- >"$work/lane"
 niced_started=
 start_niced() {
@@ -224,7 +225,11 @@ start_niced
 lane
 wait
 [ -s "$work/failed" ] && status=1
-[ -n "${cargo_args[*]}${harness_args[*]}" ] || sort -rn "$work/durations" >target/ci/test-durations.txt
+if [ -z "${cargo_args[*]}${harness_args[*]}" ]; then
+  sort -rn "$work/durations" >target/ci/test-durations.txt
+  # When each job began and ended, in seconds from this script's start (the build before the first).
+  sort -n "$work/timeline" >target/ci/test-timeline.txt
+fi
 
 python3 - "$work/tests.log" "$ISOBENCH_SKIP_LOG" tests/capabilities.txt "${CI:-}" "$work" <<'EOF' || status=1
 import re, sys
