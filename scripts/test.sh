@@ -85,9 +85,7 @@ EOF
 # 26-42 ms at 31-500 op/s (14 ms alone), failing it. Beside the k8s job runs one lane too, of
 # the jobs that start no database ("light": unit tests, and test files that name none), which
 # takes the core its pods leave idle; the database rings it once failed beside (a nodetool with
-# no answer in 180 s) wait for the two lanes after it. A test file's tests that start no database
-# are a light job of their own, apart from its tests that do (`<file>-db`), so that the lane beside
-# the k8s job has work to its end. Each job's output is shown whole when it ends.
+# no answer in 180 s) wait for the two lanes after it. Each job's output is shown whole when it ends.
 durations=target/ci/test-durations.txt
 [ -f "$durations" ] || durations=tests/durations.txt
 python3 - "$work/binaries" "$durations" "${cargo_args[*]}" "${harness_args[*]}" >"$work/queue" <<'EOF2'
@@ -99,26 +97,8 @@ for line in open(durations):
     words = line.split()
     if len(words) == 2 and not line.startswith("#"):
         seconds[words[1]] = float(words[0])
-# A test that names a database starts one (a JVM, a ring, a PostgreSQL); unit tests start none.
+# A test file that names a database starts one (a JVM, a ring, a PostgreSQL); unit tests start none.
 DATABASE = re.compile(r"cassandra|postgres|mariadb|redis|\[\[server\]\]", re.I)
-ITEM = re.compile(r"^(?:pub(?:\([\w:]+\))? )?(?:async )?(fn|const|static|struct|enum|impl|mod|macro_rules!)\s*(\w*)", re.M)
-
-
-def database_tests(text):
-    """The tests of a test file that start a database: those whose item names one, or names an
-    item (a helper, a suite's text) that does, however deep; every one if the file's head does."""
-    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
-    starts = [m.start() for m in ITEM.finditer(code)] + [len(code)]
-    items = [(ITEM.match(code, a).group(2), code[a:b], code[max(0, a - 200):a]) for a, b in zip(starts, starts[1:])]
-    tests = [name for name, _, before in items if "#[test]" in before.rsplit("\n}", 1)[-1]]
-    if DATABASE.search(code[:starts[0]]):
-        return set(tests)
-    named = {name for name, body, _ in items if name and DATABASE.search(body)}
-    while named and (more := {n for n, body, _ in items if n and n not in named and re.search(rf"\b({'|'.join(named)})\b", body)}):
-        named |= more
-    return named.intersection(tests)
-
-
 jobs = []  # (where it runs, -expected seconds, name, source, executable, harness arguments, light)
 for line in open(binaries):
     kind, src, exe = line.rstrip("\n").split("\t")
@@ -134,17 +114,8 @@ for line in open(binaries):
     if alone:
         where = "alone+niced" if name == NICED_BESIDE else "alone"
         jobs.append((where, 0, f"{name}-alone", src, exe, "--exact " + " ".join(alone), "0"))
-    text = open(src).read()
-    if kind == "test":
-        database = sorted(database_tests(text) - set(alone))
-        tests = [m.group(1) for chunk in text.split("#[test]")[1:] if (m := re.search(r"fn (\w+)", chunk))]
-        light = not database if harness else len(database) < len(tests) - len(alone)
-    else:
-        database, light = [], kind == "lib" or not DATABASE.search(text)
-    if database and light and not harness:
-        jobs.append(("lane", -seconds.get(f"{name}-db", 60), f"{name}-db", src, exe, "--exact " + " ".join(database), "0"))
-        alone += database
     skips = ("--exact " + " ".join(f"--skip {t}" for t in alone)) if alone else ""
+    light = kind == "lib" or not DATABASE.search(open(src).read())
     jobs.append(("lane", -seconds.get(name, 60), name, src, exe, skips, "1" if light else "0"))
 if not (selected or harness):
     jobs.append(("niced", 0, "fuzz", "scripts/fuzz.sh", "-", "", "0"))
@@ -165,8 +136,7 @@ run_job() { # name src exe args: runs one job into its log, shows it and keeps i
       RUSTC_BOOTSTRAP=1 "$exe" --test-threads=2 -Z unstable-options --report-time "${args[@]}" "${harness_args[@]}") \
       >>"$log" 2>&1
     rc=$?
-    local file=${name%-alone}
-    sed -i -E "s|^test (.+ \.\.\. )|test ${file%-db}::\1|" "$log"
+    sed -i -E "s|^test (.+ \.\.\. )|test ${name%-alone}::\1|" "$log"
   fi
   (
     flock 9
