@@ -275,7 +275,8 @@ fn a_postgres_history_over_tls_is_verified_against_the_ca_the_url_names() {
 
 /// A runsc env measured 4 times with platform systrap, then 4 times with ptrace under the same
 /// name: the history finds one change point in its getpid overhead, at the fifth result set, and
-/// names the platform; the host's series has none; the gate fails until it is acknowledged.
+/// names the platform; a change in the host's series names nothing of its setup; the gate fails
+/// until it is acknowledged.
 /// Twice over: pinned to one CPU with the host (systrap ~14 µs ±15 %, ptrace ~27 µs), and free
 /// to use both CPUs, as users run it. The CPUs poll while it runs: halting, the free sandbox's
 /// getpid took 6-10 µs in some runs and 30-110 µs in others (waking a halted CPU), its result
@@ -383,16 +384,20 @@ time = "250ms"
         assert!(Path::new(cp["result_set"].as_str().unwrap()).join("plan.json").exists(), "{cp:#}");
     }
     let cp = points.iter().find(|c| c["cell"] == "gv.t.sc" && c["series"] == "overhead").unwrap();
-    // The host's series does not see the platform's change. Its level may move with the machine's
-    // (-1.9 % at p 0.005 once, -5.1 % at p 0.003 another time, both between the third and fourth
-    // result sets, a 155-ns getpid): such a change is found with nothing of its setup changed,
-    // a fraction of the sandbox's step.
-    let step = points.iter().find(|c| c["cell"] == "gv.t.sc" && c["series"] == "value").unwrap();
-    let step = step["change_pct"].as_f64().unwrap();
+    // The host's series does not see the platform's change: a change found in it names nothing
+    // of its setup, and its level stays a host's, far below the sandbox's. Its level moves with
+    // the machine's by itself: -1.9 % and -5.1 % once each (a 155-ns getpid), and on the
+    // Firecracker guest of 12-06 between about 410 and 620 ns from one result set to the next
+    // with nothing changed, whichever platform the sandboxes ran (+34 % at p 0.007 once, at the
+    // fifth set, against the pinned sandbox's +85 %), so its size is not the platform's.
+    let before = points.iter().find(|c| c["cell"] == "gv.t.sc" && c["series"] == "value").unwrap();
+    let sandbox = before["before"].as_f64().unwrap();
     for host in points.iter().filter(|c| c["cell"] == "host.t.sc") {
-        let moved = host["change_pct"].as_f64().unwrap().abs();
-        assert!(moved < step / 4.0, "the platform's change ({step:+.0} %) in the host's series: {host:#}");
         assert!(host["changed"].as_object().unwrap().is_empty(), "{host:#}");
+        if host["series"] == "value" {
+            let after = host["after"].as_f64().unwrap();
+            assert!(after < sandbox / 5.0, "the host's getpid at the sandbox's level ({sandbox:.0} ns): {host:#}");
+        }
     }
 
     // The gate: regressed against the level before, until someone acknowledges the change.
