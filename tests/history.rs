@@ -387,7 +387,7 @@ time = "250ms"
     // The host's series does not see the platform's change: a change found in it names nothing
     // of its setup, and its level stays a host's, far below the sandbox's. Its level moves with
     // the machine's by itself: -1.9 % and -5.1 % once each (a 155-ns getpid), and on the
-    // Firecracker guest of 12-06 between about 410 and 620 ns from one result set to the next
+    // Firecracker guest of 12-06 between about 400 and 740 ns from one result set to the next
     // with nothing changed, whichever platform the sandboxes ran (+34 % at p 0.007 once, at the
     // fifth set, against the pinned sandbox's +85 %), so its size is not the platform's.
     let before = points.iter().find(|c| c["cell"] == "gv.t.sc" && c["series"] == "value").unwrap();
