@@ -243,6 +243,10 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
     let sb = Scratch::new();
     let overcommit = || std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap();
     let before = overcommit();
+    // Absent until containerd's first container, the cgroup then weighs cgroup v1's default.
+    let pods_weight =
+        || std::fs::read_to_string("/sys/fs/cgroup/cpu/k8s.io/cpu.shares").unwrap_or_else(|_| "1024\n".into());
+    let weight_before = pods_weight();
     let cluster = match LocalCluster::start(&sb) {
         Ok(c) => c,
         Err(why) => panic!("{why}"),
@@ -289,6 +293,7 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
     assert!(files.lines().all(|f| f.ends_with("/s.toml")), "files holding the password besides the suites: {files}");
     drop(cluster);
     assert_eq!(overcommit(), before, "the kubelet's kernel tunables are put back when the cluster stops");
+    assert_eq!(pods_weight(), weight_before, "the pods' CPU weight is put back when the cluster stops");
 }
 
 /// Runs one part of the test and says how long it took: the test is the longest of `make test`,
