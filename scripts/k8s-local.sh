@@ -172,6 +172,11 @@ pods_cgroup_weight() {
   if [ -d /sys/fs/cgroup/cpu ]; then echo /sys/fs/cgroup/cpu/k8s.io/cpu.shares; else echo /sys/fs/cgroup/k8s.io/cpu.weight; fi
 }
 
+# The weight of one CPU (a cgroup's default) in that file.
+one_cpu_weight() {
+  case "$(pods_cgroup_weight)" in *cpu.shares) echo 1024 ;; *) echo 100 ;; esac
+}
+
 # weigh_pods: the pods together get the weight of the machine's CPUs, as a kubelet gives its
 # `kubepods` cgroup the node's allocatable CPU. Left at the default, every pod of every node
 # shared the weight of one host thread (a BestEffort container gets 2 inside it) against each
@@ -179,7 +184,7 @@ pods_cgroup_weight() {
 # machine's Cassandra pod came back after 46-50 s at the default weight, 34-35 s at this one).
 # The weight before is saved and put back at `down`; a cgroup made here is removed.
 weigh_pods() {
-  local file cgroup weight
+  local file cgroup
   file=$(pods_cgroup_weight)
   cgroup=$(dirname "$file")
   [ -f "$dir/pods-weight.saved" ] && return 0
@@ -188,11 +193,7 @@ weigh_pods() {
   elif mkdir "$cgroup" 2>/dev/null; then
     echo made >"$dir/pods-weight.saved"
   fi
-  case "$file" in
-    *cpu.shares) weight=$(($(nproc) * 1024)) ;;
-    *) weight=$(($(nproc) * 100)) ;;
-  esac
-  echo "$weight" 2>/dev/null >"$file" || log "the pods keep the default CPU weight: $file cannot be written"
+  echo $(($(nproc) * $(one_cpu_weight))) 2>/dev/null >"$file" || log "the pods keep the default CPU weight: $file cannot be written"
 }
 
 unweigh_pods() {
@@ -202,11 +203,10 @@ unweigh_pods() {
   saved=$(cat "$dir/pods-weight.saved")
   if [ "$saved" = made ]; then
     # containerd may still hold a child cgroup: the default weight stays if the rmdir cannot.
-    case "$file" in *cpu.shares) saved=1024 ;; *) saved=100 ;; esac
-    echo "$saved" >"$file" 2>/dev/null || true
+    one_cpu_weight 2>/dev/null >"$file" || true
     rmdir "$(dirname "$file")" 2>/dev/null || true
   else
-    echo "$saved" >"$file" 2>/dev/null || true
+    echo "$saved" 2>/dev/null >"$file" || true
   fi
   rm -f "$dir/pods-weight.saved"
 }
