@@ -385,7 +385,7 @@ fn interpreted_methods(
     let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let offset = unix.as_secs_f64() - monotonic_now();
     let window = window.map(|(from, to)| (from + offset, to + offset));
-    let (mut counts, mut sampled) = (BTreeMap::new(), 0);
+    let (mut counts, mut recorded, mut sampled) = (BTreeMap::new(), 0, 0);
     for recording in recordings {
         let read = base64::engine::general_purpose::STANDARD
             .decode(&recording.content)
@@ -394,6 +394,7 @@ fn interpreted_methods(
         match read {
             Ok(samples) => {
                 let phase: Vec<_> = crate::sys::jfr::within(&samples, window).collect();
+                recorded += samples.len();
                 sampled += phase.len();
                 for (key, n) in crate::sys::jfr::interpreted(phase.into_iter()) {
                     *counts.entry(key).or_default() += n;
@@ -406,10 +407,13 @@ fn interpreted_methods(
         }
     }
     let interpreted: usize = counts.values().sum();
-    // Few where the JVM's CPU is scarce: its sampler is one more thread waiting for it.
+    // Few where the node's CPUs are busy: HotSpot gives up a sample whose thread has not answered
+    // its suspending signal within 2 ms, and under gVisor that signal goes through the sentry.
     setup.insert(
         JAVA_SAMPLES.into(),
-        format!("{sampled} of the JVM's samples of its Java threads in the phase, {interpreted} of them interpreted"),
+        format!(
+            "{sampled} of the JVM's samples of its Java threads in the phase ({recorded} in its recording), {interpreted} of them interpreted"
+        ),
     );
     counts
 }
