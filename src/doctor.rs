@@ -146,12 +146,20 @@ fn database_checks() -> Vec<Check> {
 
 /// The tools some figures and checks need: perf's counters, Chromium for the HTML report's checks.
 fn tool_checks() -> Vec<Check> {
-    let perf = match sys::command_output("perf", &["stat", "-x,", "-e", "instructions", "true"]) {
+    let perf = match sys::PerfCounts::of_this_machine() {
         Err(_) if find_program("perf").is_none() => Err("perf is not installed: runs record no sys.perf.*".into()),
         Err(e) => Err(format!("perf cannot count here: {}", format!("{e:#}").lines().next().unwrap_or(""))),
-        Ok(_) => {
+        Ok(counts) => {
             let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-            Ok(format!("counts instructions, cycles, migrations (perf_event_paranoid {})", paranoid.trim()))
+            let counted: Vec<&str> = counts.counted.iter().map(|(e, _)| e.as_str()).collect();
+            let mut said = format!("counts {} (perf_event_paranoid {})", counted.join(", "), paranoid.trim());
+            if !counts.not_supported.is_empty() {
+                said += &format!(
+                    "; not {}: the CPU's counters are not exposed here (as in a VM without a virtual PMU)",
+                    counts.not_supported.join(", ")
+                );
+            }
+            Ok(said)
         }
     };
     let chromium = ["chromium", "chromium-browser", "google-chrome"]

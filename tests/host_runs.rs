@@ -449,6 +449,16 @@ fn dry_run_lists_the_matrix_and_doctor_lists_the_machine() {
         let ready = line["ready"].as_bool().unwrap();
         assert!(ready || !line["fix"].as_str().unwrap_or("").is_empty() || part == "vm: accelerator", "{line}");
     }
+    // The perf line names the CPU's counters as perf itself counts them here (a VM's guest may
+    // expose none, as this project's machines do not).
+    let perf = lines.iter().find(|l| l["name"] == "perf").unwrap();
+    if perf["ready"] == true {
+        let cycles = std::process::Command::new("perf").args(["stat", "-x,", "-e", "cycles", "true"]).output().unwrap();
+        let counted = !String::from_utf8_lossy(&cycles.stderr).contains("not supported");
+        let said = perf["detail"].as_str().unwrap();
+        assert_eq!(said.contains("not cycles"), !counted, "{said}");
+        assert!(said.contains("cpu-migrations"), "{said}");
+    }
     let accel = lines.iter().find(|l| l["name"] == "vm: accelerator").unwrap();
     if accel["ready"] == false {
         assert!(accel["detail"].as_str().unwrap().contains("guests run under TCG"), "{accel}");

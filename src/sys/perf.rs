@@ -53,6 +53,23 @@ impl PerfCounts {
     pub fn get(&self, event: &str) -> Option<f64> {
         self.counted.iter().find(|(e, _)| e == event).map(|(_, n)| *n)
     }
+
+    /// What perf can count on this machine: the machine's events over a `true`, counted or not
+    /// supported (a VM's guest without a virtual PMU counts no hardware event).
+    pub fn of_this_machine() -> Result<PerfCounts> {
+        let out = Command::new("perf")
+            .args(["stat", "--field-separator", ",", "--event", &EVENTS.join(","), "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .context("cannot start perf (Debian's linux-perf package)")?;
+        let said = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            bail!("{}", said.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("perf stat failed"));
+        }
+        Ok(parse(&said))
+    }
 }
 
 impl PerfStat {
