@@ -11,6 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
+began=$(date -u +%FT%TZ)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export ISOBENCH_SKIP_LOG="$work/skips.tsv"
@@ -197,8 +198,9 @@ wait
 [ -s "$work/failed" ] && status=1
 if [ -z "${cargo_args[*]}${harness_args[*]}" ]; then
   sort -rn "$work/durations" >target/ci/test-durations.txt
-  # When each job began and ended, in seconds from this script's start (the build before the first).
-  sort -n "$work/timeline" >target/ci/test-timeline.txt
+  # When each job began and ended, in seconds from this script's start (the build before the
+  # first), which the first line gives by the clock that runs' records keep.
+  { echo "# seconds from $began"; sort -n "$work/timeline"; } >target/ci/test-timeline.txt
 fi
 
 python3 - "$work/tests.log" "$ISOBENCH_SKIP_LOG" tests/capabilities.txt "${CI:-}" "$work" <<'EOF' || status=1

@@ -1044,9 +1044,12 @@ fn lost_machine_run(
     assert!(not_ready > 0.0 && not_ready < 60.0, "{setup}");
     let per_second = setup["fault.per_second"].as_str().unwrap_or_default();
     assert!(per_second.contains("the machine down from") && per_second.contains("1: "), "{per_second}");
+    // When, by the clock of `target/ci/test-timeline.txt`'s first line: what ran beside it.
     eprintln!(
-        "lost machine {} at {cl} ({client}): NotReady after {not_ready} s, down {} s, back after {:.1} s, {} errors\n  kept serving: {}\n  recovered: {}\n  {}\n  {per_second}",
+        "lost machine {} at {cl} ({client}), a run from {} to {}: NotReady after {not_ready} s, down {} s, back after {:.1} s, {} errors\n  kept serving: {}\n  recovered: {}\n  {}\n  {per_second}",
         nodes[1],
+        record["started"],
+        record["ended"],
         setup["fault.down_s"],
         value(&record, "server_recovery"),
         value(&record, "errors"),
