@@ -57,18 +57,9 @@ impl PerfCounts {
     /// What perf can count on this machine: the machine's events over a `true`, counted or not
     /// supported (a VM's guest without a virtual PMU counts no hardware event).
     pub fn of_this_machine() -> Result<PerfCounts> {
-        let out = Command::new("perf")
-            .args(["stat", "--field-separator", ",", "--event", &EVENTS.join(","), "true"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .context("cannot start perf (Debian's linux-perf package)")?;
-        let said = String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() {
-            bail!("{}", said.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("perf stat failed"));
-        }
-        Ok(parse(&said))
+        // The counts on stdout (a pipe here), where the project's command runner reads them.
+        let args = ["stat", "--field-separator", ",", "--output", "/dev/stdout", "--event", &EVENTS.join(","), "true"];
+        Ok(parse(&super::command_output("perf", &args)?))
     }
 }
 
