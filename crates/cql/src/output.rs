@@ -257,11 +257,13 @@ impl Out {
 }
 
 /// One interval as the table printed it: when it ended (seconds since the run began), its
-/// rate and its errors.
+/// rate, its latency (mean and max, ms) and its errors.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Printed {
     pub time: f64,
     pub op_rate: f64,
+    pub mean_ms: f64,
+    pub max_ms: f64,
     pub errors: u64,
 }
 
@@ -277,6 +279,8 @@ pub fn total_rows(output: &str) -> Vec<Printed> {
             Some(Printed {
                 time: fields[11].parse().ok()?,
                 op_rate: fields[2].parse().ok()?,
+                mean_ms: fields[5].parse().ok()?,
+                max_ms: fields[10].parse().ok()?,
                 errors: fields[13].parse().ok()?,
             })
         })
@@ -314,7 +318,7 @@ mod tests {
             "{}\ntotal,          1234,     500,     500,     500,     1.0,     0.9,     2.0,     3.0,     4.0,     5.0,    2.0,  0.01234,      3,      0,       0,       0,       0,       0\nResults:\n",
             header("")
         );
-        assert_eq!(total_rows(&text), [Printed { time: 2.0, op_rate: 500.0, errors: 3 }]);
+        assert_eq!(total_rows(&text), [Printed { time: 2.0, op_rate: 500.0, mean_ms: 1.0, max_ms: 5.0, errors: 3 }]);
         assert!(total_rows("total, not, a, row").is_empty());
     }
 }

@@ -35,7 +35,8 @@ pub(super) fn record(report: &mut AgentReport, at: Duration, machine: &MachineLo
     let client = client_per_second(loaders.iter().copied());
     let ready = machine.ready.map(|r| r.as_secs_f64());
     let (from, to) = (at.as_secs_f64(), (at + machine.down).as_secs_f64());
-    let listed: Vec<String> = seconds.iter().map(|(s, (rate, errors))| format!("{s}: {rate:.0} ({errors})")).collect();
+    let listed: Vec<String> =
+        seconds.iter().map(|(s, second)| format!("{s}: {:.0} ({})", second.rate, second.errors)).collect();
     let pod_ready = ready.map_or(String::new(), |r| format!(", its pod Ready again at {r:.1} s"));
     setup.insert(
         "fault.per_second".into(),
@@ -70,7 +71,7 @@ struct Judged {
 /// printed bounds them: a second after the load's end is not the ring's. A second without a row
 /// is one in which no loader closed an interval: every thread waited on a request.
 fn judge(
-    seconds: &BTreeMap<i64, (f64, u64)>,
+    seconds: &BTreeMap<i64, Second>,
     client: &BTreeMap<i64, ClientRow>,
     from: f64,
     to: f64,
@@ -78,17 +79,17 @@ fn judge(
     lost: Option<&str>,
 ) -> Judged {
     let last = seconds.keys().next_back().copied().unwrap_or(0);
-    let before: Vec<f64> = seconds.range(2..=(from.floor() as i64)).map(|(_, (rate, _))| *rate).collect();
+    let before: Vec<f64> = seconds.range(2..=(from.floor() as i64)).map(|(_, second)| second.rate).collect();
     let rate_before = (!before.is_empty()).then(|| before.iter().sum::<f64>() / before.len() as f64);
     let loss: Vec<i64> = ((from.ceil() as i64 + 1)..=(to.floor() as i64).min(last)).collect();
-    let rate = |s: &i64| seconds.get(s).copied().unwrap_or_default();
-    let errors: u64 = loss.iter().map(|s| rate(s).1).sum();
+    let second = |s: &i64| seconds.get(s).copied().unwrap_or_default();
+    let errors: u64 = loss.iter().map(|s| second(s).errors).sum();
     let who = who_served(client, &loss, from, lost);
     let Some(before) = rate_before.filter(|r| *r > 0.0) else {
         let kept = "unknown: no whole second of load before the loss to set it against".to_string();
         return Judged { kept, recovered: "unknown".into(), who, errors, lowest_share: None };
     };
-    let shares: Vec<(i64, f64)> = loss.iter().map(|s| (*s, rate(s).0 / before)).collect();
+    let shares: Vec<(i64, f64)> = loss.iter().map(|s| (*s, second(s).rate / before)).collect();
     let lowest = shares.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1));
     let short: Vec<i64> = shares.iter().filter(|(_, share)| *share < KEPT).map(|(s, _)| *s).collect();
     let n = loss.len();
@@ -100,21 +101,22 @@ fn judge(
             share * 100.0
         ),
         (Some(_), k) => format!(
-            "no: {k} of the {n} whole seconds of the loss served less than {:.0}% of the {before:.0} op/s before it (seconds {}; a second without an interval row counts as none; {errors} errors)",
+            "no: {k} of the {n} whole seconds of the loss served less than {:.0}% of the {before:.0} op/s before it (seconds {}; a second without an interval row counts as none; {errors} errors). {}",
             KEPT * 100.0,
-            short.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+            short.iter().map(i64::to_string).collect::<Vec<_>>().join(", "),
+            short.iter().take(3).map(|s| in_second(*s, second(s), client.get(s), lost)).collect::<Vec<_>>().join(" ")
         ),
     };
     let recovered = match ready {
         None => "unknown: the pod was not Ready again before the load ended".to_string(),
         Some(r) => {
             let within = (r.ceil() as i64 + 1)..=((r + BACK_WITHIN).floor() as i64);
-            let back = within.clone().find(|s| rate(s).0 / before >= BACK);
+            let back = within.clone().find(|s| second(s).rate / before >= BACK);
             match back {
                 Some(s) => format!(
                     "yes: second {s}, {:.1} s after the pod was Ready, served {:.0}% of the rate before the loss",
                     s as f64 - r,
-                    rate(&s).0 / before * 100.0
+                    second(&s).rate / before * 100.0
                 ),
                 None if *within.end() > last => {
                     format!("unknown: the load ended within {BACK_WITHIN:.0} s of the pod's Ready")
@@ -129,6 +131,39 @@ fn judge(
     Judged { kept, recovered, who, errors, lowest_share: lowest.map(|(_, share)| share) }
 }
 
+/// What the client saw in one second: its requests' latency, and each node's attempts started
+/// and answered, so that a short second says whether the requests waited on the lost node or
+/// on the survivors.
+fn in_second(s: i64, second: Second, client: Option<&ClientRow>, lost: Option<&str>) -> String {
+    if second.rate == 0.0 {
+        return format!("Second {s}: no request ended.");
+    }
+    let latency = format!(
+        "Second {s}: {:.0} op/s, its requests took {:.0} ms on average, the slowest {:.0} ms",
+        second.rate, second.mean_ms, second.max_ms
+    );
+    let Some(client) = client else { return format!("{latency}.") };
+    let nodes: Vec<String> = client
+        .nodes
+        .iter()
+        .map(|n| {
+            let which = if is_lost(lost, &n.node) { " (the lost one)" } else { "" };
+            format!("{}{which} {}/{}", n.node, n.started, n.answered)
+        })
+        .collect();
+    format!(
+        "{latency}; attempts started/answered: {}; {} speculative executions, {} retries.",
+        nodes.join(", "),
+        client.speculative,
+        client.retries
+    )
+}
+
+/// Whether `node` (address:port) is the lost pod's address.
+fn is_lost(lost: Option<&str>, node: &str) -> bool {
+    lost.is_some_and(|ip| node.strip_prefix(ip).is_some_and(|p| p.starts_with(':')))
+}
+
 /// Who served the loss's seconds, from the client's rows: the surviving replicas' answers, the
 /// lost coordinator's unanswered and failed attempts, and the client's own timeouts, retries,
 /// speculative executions and the second it stopped sending to the lost node.
@@ -137,7 +172,7 @@ fn who_served(client: &BTreeMap<i64, ClientRow>, loss: &[i64], from: f64, lost: 
     if rows.is_empty() {
         return None;
     }
-    let is_lost = |node: &str| lost.is_some_and(|ip| node.strip_prefix(ip).is_some_and(|p| p.starts_with(':')));
+    let is_lost = |node: &str| is_lost(lost, node);
     let (mut survivors, mut unanswered, mut failed) = (0, 0, 0);
     for row in &rows {
         for n in &row.nodes {
@@ -167,15 +202,30 @@ fn who_served(client: &BTreeMap<i64, ClientRow>, loss: &[i64], from: f64, lost: 
     ))
 }
 
+/// One second of the loaders' rows summed: the rate, the errors, and the requests' latency
+/// (the mean weighed by each loader's rate, and the slowest).
+#[derive(Clone, Copy, Debug, Default)]
+struct Second {
+    rate: f64,
+    errors: u64,
+    mean_ms: f64,
+    max_ms: f64,
+}
+
 /// The loaders' rows summed by the second they ended in (the second from the start of each
-/// loader's measured phase): the rate, and the errors.
-fn per_second<'a>(outputs: impl Iterator<Item = &'a str>) -> BTreeMap<i64, (f64, u64)> {
-    let mut seconds: BTreeMap<i64, (f64, u64)> = BTreeMap::new();
+/// loader's measured phase).
+fn per_second<'a>(outputs: impl Iterator<Item = &'a str>) -> BTreeMap<i64, Second> {
+    let mut seconds: BTreeMap<i64, Second> = BTreeMap::new();
     for output in outputs {
         for row in total_rows(output) {
             let second = seconds.entry(row.time.round() as i64).or_default();
-            second.0 += if row.op_rate.is_finite() { row.op_rate } else { 0.0 };
-            second.1 += row.errors;
+            let rate = if row.op_rate.is_finite() { row.op_rate } else { 0.0 };
+            if rate > 0.0 && row.mean_ms.is_finite() {
+                second.mean_ms = (second.mean_ms * second.rate + row.mean_ms * rate) / (second.rate + rate);
+            }
+            second.rate += rate;
+            second.errors += row.errors;
+            second.max_ms = second.max_ms.max(if row.max_ms.is_finite() { row.max_ms } else { 0.0 });
         }
     }
     seconds
@@ -307,6 +357,14 @@ mod tests {
                 && who.contains("stopped sending to it 2 s after the stop"),
             "{who}"
         );
-        assert!(report.setup["fault.kept_serving"].starts_with("no: 1 of the 2"), "{:?}", report.setup);
+        let kept = &report.setup["fault.kept_serving"];
+        assert!(kept.starts_with("no: 1 of the 2"), "{kept}");
+        // The short second says where its requests waited: here on the lost coordinator.
+        assert!(
+            kept.ends_with(
+                "Second 4: 10 op/s, its requests took 1 ms on average, the slowest 5 ms; attempts started/answered: 10.0.0.2:9042 (the lost one) 30/2, 10.0.0.3:9042 8/8; 0 speculative executions, 0 retries."
+            ),
+            "{kept}"
+        );
     }
 }
