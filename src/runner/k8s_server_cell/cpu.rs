@@ -43,7 +43,7 @@ async fn count_cpu(
     loaders: u32,
     load_done: &AtomicBool,
 ) -> Result<Option<PodsCpu>> {
-    if !all_logged(api, job, loaders, MEASURED_LINE, load_done).await? {
+    if all_logged(api, job, loaders, MEASURED_LINE, load_done).await?.is_none() {
         return Ok(None);
     }
     let loader_pods: Vec<Pod> = api.job_pods(job).await?;
@@ -84,7 +84,7 @@ async fn count_cpu(
     keep(read().await?);
     loop {
         let ended = load_done.load(Ordering::Relaxed) || crate::sys::interrupted();
-        let done = logged(api, job, MEASURED_END_LINE).await? == loaders as usize;
+        let done = logged(api, job, MEASURED_END_LINE).await?.len() == loaders as usize;
         keep(read().await?);
         if done || ended {
             break;

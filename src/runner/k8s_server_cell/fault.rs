@@ -73,10 +73,9 @@ async fn strike(
     means: &Means<'_>,
     load_done: &AtomicBool,
 ) -> Result<Option<Killed>> {
-    if !all_logged(api, job, loaders, MEASURED_LINE, load_done).await? {
+    let Some(began) = all_logged(api, job, loaders, MEASURED_LINE, load_done).await? else {
         return Ok(None);
-    }
-    let began = Instant::now();
+    };
     while began.elapsed() < kill.after {
         if load_done.load(Ordering::Relaxed) || crate::sys::interrupted() {
             return Ok(None);
@@ -219,6 +218,9 @@ mod tests {
         // the upper bounds leave a busy machine a second.
         assert!(deleted[0] >= 350 * MS && deleted[0] < 850 * MS + SLACK, "deleted at {:?}", deleted[0]);
         assert!(killed.at >= 200 * MS && killed.at < 200 * MS + SLACK, "{:?}", killed.at);
+        // Timed from the last loader's cue as it stamped it (150 ms), not from when it was read.
+        let from_cue = deleted[0].saturating_sub(150 * MS);
+        assert!(killed.at.abs_diff(from_cue) < 50 * MS, "struck {:?} after the cue, said {:?}", from_cue, killed.at);
         assert!(returned >= deleted[0] + 400 * MS, "waited while loading until it was back: {returned:?}");
         // Its recovery is timed to its Ready, seen within a poll (250 ms), not to the load's end.
         let recovery = killed.back.expect("back while the load went on").duration_since(killed.struck);

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Result, anyhow};
 
@@ -20,7 +20,7 @@ use crate::env::k8s::{JobRun, K8s};
 use crate::runner::served::{Struck, record_fault};
 use crate::store::{AgentReport, Sample};
 use crate::workload::Spec;
-use crate::workload::cql::Cql;
+use crate::workload::cql::{Cql, find_cue};
 
 /// The load from an Indexed Job of loader pods, the fault on cue, and the killed pod's return.
 #[allow(clippy::too_many_arguments)]
@@ -234,35 +234,49 @@ fn record_kill(
 /// (and the time an API call takes).
 const CUE_POLL: Duration = Duration::from_millis(500);
 
-/// Waits until every loader pod of `job` has printed `line`: false when the load ended first.
+/// A cue's own time is believed when it is at most this old as it is read: the pods' clocks are
+/// the host's here and NTP's elsewhere, and a poll and an API call take well under it.
+const CUE_LAG_BELIEVED: Duration = Duration::from_secs(5);
+
+/// Waits until every loader pod of `job` has printed `line`: when the last of them printed it,
+/// on this host's clock, or None when the load ended first.
 pub(super) async fn all_logged(
     api: &impl ClusterApi,
     job: &str,
     loaders: u32,
     line: &str,
     load_done: &AtomicBool,
-) -> Result<bool> {
+) -> Result<Option<Instant>> {
     loop {
         // Read before the end is looked at: the last line of a load that just ended still counts.
         let ended = load_done.load(Ordering::Relaxed);
-        if logged(api, job, line).await? == loaders as usize {
-            return Ok(true);
+        let said = logged(api, job, line).await?;
+        if said.len() == loaders as usize {
+            return Ok(Some(last_said(&said)));
         }
         if ended || crate::sys::interrupted() {
-            return Ok(false);
+            return Ok(None);
         }
         tokio::time::sleep(CUE_POLL).await;
     }
 }
 
-/// How many loader pods of `job` have printed `line`.
-pub(super) async fn logged(api: &impl ClusterApi, job: &str, line: &str) -> Result<usize> {
-    let mut cued = 0;
+/// When the last of the cues `said` was printed, from their times where each carries one that
+/// is believable, and now otherwise.
+fn last_said(said: &[Option<SystemTime>]) -> Instant {
+    let last = said.iter().copied().collect::<Option<Vec<SystemTime>>>().and_then(|times| times.into_iter().max());
+    let lag = last.and_then(|t| SystemTime::now().duration_since(t).ok()).filter(|lag| *lag <= CUE_LAG_BELIEVED);
+    Instant::now() - lag.unwrap_or_default()
+}
+
+/// The loader pods of `job` that have printed `line`: when each printed it, where it says.
+pub(super) async fn logged(api: &impl ClusterApi, job: &str, line: &str) -> Result<Vec<Option<SystemTime>>> {
+    let mut said = Vec::new();
     for pod in api.job_pods(job).await? {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        if api.log(&name).await.is_ok_and(|log| log.contains(line)) {
-            cued += 1;
+        if let Some(when) = api.log(&name).await.ok().and_then(|log| find_cue(&log, line)) {
+            said.push(when);
         }
     }
-    Ok(cued)
+    Ok(said)
 }

@@ -1,14 +1,14 @@
 //! The unit tests' ring: database pods and a Job of loader pods in a scripted cluster, the
 //! loaders saying on cue that their measured phase began and ended.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
 use super::Db;
 use crate::env::k8s::scripted::{Scripted, State, pod};
 use crate::ledger::KubeCluster;
-use crate::workload::cql::{MEASURED_END_LINE, MEASURED_LINE};
+use crate::workload::cql::{MEASURED_END_LINE, MEASURED_LINE, stamped};
 
 pub const JOB: &str = "run-1";
 pub const SELECTOR: &str = "isobench/run=run-1";
@@ -39,8 +39,11 @@ pub fn ring(nodes: usize, cues: &[(Duration, Duration)]) -> Scripted {
         state.logs.insert(name, "connected\n".into());
     }
     let script = Scripted::new(state);
+    // The measured phase's cue carries its time, as a loader pod prints it.
+    let origin = SystemTime::now();
     for (i, (began, ended)) in cues.iter().enumerate() {
-        for (at, line) in [(*began, MEASURED_LINE), (*ended, MEASURED_END_LINE)] {
+        let said = stamped(MEASURED_LINE, origin + *began);
+        for (at, line) in [(*began, said), (*ended, MEASURED_END_LINE.to_string())] {
             let name = format!("{JOB}-{i}");
             script.at(at, move |s| s.logs.get_mut(&name).unwrap().push_str(&format!("{line}\n")));
         }

@@ -23,7 +23,7 @@ impl Cql {
             if phase == "run"
                 && let Some(plan) = &self.capacity
             {
-                eprintln!("{MEASURED_LINE}");
+                eprintln!("{}", super::stamped(MEASURED_LINE, std::time::SystemTime::now()));
                 // One loader pod searches alone, as a loader on the host does.
                 return self.search(plan, ctx, out);
             }
@@ -36,7 +36,7 @@ impl Cql {
             // pod deleted 3 s in reset one's connection while it created the table).
             let cue = || {
                 if phase == "run" {
-                    eprintln!("{MEASURED_LINE}");
+                    eprintln!("{}", super::stamped(MEASURED_LINE, std::time::SystemTime::now()));
                 }
             };
             let loader = loaders::run_single(index + 1, command, &ctx.scratch_dir.join(phase), &cue)?;

@@ -6,7 +6,7 @@
 //! Which nodes it talks to comes from the suite's `[[server]]`, or from `-node` in `args`.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
@@ -96,6 +96,26 @@ pub const MEASURED_LINE: &str = "ISOBENCH-MEASURED";
 
 /// What a loader pod prints on stderr as its measured phase ends.
 pub const MEASURED_END_LINE: &str = "ISOBENCH-MEASURED-END";
+
+/// A cue as a pod prints it: the line, then when (seconds since the epoch by the pod's clock).
+/// The host reads the pods' logs a poll and an API call after: timed from the cue itself, a
+/// fault lands where the loaders' own seconds say (it landed up to 1 s later, once 0.9 s).
+pub fn stamped(line: &str, at: SystemTime) -> String {
+    format!("{line} at {:.3}", at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64())
+}
+
+/// Whether `log` holds the cue `line` on a line of its own, as [`stamped`] prints it or bare;
+/// Some(when it was said) where the line carries a time it can read.
+pub fn find_cue(log: &str, line: &str) -> Option<Option<SystemTime>> {
+    log.lines().find_map(|l| {
+        let rest = l.trim_end().strip_prefix(line)?;
+        if rest.is_empty() {
+            return Some(None);
+        }
+        let secs: Option<f64> = rest.strip_prefix(" at ")?.parse().ok();
+        Some(secs.filter(|s| s.is_finite() && *s >= 0.0).map(|s| UNIX_EPOCH + Duration::from_secs_f64(s)))
+    })
+}
 
 /// Where the database is and how to log in. The password travels to the agent but is never
 /// shown: `Debug` and every description redact it.
@@ -655,6 +675,18 @@ fn series(run: &RunResult) -> Vec<Series> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cue_is_found_on_a_line_of_its_own_with_its_time() {
+        let at = UNIX_EPOCH + Duration::from_millis(1_796_597_154_045);
+        let log = format!("connected\n{MEASURED_END_LINE}\n{}\n", stamped(MEASURED_LINE, at));
+        let found = find_cue(&log, MEASURED_LINE).flatten().expect("the stamped cue, not the end line");
+        assert!(found.duration_since(at).unwrap_or_else(|e| e.duration()) < Duration::from_millis(1), "{found:?}");
+        assert_eq!(find_cue(&format!("{MEASURED_LINE}\n"), MEASURED_LINE), Some(None), "bare, as before");
+        assert_eq!(find_cue(&format!("{MEASURED_LINE} at soon\n"), MEASURED_LINE), Some(None));
+        assert_eq!(find_cue(&format!("x {MEASURED_LINE}\n{MEASURED_END_LINE}"), MEASURED_LINE), None);
+        assert_eq!(find_cue(&log, MEASURED_END_LINE), Some(None));
+    }
 
     #[test]
     fn the_target_replaces_nodes_port_and_login() {
