@@ -126,25 +126,8 @@ enum K8sAction {
         #[arg(long, default_value = crate::server::in_pod::SPEC_PATH)]
         spec: PathBuf,
         #[command(subcommand)]
-        action: DbAction,
+        action: crate::server::in_pod::DbAction,
     },
-}
-
-#[derive(Subcommand)]
-enum DbAction {
-    /// Start the node and keep it until the pod is deleted.
-    Run,
-    /// Whether this pod's node has answered CQL (its readiness probe).
-    Ready,
-    /// Where this pod runs and how its node started, as JSON.
-    Facts,
-    /// The distribution's nodetool against this pod's node.
-    Nodetool {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-        args: Vec<String>,
-    },
-    /// Create the load's role; its password comes from the pod's environment.
-    CreateRole { user: String },
 }
 
 #[derive(Subcommand)]
@@ -286,21 +269,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Command::K8s { action: K8sAction::Db { spec, action } } => {
-            use crate::server::database::in_pod as served;
-            use crate::server::in_pod::{self, PodSpec};
-            match (in_pod::PodSpec::read(&spec)?, action) {
-                (PodSpec::Cassandra(spec), DbAction::Run) => in_pod::run(&spec)?,
-                (PodSpec::Cassandra(_), DbAction::Ready) => in_pod::ready()?,
-                (PodSpec::Cassandra(spec), DbAction::Facts) => println!("{}", in_pod::facts(&spec)?),
-                (PodSpec::Cassandra(spec), DbAction::Nodetool { args }) => {
-                    print!("{}", in_pod::nodetool(&spec, &args)?)
-                }
-                (PodSpec::Cassandra(spec), DbAction::CreateRole { user }) => in_pod::create_role(&spec, &user)?,
-                (PodSpec::Served(spec), DbAction::Run) => served::run(&spec)?,
-                (PodSpec::Served(_), DbAction::Ready) => served::ready()?,
-                (PodSpec::Served(spec), DbAction::Facts) => println!("{}", served::facts(&spec)?),
-                (PodSpec::Served(_), _) => bail!("this pod runs a database of Debian's packages, not Cassandra"),
-            }
+            crate::server::in_pod::answer(&spec, action)?;
             return Ok(ExitCode::SUCCESS);
         }
         other => other,

@@ -81,6 +81,46 @@ pub enum PodSpec {
     Cassandra(DbPod),
 }
 
+/// What the pod is asked (`isobench k8s db ACTION`): by its container to run the node, by its
+/// probe, and by the orchestrator through exec.
+#[derive(clap::Subcommand)]
+pub enum DbAction {
+    /// Start the node and keep it until the pod is deleted.
+    Run,
+    /// Whether this pod's node has answered CQL (its readiness probe).
+    Ready,
+    /// Where this pod runs and how its node started, as JSON.
+    Facts,
+    /// The distribution's nodetool against this pod's node.
+    Nodetool {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// The node's log lines of garbage collections of 200 ms or more.
+    GcLog,
+    /// Create the load's role; its password comes from the pod's environment.
+    CreateRole { user: String },
+}
+
+/// Answers `action` for the pod whose spec is at `spec`: a Cassandra node's or a database's of
+/// Debian's packages, which answers `run`, `ready` and `facts` only.
+pub fn answer(spec: &Path, action: DbAction) -> Result<()> {
+    use super::database::in_pod as served;
+    match (PodSpec::read(spec)?, action) {
+        (PodSpec::Cassandra(spec), DbAction::Run) => run(&spec)?,
+        (PodSpec::Cassandra(_), DbAction::Ready) => ready()?,
+        (PodSpec::Cassandra(spec), DbAction::Facts) => println!("{}", facts(&spec)?),
+        (PodSpec::Cassandra(spec), DbAction::Nodetool { args }) => print!("{}", nodetool(&spec, &args)?),
+        (PodSpec::Cassandra(spec), DbAction::GcLog) => print!("{}", gc_log(&spec)?),
+        (PodSpec::Cassandra(spec), DbAction::CreateRole { user }) => create_role(&spec, &user)?,
+        (PodSpec::Served(spec), DbAction::Run) => served::run(&spec)?,
+        (PodSpec::Served(_), DbAction::Ready) => served::ready()?,
+        (PodSpec::Served(spec), DbAction::Facts) => println!("{}", served::facts(&spec)?),
+        (PodSpec::Served(_), _) => bail!("this pod runs a database of Debian's packages, not Cassandra"),
+    }
+    Ok(())
+}
+
 impl PodSpec {
     pub fn read(path: &Path) -> Result<PodSpec> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -291,6 +331,15 @@ pub fn facts(spec: &DbPod) -> Result<String> {
 /// `isobench k8s db nodetool ARGS`: the distribution's own NodeTool against this pod's node.
 pub fn nodetool(spec: &DbPod, args: &[String]) -> Result<String> {
     super::cluster::nodetool(&spec.distribution()?, JMX_PORT, args)
+}
+
+/// `isobench k8s db gc-log`: the lines of the node's log in which it says a garbage collection
+/// took 200 ms or more (`server::cassandra::gc`); the log is on the claim, so a node restarted
+/// in the pod (its machine lost) still has its earlier lines.
+pub fn gc_log(spec: &DbPod) -> Result<String> {
+    let path = spec.config(&pod_ip()?).log();
+    let log = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(cassandra::gc::inspector_lines(&log).map(|l| format!("{l}\n")).collect())
 }
 
 /// `isobench k8s db create-role USER`: the load's role, its password from the pod's

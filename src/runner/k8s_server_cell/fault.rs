@@ -3,7 +3,7 @@
 //! through the env's `machine_stop`, seen NotReady by the API server, and started again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Result, anyhow};
 
@@ -20,11 +20,13 @@ use crate::workload::cql::MEASURED_LINE;
 /// grace period (50 s by default) and the lease it last saw renewed.
 const NOT_READY_WITHIN: Duration = Duration::from_secs(180);
 
-/// A fault carried out on cue: which node, how far into the measured phase, when, and when its
-/// pod was Ready again if that was before the load ended.
+/// A fault carried out on cue: which node, how far into the measured phase (which began at
+/// `phase_began` by the wall clock), when, and when its pod was Ready again if that was before
+/// the load ended.
 pub(super) struct Killed {
     pub node: usize,
     pub at: Duration,
+    pub phase_began: SystemTime,
     pub struck: Instant,
     pub back: Option<Instant>,
     pub machine: Option<MachineLoss>,
@@ -76,6 +78,7 @@ async fn strike(
     let Some(began) = all_logged(api, job, loaders, MEASURED_LINE, load_done).await? else {
         return Ok(None);
     };
+    let phase_began = SystemTime::now() - began.elapsed();
     while began.elapsed() < kill.after {
         if load_done.load(Ordering::Relaxed) || crate::sys::interrupted() {
             return Ok(None);
@@ -99,7 +102,7 @@ async fn strike(
     if let Some(loss) = &mut machine {
         loss.ready = back.map(|at| at.duration_since(began));
     }
-    Ok(Some(Killed { node: kill.node, at, struck, back, machine }))
+    Ok(Some(Killed { node: kill.node, at, phase_began, struck, back, machine }))
 }
 
 /// Deletes `pod` (grace 0) and waits until it is gone for real: the StatefulSet's new pod has

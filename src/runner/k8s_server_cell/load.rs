@@ -11,6 +11,7 @@ use anyhow::{Result, anyhow};
 
 use super::cpu::{PodsCpu, measured_cpu};
 use super::fault::{Killed, Means, fault};
+use super::machine_loss::Pause;
 use super::{Db, SCHEDULE_ALLOWANCE};
 use crate::agent;
 use crate::env::k8s::api::block_on;
@@ -18,9 +19,11 @@ use crate::env::k8s::cluster_api::{ClusterApi, Live};
 use crate::env::k8s::manifest::SCRATCH_DIR;
 use crate::env::k8s::{JobRun, K8s};
 use crate::runner::served::{Struck, record_fault};
+use crate::server::cassandra::gc;
 use crate::store::{AgentReport, Sample};
 use crate::workload::Spec;
 use crate::workload::cql::{Cql, find_cue};
+use futures::future::join_all;
 
 /// The load from an Indexed Job of loader pods, the fault on cue, and the killed pod's return.
 #[allow(clippy::too_many_arguments)]
@@ -162,6 +165,35 @@ pub(super) fn record_cpu(report: &mut AgentReport, cpu: Result<Option<PodsCpu>>)
     }
 }
 
+/// The garbage collections of 200 ms or more each database pod's node logged in the measured
+/// phase (which began at `phase_began`), from the start of each; a pod whose log cannot be read
+/// is said in `notes`.
+async fn gc_pauses(db: &Db<'_>, phase_began: SystemTime, notes: &mut Vec<String>) -> Vec<Pause> {
+    let api = match Live::connect(db.cluster).await {
+        Ok(api) => api,
+        Err(e) => {
+            notes.push(format!("fault: the database pods' garbage collections were not read: {e:#}"));
+            return Vec::new();
+        }
+    };
+    let logs = join_all((0..db.pods.len()).map(|k| db.call(&api.client, k, &["gc-log"]))).await;
+    let mut pauses = Vec::new();
+    for (k, log) in logs.into_iter().enumerate() {
+        let log = match log {
+            Ok(log) => log,
+            Err(e) => {
+                notes.push(format!("fault: pod {}'s garbage collections were not read: {e:#}", db.pod(k)));
+                continue;
+            }
+        };
+        for pause in gc::pauses(&log) {
+            let Ok(from) = (pause.ended - pause.took).duration_since(phase_began) else { continue };
+            pauses.push(Pause { pod: db.pod(k).to_string(), from: from.as_secs_f64(), took: pause.took.as_secs_f64() });
+        }
+    }
+    pauses
+}
+
 /// The machine a `kill = "machine"` fault will stop: the one that runs its pod now.
 fn machine_to_lose(db: &Db, kill: Option<&crate::server::Kill>) -> Result<Option<String>> {
     let Some(kill) = kill.filter(|k| k.stops_machine()) else { return Ok(None) };
@@ -200,7 +232,8 @@ fn record_kill(
     report.setup.insert("fault.kind".into(), if killed.machine.is_some() { "machine" } else { "pod" }.into());
     if let Some(machine) = &killed.machine {
         let lost = addresses.get(killed.node - 1).map(String::as_str);
-        super::machine_loss::record(report, killed.at, machine, lost);
+        let pauses = block_on(gc_pauses(db, killed.phase_began, &mut report.notes))?;
+        super::machine_loss::record(report, killed.at, machine, lost, &pauses);
     }
     let pod = db.pod(killed.node - 1);
     let back = block_on(async {

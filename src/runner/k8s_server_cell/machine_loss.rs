@@ -18,9 +18,24 @@ pub(super) const KEPT: f64 = 0.30;
 pub(super) const BACK: f64 = 0.80;
 pub(super) const BACK_WITHIN: f64 = 10.0;
 
+/// A database pod's garbage collection in the measured phase: from when (seconds into the phase)
+/// and for how long (seconds), as its node logged it.
+#[derive(Clone, Debug)]
+pub(super) struct Pause {
+    pub pod: String,
+    pub from: f64,
+    pub took: f64,
+}
+
 /// Records the machine, when the API server saw it gone, and the load around its loss; `lost`
-/// is the address the struck pod had.
-pub(super) fn record(report: &mut AgentReport, at: Duration, machine: &MachineLoss, lost: Option<&str>) {
+/// is the address the struck pod had, `pauses` the database's garbage collections in the phase.
+pub(super) fn record(
+    report: &mut AgentReport,
+    at: Duration,
+    machine: &MachineLoss,
+    lost: Option<&str>,
+    pauses: &[Pause],
+) {
     let setup = &mut report.setup;
     setup.insert("fault.machine".into(), machine.name.clone());
     setup.insert("fault.not_ready_s".into(), format!("{:.1}", machine.not_ready.as_secs_f64()));
@@ -45,7 +60,13 @@ pub(super) fn record(report: &mut AgentReport, at: Duration, machine: &MachineLo
             listed.join(" · ")
         ),
     );
-    let judged = judge(&seconds, &client, from, ready.unwrap_or(to), ready, lost);
+    let listed: Vec<String> =
+        pauses.iter().map(|p| format!("{} {:.0} ms from {:.1} s", p.pod, p.took * 1e3, p.from)).collect();
+    setup.insert(
+        "fault.gc_pauses".into(),
+        if listed.is_empty() { "none of 200 ms or more".into() } else { listed.join(" · ") },
+    );
+    let judged = judge(&seconds, &client, (from, ready.unwrap_or(to)), ready, lost, pauses);
     report.samples.push(Sample::new("fault_errors_down", judged.errors as f64, "errors"));
     if let Some(share) = judged.lowest_share {
         report.samples.push(Sample::new("fault_lowest_share", share * 100.0, "%"));
@@ -73,10 +94,10 @@ struct Judged {
 fn judge(
     seconds: &BTreeMap<i64, Second>,
     client: &BTreeMap<i64, ClientRow>,
-    from: f64,
-    to: f64,
+    (from, to): (f64, f64),
     ready: Option<f64>,
     lost: Option<&str>,
+    pauses: &[Pause],
 ) -> Judged {
     let last = seconds.keys().next_back().copied().unwrap_or(0);
     let before: Vec<f64> = seconds.range(2..=(from.floor() as i64)).map(|(_, second)| second.rate).collect();
@@ -104,7 +125,12 @@ fn judge(
             "no: {k} of the {n} whole seconds of the loss served less than {:.0}% of the {before:.0} op/s before it (seconds {}; a second without an interval row counts as none; {errors} errors). {}",
             KEPT * 100.0,
             short.iter().map(i64::to_string).collect::<Vec<_>>().join(", "),
-            short.iter().take(3).map(|s| in_second(*s, second(s), client.get(s), lost)).collect::<Vec<_>>().join(" ")
+            short
+                .iter()
+                .take(3)
+                .map(|s| in_second(*s, second(s), client.get(s), lost, pauses))
+                .collect::<Vec<_>>()
+                .join(" ")
         ),
     };
     let recovered = match ready {
@@ -131,18 +157,24 @@ fn judge(
     Judged { kept, recovered, who, errors, lowest_share: lowest.map(|(_, share)| share) }
 }
 
-/// What the client saw in one second: its requests' latency, and each node's attempts started
-/// and answered, so that a short second says whether the requests waited on the lost node or
-/// on the survivors.
-fn in_second(s: i64, second: Second, client: Option<&ClientRow>, lost: Option<&str>) -> String {
+/// What the client saw in one second: its requests' latency, each node's attempts started and
+/// answered, and the database's garbage collections in it, so that a short second says whether
+/// the requests waited on the lost node or on the survivors, and why.
+fn in_second(s: i64, second: Second, client: Option<&ClientRow>, lost: Option<&str>, pauses: &[Pause]) -> String {
+    // Second s is the interval that ended s seconds in.
+    let within = pauses.iter().filter(|p| p.from < s as f64 && p.from + p.took > (s - 1) as f64);
+    let collected: Vec<String> = within
+        .map(|p| format!("{} collected garbage for {:.0} ms from {:.1} s", p.pod, p.took * 1e3, p.from))
+        .collect();
+    let collected = if collected.is_empty() { String::new() } else { format!(" {}.", collected.join(", ")) };
     if second.rate == 0.0 {
-        return format!("Second {s}: no request ended.");
+        return format!("Second {s}: no request ended.{collected}");
     }
     let latency = format!(
         "Second {s}: {:.0} op/s, its requests took {:.0} ms on average, the slowest {:.0} ms",
         second.rate, second.mean_ms, second.max_ms
     );
-    let Some(client) = client else { return format!("{latency}.") };
+    let Some(client) = client else { return format!("{latency}.{collected}") };
     let nodes: Vec<String> = client
         .nodes
         .iter()
@@ -152,7 +184,7 @@ fn in_second(s: i64, second: Second, client: Option<&ClientRow>, lost: Option<&s
         })
         .collect();
     format!(
-        "{latency}; attempts started/answered: {}; {} speculative executions, {} retries.",
+        "{latency}; attempts started/answered: {}; {} speculative executions, {} retries.{collected}",
         nodes.join(", "),
         client.speculative,
         client.retries
@@ -312,7 +344,7 @@ mod tests {
             report.raw.push(crate::store::RawFile { name: name.into(), content });
         }
         // Down from 2.5 s, Ready at 5.5 s: seconds 4 and 5 are the loss, against second 2's 200.
-        record(&mut report, Duration::from_millis(2500), &loss(1000, Some(5.5)), Some("10.0.0.2"));
+        record(&mut report, Duration::from_millis(2500), &loss(1000, Some(5.5)), Some("10.0.0.2"), &[]);
         let kept = &report.setup["fault.kept_serving"];
         assert!(
             kept.starts_with("yes: each of the 2 whole seconds") && kept.contains("the lowest 30%, second 4; 2 errors"),
@@ -321,13 +353,14 @@ mod tests {
         let recovered = &report.setup["fault.recovered"];
         assert!(recovered.starts_with("yes: second 7, 1.5 s after the pod was Ready, served 95%"), "{recovered}");
         assert!(report.setup["fault.per_second"].contains("4: 60 (2)"), "{:?}", report.setup);
+        assert_eq!(report.setup["fault.gc_pauses"], "none of 200 ms or more");
         assert!(report.setup["fault.per_second"].contains("its pod Ready again at 5.5 s"));
         assert_eq!(report.setup["fault.not_ready_s"], "1.0");
         // A second without a row is no second served.
         let mut stalled = AgentReport::default();
         let rows: String = [row(1.0, 100.0, 0), row(2.0, 100.0, 0), row(4.0, 5.0, 0), row(6.0, 90.0, 0)].join("\n");
         stalled.raw.push(crate::store::RawFile { name: "run-loader-1.log".into(), content: rows });
-        record(&mut stalled, Duration::from_secs(2), &loss(2500, None), None);
+        record(&mut stalled, Duration::from_secs(2), &loss(2500, None), None, &[]);
         let kept = &stalled.setup["fault.kept_serving"];
         assert!(kept.starts_with("no: 2 of the 2 whole seconds") && kept.contains("seconds 3, 4;"), "{kept}");
         assert!(stalled.setup["fault.recovered"].starts_with("unknown: the pod was not Ready"));
@@ -348,7 +381,10 @@ mod tests {
         let mut report = AgentReport::default();
         report.raw.push(crate::store::RawFile { name: "run-loader-1.log".into(), content: lines });
         // Down from 2.9 s, Ready at 5.2 s: seconds 4 and 5.
-        record(&mut report, Duration::from_millis(2900), &loss(1900, Some(5.2)), Some("10.0.0.2"));
+        // The survivor's node collected garbage for 700 ms across seconds 3 and 4, and once before.
+        let pauses =
+            [Pause { pod: "db-2".into(), from: 3.6, took: 0.7 }, Pause { pod: "db-2".into(), from: 0.5, took: 0.2 }];
+        record(&mut report, Duration::from_millis(2900), &loss(1900, Some(5.2)), Some("10.0.0.2"), &pauses);
         let who = &report.setup["fault.who_served"];
         assert!(
             who.contains("the surviving replicas answered 78 requests")
@@ -357,12 +393,13 @@ mod tests {
                 && who.contains("stopped sending to it 2 s after the stop"),
             "{who}"
         );
+        assert_eq!(report.setup["fault.gc_pauses"], "db-2 700 ms from 3.6 s · db-2 200 ms from 0.5 s");
         let kept = &report.setup["fault.kept_serving"];
         assert!(kept.starts_with("no: 1 of the 2"), "{kept}");
         // The short second says where its requests waited: here on the lost coordinator.
         assert!(
             kept.ends_with(
-                "Second 4: 10 op/s, its requests took 1 ms on average, the slowest 5 ms; attempts started/answered: 10.0.0.2:9042 (the lost one) 30/2, 10.0.0.3:9042 8/8; 0 speculative executions, 0 retries."
+                "Second 4: 10 op/s, its requests took 1 ms on average, the slowest 5 ms; attempts started/answered: 10.0.0.2:9042 (the lost one) 30/2, 10.0.0.3:9042 8/8; 0 speculative executions, 0 retries. db-2 collected garbage for 700 ms from 3.6 s."
             ),
             "{kept}"
         );

@@ -20,6 +20,7 @@ use crate::sys;
 mod client;
 mod config;
 mod fetch;
+pub mod gc;
 mod jvm;
 
 pub use client::{DEFAULT_LOGIN, cql_probe, create_role};
