@@ -167,17 +167,17 @@ pub(super) fn record_cpu(report: &mut AgentReport, cpu: Result<Option<PodsCpu>>)
 
 /// The garbage collections of 200 ms or more each database pod's node logged in the measured
 /// phase (which began at `phase_began`), from the start of each; a pod whose log cannot be read
-/// is said in `notes`.
-async fn gc_pauses(db: &Db<'_>, phase_began: SystemTime, notes: &mut Vec<String>) -> Vec<Pause> {
+/// is said in `notes`, and None when none could be.
+async fn gc_pauses(db: &Db<'_>, phase_began: SystemTime, notes: &mut Vec<String>) -> Option<Vec<Pause>> {
     let api = match Live::connect(db.cluster).await {
         Ok(api) => api,
         Err(e) => {
             notes.push(format!("fault: the database pods' garbage collections were not read: {e:#}"));
-            return Vec::new();
+            return None;
         }
     };
     let logs = join_all((0..db.pods.len()).map(|k| db.call(&api.client, k, &["gc-log"]))).await;
-    let mut pauses = Vec::new();
+    let (mut pauses, mut read) = (Vec::new(), false);
     for (k, log) in logs.into_iter().enumerate() {
         let log = match log {
             Ok(log) => log,
@@ -186,12 +186,13 @@ async fn gc_pauses(db: &Db<'_>, phase_began: SystemTime, notes: &mut Vec<String>
                 continue;
             }
         };
+        read = true;
         for pause in gc::pauses(&log) {
             let Ok(from) = (pause.ended - pause.took).duration_since(phase_began) else { continue };
             pauses.push(Pause { pod: db.pod(k).to_string(), from: from.as_secs_f64(), took: pause.took.as_secs_f64() });
         }
     }
-    pauses
+    read.then_some(pauses)
 }
 
 /// The machine a `kill = "machine"` fault will stop: the one that runs its pod now.
@@ -233,7 +234,7 @@ fn record_kill(
     if let Some(machine) = &killed.machine {
         let lost = addresses.get(killed.node - 1).map(String::as_str);
         let pauses = block_on(gc_pauses(db, killed.phase_began, &mut report.notes))?;
-        super::machine_loss::record(report, killed.at, machine, lost, &pauses);
+        super::machine_loss::record(report, killed.at, machine, lost, pauses.as_deref());
     }
     let pod = db.pod(killed.node - 1);
     let back = block_on(async {

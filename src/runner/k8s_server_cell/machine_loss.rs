@@ -28,13 +28,14 @@ pub(super) struct Pause {
 }
 
 /// Records the machine, when the API server saw it gone, and the load around its loss; `lost`
-/// is the address the struck pod had, `pauses` the database's garbage collections in the phase.
+/// is the address the struck pod had, `pauses` the database's garbage collections in the phase
+/// (None where no pod's log could be read).
 pub(super) fn record(
     report: &mut AgentReport,
     at: Duration,
     machine: &MachineLoss,
     lost: Option<&str>,
-    pauses: &[Pause],
+    pauses: Option<&[Pause]>,
 ) {
     let setup = &mut report.setup;
     setup.insert("fault.machine".into(), machine.name.clone());
@@ -60,12 +61,15 @@ pub(super) fn record(
             listed.join(" · ")
         ),
     );
-    let listed: Vec<String> =
-        pauses.iter().map(|p| format!("{} {:.0} ms from {:.1} s", p.pod, p.took * 1e3, p.from)).collect();
-    setup.insert(
-        "fault.gc_pauses".into(),
-        if listed.is_empty() { "none of 200 ms or more".into() } else { listed.join(" · ") },
-    );
+    let listed: Option<Vec<String>> = pauses
+        .map(|all| all.iter().map(|p| format!("{} {:.0} ms from {:.1} s", p.pod, p.took * 1e3, p.from)).collect());
+    let said = match listed {
+        None => "unknown: no database pod's log could be read (the notes say why)".to_string(),
+        Some(listed) if listed.is_empty() => "none of 200 ms or more".into(),
+        Some(listed) => listed.join(" · "),
+    };
+    setup.insert("fault.gc_pauses".into(), said);
+    let pauses = pauses.unwrap_or_default();
     let judged = judge(&seconds, &client, (from, ready.unwrap_or(to)), ready, lost, pauses);
     report.samples.push(Sample::new("fault_errors_down", judged.errors as f64, "errors"));
     if let Some(share) = judged.lowest_share {
@@ -344,7 +348,7 @@ mod tests {
             report.raw.push(crate::store::RawFile { name: name.into(), content });
         }
         // Down from 2.5 s, Ready at 5.5 s: seconds 4 and 5 are the loss, against second 2's 200.
-        record(&mut report, Duration::from_millis(2500), &loss(1000, Some(5.5)), Some("10.0.0.2"), &[]);
+        record(&mut report, Duration::from_millis(2500), &loss(1000, Some(5.5)), Some("10.0.0.2"), Some(&[]));
         let kept = &report.setup["fault.kept_serving"];
         assert!(
             kept.starts_with("yes: each of the 2 whole seconds") && kept.contains("the lowest 30%, second 4; 2 errors"),
@@ -360,10 +364,11 @@ mod tests {
         let mut stalled = AgentReport::default();
         let rows: String = [row(1.0, 100.0, 0), row(2.0, 100.0, 0), row(4.0, 5.0, 0), row(6.0, 90.0, 0)].join("\n");
         stalled.raw.push(crate::store::RawFile { name: "run-loader-1.log".into(), content: rows });
-        record(&mut stalled, Duration::from_secs(2), &loss(2500, None), None, &[]);
+        record(&mut stalled, Duration::from_secs(2), &loss(2500, None), None, None);
         let kept = &stalled.setup["fault.kept_serving"];
         assert!(kept.starts_with("no: 2 of the 2 whole seconds") && kept.contains("seconds 3, 4;"), "{kept}");
         assert!(stalled.setup["fault.recovered"].starts_with("unknown: the pod was not Ready"));
+        assert!(stalled.setup["fault.gc_pauses"].starts_with("unknown: no database pod's log"));
     }
 
     #[test]
@@ -384,7 +389,7 @@ mod tests {
         // The survivor's node collected garbage for 700 ms across seconds 3 and 4, and once before.
         let pauses =
             [Pause { pod: "db-2".into(), from: 3.6, took: 0.7 }, Pause { pod: "db-2".into(), from: 0.5, took: 0.2 }];
-        record(&mut report, Duration::from_millis(2900), &loss(1900, Some(5.2)), Some("10.0.0.2"), &pauses);
+        record(&mut report, Duration::from_millis(2900), &loss(1900, Some(5.2)), Some("10.0.0.2"), Some(&pauses));
         let who = &report.setup["fault.who_served"];
         assert!(
             who.contains("the surviving replicas answered 78 requests")
