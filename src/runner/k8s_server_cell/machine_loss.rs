@@ -20,7 +20,6 @@ pub(super) const BACK_WITHIN: f64 = 10.0;
 
 /// A database pod's garbage collection in the measured phase: from when (seconds into the phase)
 /// and for how long (seconds), as its node logged it.
-#[derive(Clone, Debug)]
 pub(super) struct Pause {
     pub pod: String,
     pub from: f64,
