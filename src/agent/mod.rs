@@ -127,9 +127,7 @@ fn load_server(
     let Some(load) = spec.served_load() else {
         bail!("this workload does not load a database server: give a pgbench, oltp or redis-benchmark workload");
     };
-    load.run_cued(at, ctx, out, &|| {
-        eprintln!("{}", workload::cql::stamped(workload::cql::MEASURED_LINE, std::time::SystemTime::now()))
-    })?;
+    load.run_cued(at, ctx, out, &|| eprintln!("{}", workload::cql::measured_began()))?;
     eprintln!("{}", workload::cql::MEASURED_END_LINE);
     out.samples.push(load.held(at)?);
     Ok(())

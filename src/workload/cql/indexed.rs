@@ -4,7 +4,7 @@
 
 use anyhow::{Result, anyhow, bail};
 
-use super::{Cql, INDEX_VAR, MEASURED_END_LINE, MEASURED_LINE, shown};
+use super::{Cql, INDEX_VAR, MEASURED_END_LINE, shown};
 use crate::store::{RawFile, Sample};
 use crate::workload::{Output, RunContext};
 use cql_stress::loaders;
@@ -23,7 +23,7 @@ impl Cql {
             if phase == "run"
                 && let Some(plan) = &self.capacity
             {
-                eprintln!("{}", super::stamped(MEASURED_LINE, std::time::SystemTime::now()));
+                eprintln!("{}", super::measured_began());
                 // One loader pod searches alone, as a loader on the host does.
                 return self.search(plan, ctx, out);
             }
@@ -36,7 +36,7 @@ impl Cql {
             // pod deleted 3 s in reset one's connection while it created the table).
             let cue = || {
                 if phase == "run" {
-                    eprintln!("{}", super::stamped(MEASURED_LINE, std::time::SystemTime::now()));
+                    eprintln!("{}", super::measured_began());
                 }
             };
             let loader = loaders::run_single(index + 1, command, &ctx.scratch_dir.join(phase), &cue)?;

@@ -104,6 +104,11 @@ pub fn stamped(line: &str, at: SystemTime) -> String {
     format!("{line} at {:.3}", at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64())
 }
 
+/// The cue that the measured phase begins now, as a pod prints it on stderr.
+pub fn measured_began() -> String {
+    stamped(MEASURED_LINE, SystemTime::now())
+}
+
 /// Whether `log` holds the cue `line` on a line of its own, as [`stamped`] prints it or bare;
 /// Some(when it was said) where the line carries a time it can read.
 pub fn find_cue(log: &str, line: &str) -> Option<Option<SystemTime>> {
