@@ -462,20 +462,16 @@ async fn open(settings: &Arc<Settings>, out: &mut Out, pause: bool) -> Result<Op
     for note in user.as_ref().map(|u| u.validation_notes()).unwrap_or_default() {
         out.line(&format!("WARNING: {note}"));
     }
+    // The wall clock and the monotonic one read together: the log's times are the wall time at
+    // the epoch plus monotonic offsets, so anything between the two readings stamps every
+    // interval that much early. The log's creation was there, and on a busy machine a loader's
+    // first interval came out 17 ms before the last loader was even prepared.
+    let (wall, epoch) = (SystemTime::now(), Instant::now());
     let hdr = match &settings.log.hdrfile {
-        Some(path) => Some(HdrLog::create(path, SystemTime::now(), settings.rate.fixed.is_some())?),
+        Some(path) => Some(HdrLog::create(path, wall, settings.rate.fixed.is_some())?),
         None => None,
     };
-    Ok(Some(Context {
-        session,
-        events,
-        statements,
-        user,
-        settings: settings.clone(),
-        epoch: Instant::now(),
-        hdr,
-        runs: 0,
-    }))
+    Ok(Some(Context { session, events, statements, user, settings: settings.clone(), epoch, hdr, runs: 0 }))
 }
 
 /// Runs a parsed command line to the end. Errors before the load starts (connection, schema)
