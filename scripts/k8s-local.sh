@@ -19,7 +19,8 @@
 # namespace k8s-local-node-K, its pods on a bridge of their own in 10.244.K.0/24, with routes to
 # the other nodes' pods through their nodes. No address outside these is used; no traffic
 # leaves the machine. Each node offers the scheduler its share of the machine's CPUs and memory
-# (1/N of each), not the whole machine. The controller-manager marks a node NotReady 10 s after
+# (1/N of each), not the whole machine, and runs its pods in a cgroup of its own that weighs as
+# much as each other node's. The controller-manager marks a node NotReady 10 s after
 # its kubelet last renewed its lease (every 2 s), so a lost machine shows in seconds.
 #
 # What it makes in the cluster: RuntimeClasses "runc" and "gvisor" (handler runsc); three
@@ -166,8 +167,8 @@ up_failed() {
   exit "$status"
 }
 
-# The cgroup containerd puts every pod's containers in (the kubelet names no parent, as
-# cgroupsPerQOS is off) and the file of its CPU weight: cgroup v1's cpu.shares or v2's cpu.weight.
+# The cgroup that holds every node's pods and the file of its CPU weight: cgroup v1's cpu.shares
+# or v2's cpu.weight.
 pods_cgroup_weight() {
   if [ -d /sys/fs/cgroup/cpu ]; then echo /sys/fs/cgroup/cpu/k8s.io/cpu.shares; else echo /sys/fs/cgroup/k8s.io/cpu.weight; fi
 }
@@ -194,6 +195,45 @@ weigh_pods() {
     echo made >"$dir/pods-weight.saved"
   fi
   echo $(($(nproc) * $(one_cpu_weight))) 2>/dev/null >"$file" || log "the pods keep the default CPU weight: $file cannot be written"
+}
+
+# The cgroup hierarchies: cgroup v1's, each mounted under /sys/fs/cgroup (a kubelet wants its
+# root in every one), or v2's one.
+cgroup_hierarchies() {
+  local h
+  if [ -d /sys/fs/cgroup/cpu ]; then
+    for h in /sys/fs/cgroup/*/; do [ ! -f "$h/cgroup.procs" ] || echo "${h%/}"; done
+  else
+    echo /sys/fs/cgroup
+  fi
+}
+
+# node_cgroup K: the cgroup node K's kubelet runs its pods in (its cgroupRoot), inside the pods'.
+node_cgroup() { echo "k8s.io/$(node_netns "$1")"; }
+
+# make_node_cgroup K: node K's cgroup in every hierarchy, at the default weight as every node's.
+# A machine's pods take no other machine's CPUs: with every node's pods side by side in one
+# cgroup, a lost machine's Cassandra starting again took the CPU its survivors needed to serve
+# (docs/kubernetes.md). Weighed by node, a node's pods take another's share only as far as that
+# node leaves it idle.
+make_node_cgroup() {
+  local k=$1 h
+  # cgroup v2 hands a child only the controllers its parent delegates.
+  [ -d /sys/fs/cgroup/cpu ] || echo "+cpu +cpuset +memory +pids" 2>/dev/null >/sys/fs/cgroup/k8s.io/cgroup.subtree_control \
+    || log "the pods' cgroup does not hand node $k's the controllers a kubelet needs (cpu cpuset memory pids)"
+  for h in $(cgroup_hierarchies); do mkdir -p "$h/$(node_cgroup "$k")"; done
+}
+
+# remove_node_cgroups: every node's cgroup and what its kubelet made in it, once their tasks are
+# gone, and the pods' cgroup where it is empty (but for its CPU weight's, which `unweigh_pods` keeps).
+remove_node_cgroups() {
+  local h k
+  for h in $(cgroup_hierarchies); do
+    for k in $(seq 1 "$MAX_NODES"); do
+      [ ! -d "$h/$(node_cgroup "$k")" ] || find "$h/$(node_cgroup "$k")" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    done
+    [ "$h/k8s.io" = "$(dirname "$(pods_cgroup_weight)")" ] || rmdir "$h/k8s.io" 2>/dev/null || true
+  done
 }
 
 unweigh_pods() {
@@ -406,7 +446,8 @@ readOnlyPort: 0
 containerRuntimeEndpoint: unix://$nd/containerd.sock
 podLogsDir: $nd/pod-logs
 cgroupDriver: cgroupfs
-cgroupsPerQOS: false
+cgroupsPerQOS: true
+cgroupRoot: /$(node_cgroup "$k")
 enforceNodeAllocatable: []
 kubeReserved: {cpu: "$((cpu_m - cpu_m / nodes))m", memory: "$((mem_ki - mem_ki / nodes))Ki"}
 failCgroupV1: false
@@ -436,6 +477,7 @@ start_runtime() {
 start_kubelet() {
   local k=$1 nd
   nd=$(node_dir "$k")
+  make_node_cgroup "$k"
   start "node-$k/kubelet" nsenter --net="/run/netns/$(node_netns "$k")" "$BIN/kubelet" \
     --kubeconfig="$dir/kubeconfig" --config="$nd/kubelet.yaml" --hostname-override="$(node_name "$k")" \
     --node-ip="$(node_addr "$k")" --root-dir="$nd/kubelet" --cert-dir="$nd/kubelet-pki" --housekeeping-interval=1s
@@ -685,6 +727,7 @@ down() {
     sysctl -q -w $(cat "$dir/sysctl.saved") || true
     rm -f "$dir/sysctl.saved"
   fi
+  remove_node_cgroups
   unweigh_pods
   rm -f "$dir/nodes"
   log "stopped"

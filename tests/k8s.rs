@@ -294,6 +294,41 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
     drop(cluster);
     assert_eq!(overcommit(), before, "the kubelet's kernel tunables are put back when the cluster stops");
     assert_eq!(pods_weight(), weight_before, "the pods' CPU weight is put back when the cluster stops");
+    // In each of cgroup v1's hierarchies, or in v2's one.
+    let hierarchies = std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten().map(|h| h.path());
+    let left: Vec<PathBuf> = hierarchies
+        .chain([PathBuf::from("/sys/fs/cgroup")])
+        .flat_map(|h| (1..=NODES).map(move |k| h.join(format!("k8s.io/k8s-local-node-{k}"))))
+        .filter(|node| node.is_dir())
+        .collect();
+    assert!(left.is_empty(), "node cgroups left when the cluster stopped: {left:?}");
+}
+
+/// The CPU seconds each node's cgroup has counted: its pods' since the cluster started.
+fn node_cpu_seconds() -> Vec<f64> {
+    // cgroup v1's cpuacct counts nanoseconds; v2's cpu.stat microseconds.
+    let (root, v1) = if Path::new("/sys/fs/cgroup/cpuacct").is_dir() {
+        ("/sys/fs/cgroup/cpuacct/k8s.io", true)
+    } else {
+        ("/sys/fs/cgroup/k8s.io", false)
+    };
+    (1..=NODES)
+        .filter_map(|k| {
+            let node = format!("{root}/k8s-local-node-{k}");
+            if v1 {
+                std::fs::read_to_string(format!("{node}/cpuacct.usage"))
+                    .ok()?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .map(|ns| ns / 1e9)
+            } else {
+                let stat = std::fs::read_to_string(format!("{node}/cpu.stat")).ok()?;
+                let usec = stat.lines().find_map(|l| l.strip_prefix("usage_usec "))?;
+                usec.trim().parse::<f64>().ok().map(|us| us / 1e6)
+            }
+        })
+        .collect()
 }
 
 /// Runs one part of the test and says how long it took: the test is the longest of `make test`,
@@ -1001,6 +1036,10 @@ fn a_ring_of_three_on_three_nodes_serves_through_a_lost_machine(sb: &Scratch, cl
         let recovery = value(&record, "server_recovery");
         assert!((recovery - (ready - stopped)).abs() < 1.0, "{cl}: server_recovery {recovery} s\n{per_second}");
     }
+    // Each node's pods ran in a cgroup of the node's (the ring's Cassandra one on each), so that a
+    // machine starting again takes the CPU of another's pods only as far as they leave it idle.
+    let per_node = node_cpu_seconds();
+    assert!(per_node.len() == NODES && per_node.iter().all(|&s| s > 5.0), "CPU-s counted per node: {per_node:?}");
     let Some(record) =
         lost_machine_run(sb, cluster, "QUORUM", "-mode heartbeat=off tcpKeepalive=off failover=off", "30s")
     else {
