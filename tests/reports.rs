@@ -146,7 +146,6 @@ fn check_writes_valid_junit_and_exits_by_the_verdicts() {
     let (sb, out) = shared().unwrap();
     let junit = sb.path().join("junit.xml");
     let o = sb.run(&["check", out.to_str().unwrap(), "--junit", junit.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1), "the 1% bound on ext4 fails: {}", text(&o));
     let xml = std::fs::read_to_string(&junit).unwrap();
     let doc = roxmltree::Document::parse(&xml).expect("valid XML");
     let root = doc.root_element();
@@ -155,13 +154,47 @@ fn check_writes_valid_junit_and_exits_by_the_verdicts() {
     // Bound 1 applies to the 2 non-baseline cells, bound 2 to the same 2 (volume=ext4).
     assert_eq!(cases.len(), 4);
     assert_eq!(root.attribute("tests"), Some("4"));
-    let failed: Vec<_> = cases.iter().filter(|c| c.children().any(|n| n.has_tag_name("failure"))).collect();
-    assert_eq!(failed.len(), 2, "{xml}");
-    assert_eq!(root.attribute("failures"), Some("2"));
-    assert!(failed.iter().all(|c| c.attribute("name").unwrap().starts_with("host.ext4.")));
+    // Each case says its verdict as the interval in its message has it: a failure where the whole
+    // CI lies beyond the bound, an error where it straddles it. ext4 is many times slower than
+    // tmpfs, so neither of its 1 % checks passes; whether each fails or is inconclusive is the
+    // three rounds' to say (beside the Kubernetes test the write's interval once came out at -87 %
+    // to +99.9 %, 2026-12-07), and the file must say it as it is.
+    let (mut failures, mut errors) = (0, 0);
+    for case in &cases {
+        let Some(verdict) = case.first_element_child() else { continue };
+        assert!(case.attribute("name").unwrap().starts_with("host.ext4."), "only the 1% bound's cells: {xml}");
+        let message = verdict.attribute("message").unwrap();
+        let (low, high, bound) = interval_and_bound(message);
+        match verdict.tag_name().name() {
+            "failure" => {
+                failures += 1;
+                assert!(low > bound, "a failure's CI lies beyond its bound: {message}");
+            }
+            "error" => {
+                errors += 1;
+                assert!(low <= bound && bound < high, "an error's CI straddles its bound: {message}");
+            }
+            other => panic!("<{other}> in {xml}"),
+        }
+    }
+    assert_eq!(failures + errors, 2, "neither of ext4's 1% checks passes: {xml}");
+    assert_eq!(root.attribute("failures"), Some(failures.to_string().as_str()), "{xml}");
+    assert_eq!(root.attribute("errors"), Some(errors.to_string().as_str()), "{xml}");
+    // 1 when a bound fails, else 2 when one is inconclusive.
+    assert_eq!(o.status.code(), Some(if failures > 0 { 1 } else { 2 }), "{xml}{}", text(&o));
     let suite = cases[0].parent().unwrap();
     assert_eq!(suite.tag_name().name(), "testsuite");
     assert_eq!(suite.attribute("name"), Some("reports"));
+}
+
+/// The CI and the bound a JUnit verdict's message gives, in %:
+/// "iops overhead +89.2% (95% CI +48.6% to +97.7%) against a bound of 1.0%".
+fn interval_and_bound(message: &str) -> (f64, f64, f64) {
+    let number = |s: &str| s.trim().trim_end_matches(['%', ')']).parse::<f64>().unwrap_or_else(|_| panic!("{message}"));
+    let interval = message.split("95% CI ").nth(1).and_then(|rest| rest.split(')').next()).expect(message);
+    let (low, high) = interval.split_once(" to ").expect(message);
+    let bound = message.rsplit("a bound of ").next().expect(message);
+    (number(low), number(high), number(bound))
 }
 
 #[test]
