@@ -306,29 +306,8 @@ fn pods_of_real_runtime_classes_run_fio_and_loaders_and_leave_nothing() {
 
 /// The CPU seconds each node's cgroup has counted: its pods' since the cluster started.
 fn node_cpu_seconds() -> Vec<f64> {
-    // cgroup v1's cpuacct counts nanoseconds; v2's cpu.stat microseconds.
-    let (root, v1) = if Path::new("/sys/fs/cgroup/cpuacct").is_dir() {
-        ("/sys/fs/cgroup/cpuacct/k8s.io", true)
-    } else {
-        ("/sys/fs/cgroup/k8s.io", false)
-    };
-    (1..=NODES)
-        .filter_map(|k| {
-            let node = format!("{root}/k8s-local-node-{k}");
-            if v1 {
-                std::fs::read_to_string(format!("{node}/cpuacct.usage"))
-                    .ok()?
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-                    .map(|ns| ns / 1e9)
-            } else {
-                let stat = std::fs::read_to_string(format!("{node}/cpu.stat")).ok()?;
-                let usec = stat.lines().find_map(|l| l.strip_prefix("usage_usec "))?;
-                usec.trim().parse::<f64>().ok().map(|us| us / 1e6)
-            }
-        })
-        .collect()
+    let node = |k| isobench::sys::CpuGroup::at(Path::new(&format!("/k8s.io/k8s-local-node-{k}")))?.cpu_s();
+    (1..=NODES).filter_map(node).collect()
 }
 
 /// Runs one part of the test and says how long it took: the test is the longest of `make test`,

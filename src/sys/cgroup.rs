@@ -31,10 +31,19 @@ impl CpuGroup {
     /// Where `name` goes, under this process's cgroup (made by `create`, once the ledger has
     /// it); None where no hierarchy counts CPU.
     pub fn locate(name: &str) -> Option<CpuGroup> {
-        let ((mount, version), own) = own_cgroup()?;
-        let relative = own.join(name);
+        let (hierarchy, own) = own_cgroup()?;
+        Some(CpuGroup::in_hierarchy(hierarchy, own.join(name)))
+    }
+
+    /// The cgroup at `relative` from the hierarchy's root, whoever made it.
+    pub fn at(relative: &Path) -> Option<CpuGroup> {
+        let (hierarchy, _) = own_cgroup()?;
+        Some(CpuGroup::in_hierarchy(hierarchy, relative.to_path_buf()))
+    }
+
+    fn in_hierarchy((mount, version): (PathBuf, Version), relative: PathBuf) -> CpuGroup {
         let dir = mount.join(relative.strip_prefix("/").unwrap_or(&relative));
-        Some(CpuGroup { dir, relative, version })
+        CpuGroup { dir, relative, version }
     }
 
     pub fn create(&self) -> Result<()> {
