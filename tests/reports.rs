@@ -212,21 +212,30 @@ fn json_and_csv_exports_carry_the_statistics() {
     let (lo, hi, center) =
         (iops["ci"][0].as_f64().unwrap(), iops["ci"][1].as_f64().unwrap(), iops["center"].as_f64().unwrap());
     assert!(lo <= center && center <= hi && iops["n"] == 3);
-    assert_eq!(iops["vs_baseline"]["pairing"], "paired", "each run of a round against the baseline's of its block");
-    assert_eq!(iops["vs_baseline"]["verdict"], "slower");
-    assert!(iops["vs_baseline"]["p_value"].as_f64().unwrap() <= 1.0);
+    let vs = &iops["vs_baseline"];
+    assert_eq!(vs["pairing"], "paired", "each run of a round against the baseline's of its block");
+    // ext4 reads at about a twelfth of tmpfs's rate, yet three rounds beside the Kubernetes test
+    // once gave a write interval of -87 % to +100 %: the verdict is held to its own interval.
+    let (diff_lo, diff_hi) = (vs["ci"][0].as_f64().unwrap(), vs["ci"][1].as_f64().unwrap());
+    let verdict = if diff_hi < 0.0 { "slower" } else { "no significant difference" };
+    assert!(diff_lo < 0.0, "ext4 is never faster than tmpfs: {vs}");
+    assert_eq!(vs["verdict"], verdict, "{vs}");
+    assert!(vs["p_value"].as_f64().unwrap() <= 1.0);
     let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
     assert!(csv.starts_with("cell,env,volume,workload,params,metric,unit,n,center,ci_low,ci_high,cv_pct,diff_pct,diff_ci_low,diff_ci_high,p_value,verdict,pairing\n"));
     assert!(csv.lines().any(|l| {
         l.starts_with("host.ext4.fio.rw=randread,host,ext4,fio,rw=randread,iops,op/s,3,")
-            && l.ends_with(",slower,paired")
+            && l.ends_with(&format!(",{verdict},paired"))
     }));
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Cost") && md.contains("$0.50"), "cost per hour gives $ per million operations");
-    // The verdict: first in report.md, last in the terminal, with the CI of the difference.
-    let verdict =
-        regex::Regex::new(r"host/ext4\*?\*?:? +fio rw=randread IOPS -\d+% \[-\d+%, -\d+%\] · fio rw=write IOPS")
-            .unwrap();
+    // The verdict: first in report.md, last in the terminal, with the CI of the difference ("~"
+    // where it holds 0).
+    let mark = if verdict == "slower" { "" } else { "~" };
+    let verdict = regex::Regex::new(&format!(
+        r"host/ext4\*?\*?:? +fio rw=randread IOPS {mark}-[\d.]+% \[-[\d.]+%, [-+]?[\d.]+%\] · fio rw=write IOPS"
+    ))
+    .unwrap();
     assert!(md.find("## Verdict").unwrap() < md.find("## Summary").unwrap(), "{md}");
     assert!(verdict.is_match(&md), "{md}");
     let terminal = text(&o);
