@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use common::{Missing, Scratch, chromium, load_in_chromium, need_program, need_root, text};
+use common::{Missing, Scratch, chromium, load_in_chromium, need_program, need_root, run_record, text};
 
 fn unable() -> Option<Missing> {
     need_root("mounts and loop devices").or_else(|| need_program("fio", "fio"))
@@ -276,15 +276,14 @@ fn adaptive_repetition_stops_at_the_target_or_at_the_maximum() {
 
 /// Each run's IOPS, in the order the runs were made; every run must have succeeded.
 fn iops_by_rep(out: &Path, cell: &str) -> Vec<f64> {
-    let mut runs: Vec<serde_json::Value> = std::fs::read_dir(out.join("runs").join(cell))
-        .unwrap()
-        .map(|f| serde_json::from_str(&std::fs::read_to_string(f.unwrap().path()).unwrap()).unwrap())
-        .collect();
-    runs.sort_by_key(|r| r["rep"].as_u64());
-    runs.iter()
-        .map(|r| {
-            assert_eq!(r["status"], "ok", "{r}");
-            r["samples"].as_array().unwrap().iter().find(|s| s["metric"] == "iops").unwrap()["value"].as_f64().unwrap()
+    let runs = std::fs::read_dir(out.join("runs").join(cell)).unwrap().count() as u32;
+    (1..=runs)
+        .map(|rep| {
+            let run = run_record(out, cell, rep);
+            assert_eq!(run["status"], "ok", "{run}");
+            run["samples"].as_array().unwrap().iter().find(|s| s["metric"] == "iops").unwrap()["value"]
+                .as_f64()
+                .unwrap()
         })
         .collect()
 }
