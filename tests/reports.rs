@@ -246,14 +246,13 @@ fn json_and_csv_exports_carry_the_statistics() {
 #[test]
 fn adaptive_repetition_stops_at_the_target_or_at_the_maximum() {
     skip_if!(unable());
-    let count = |out: &Path, cell: &str| std::fs::read_dir(out.join("runs").join(cell)).unwrap().count();
     // An unreachable target: every cell runs to the maximum.
     let sb = Scratch::new();
     let (o, out) =
         sb.run_suite(&suite("{ min = 2, max = 4, target_ci = \"0.0001%\" }", ""), &["--filter", "rw=randread"]);
     assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(count(&out, "host.tmpfs.fio.rw=randread"), 4);
-    assert_eq!(count(&out, "host.ext4.fio.rw=randread"), 4);
+    assert_eq!(iops_by_rep(&out, "host.tmpfs.fio.rw=randread").len(), 4);
+    assert_eq!(iops_by_rep(&out, "host.ext4.fio.rw=randread").len(), 4);
     assert!(text(&o).contains("> ±0.0001% target"), "the table says the target was missed: {}", text(&o));
     // A generous target: the minimum suffices where two runs agree within 3.3× (at two runs the t
     // interval has one degree of freedom, t = 12.7, and ±100000 % is missed only that far apart).
